@@ -1,0 +1,25 @@
+"""Glow: a machine-learning compiler for heterogeneous hardware.
+
+``glow_core.compile(model, backend="interpreter")`` imports an ONNX model,
+optimizes and lowers it for the chosen backend and returns a compiled network
+whose ``run(feeds)`` returns the outputs. See docs/ for the architecture.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from glow_core.api import CompiledNetwork
+
+
+def compile(model: Any, backend: str = "interpreter", input_shapes: Any = None, **kwargs: Any) -> "CompiledNetwork":
+    """Compile an ONNX model (path or ModelProto) for a backend chosen by name."""
+    from glow_core.api import compile as _compile
+
+    return _compile(model, backend, input_shapes, **kwargs)
+
+
+__all__ = ["compile", "__version__"]

@@ -1,0 +1,92 @@
+"""The one exception hierarchy of Glow.
+
+Every error the product raises on purpose is a :class:`GlowError`. Messages name
+the node (and its ONNX origin), the op, the shapes involved and what to do.
+This module imports nothing else of ours: every layer may use it.
+"""
+
+from __future__ import annotations
+
+
+class GlowError(Exception):
+    """Base class of every deliberate Glow error."""
+
+    #: A short hint on what the user can do about it (printed by the CLI).
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        if hint:
+            self.hint = hint
+
+    def one_line(self) -> str:
+        text = str(self).strip().replace("\n", " ")
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class GlowTypeError(GlowError):
+    """A node's operand types or attributes do not satisfy its kind's type rule."""
+
+
+class GlowVerifyError(GlowError):
+    """A graph (or low-level IR) broke an invariant checked by ``verify()``."""
+
+
+class GraphError(GlowError):
+    """Misuse of the graph API (erasing a live node, foreign values, ...)."""
+
+
+class ModelError(GlowError):
+    """The model file itself is unreadable or invalid."""
+
+
+class ImportShapeError(ModelError):
+    """An input has symbolic or unknown dimensions the user must fix."""
+
+
+class UnsupportedError(GlowError):
+    """Something valid that this build or backend does not support.
+
+    A case that ends in this error is *unsupported*, never a wrong answer.
+    """
+
+
+class UnsupportedOpsError(UnsupportedError):
+    """One or more ONNX operators (listed all at once) cannot be imported."""
+
+
+class DynamicValueError(UnsupportedError):
+    """An operand that decides shapes is only known at run time.
+
+    ``placeholders`` names the model inputs the value depends on, so a caller
+    that knows their values (``glow_core.onnx_backend``) can bind them as
+    compile-time constants and retry.
+    """
+
+    def __init__(self, message: str, placeholders: tuple[str, ...] = (), *, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.placeholders = placeholders
+
+
+class BackendError(GlowError):
+    """Backend lookup, loading or compilation failed."""
+
+
+class UnknownBackendError(BackendError):
+    """A backend name that no installed plugin provides."""
+
+
+class PluginError(BackendError):
+    """A plugin failed to load or targets an incompatible SDK API version."""
+
+
+class InputError(GlowError):
+    """The feeds given to ``run`` do not match the network's inputs."""
+
+
+class ExecutionError(GlowError):
+    """A kernel failed or produced a result of the wrong type at run time."""
+
+
+class PassError(GlowError):
+    """An optimization pass failed; the message names the pass."""

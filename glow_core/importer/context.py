@@ -1,0 +1,238 @@
+"""What an import rule sees: one ONNX node, its operands and a way to emit nodes.
+
+Import rules are registered per ONNX op type in ``glow_core.importer.rules``
+with :func:`import_rule`. A rule reads attributes with ``ctx.attr``, operands
+with ``ctx.input`` (a graph value) or ``ctx.const`` (a compile-time numpy
+value, for operands that decide shapes), emits graph nodes with ``ctx.emit``
+and returns one value per ONNX output.
+
+``ctx.emit`` folds a node whose operands are all constants right away, with
+the reference backend's kernels (reached through the plugin registry), so
+shape subgraphs (Shape -> Gather -> Concat -> Reshape) become constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from glow_core.errors import DynamicValueError, GlowError, GlowTypeError, UnsupportedError
+from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
+from glow_core.ir.kinds import get_kind
+from glow_core.ir.types import ElemKind, TensorType
+
+#: Largest constant (in elements) the importer folds eagerly.
+FOLD_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ImportRule:
+    op_type: str
+    fn: Callable[["NodeContext"], Sequence[Value | None]]
+    domain: str = ""
+    #: ONNX output count accepted beyond the first (e.g. Dropout's mask), or None for any
+    since: int = 1
+
+
+_RULES: dict[tuple[str, str], ImportRule] = {}
+
+
+def import_rule(*op_types: str, domain: str = "") -> Callable[[Any], Any]:
+    """Register an import rule for one or more ONNX op types."""
+
+    def deco(fn: Callable[["NodeContext"], Sequence[Value | None]]) -> Any:
+        for op in op_types:
+            key = (domain, op)
+            if key in _RULES:
+                raise GlowError(f"import rule for ONNX op {op!r} registered twice")
+            _RULES[key] = ImportRule(op, fn, domain)
+        return fn
+
+    return deco
+
+
+def import_rules() -> Mapping[tuple[str, str], ImportRule]:
+    import glow_core.importer.rules  # noqa: F401  (registers every rule)
+
+    return _RULES
+
+
+# ONNX TensorProto data type -> element kind
+ONNX_ELEMS: dict[int, ElemKind] = {
+    onnx.TensorProto.FLOAT: ElemKind.FLOAT32,
+    onnx.TensorProto.FLOAT16: ElemKind.FLOAT16,
+    onnx.TensorProto.BFLOAT16: ElemKind.BFLOAT16,
+    onnx.TensorProto.DOUBLE: ElemKind.FLOAT64,
+    onnx.TensorProto.INT8: ElemKind.INT8,
+    onnx.TensorProto.UINT8: ElemKind.UINT8,
+    onnx.TensorProto.INT16: ElemKind.INT16,
+    onnx.TensorProto.UINT16: ElemKind.UINT16,
+    onnx.TensorProto.INT32: ElemKind.INT32,
+    onnx.TensorProto.UINT32: ElemKind.UINT32,
+    onnx.TensorProto.INT64: ElemKind.INT64,
+    onnx.TensorProto.UINT64: ElemKind.UINT64,
+    onnx.TensorProto.BOOL: ElemKind.BOOL,
+}
+
+
+def onnx_elem(data_type: int, where: str) -> ElemKind:
+    try:
+        return ONNX_ELEMS[data_type]
+    except KeyError:
+        name = onnx.TensorProto.DataType.Name(data_type) if data_type in onnx.TensorProto.DataType.values() else data_type
+        raise UnsupportedError(f"{where}: element type {name} is not supported") from None
+
+
+class NodeContext:
+    """The view an import rule has of one ONNX node."""
+
+    def __init__(self, importer: "Any", node: onnx.NodeProto, opset: int) -> None:
+        self.importer = importer
+        self.node = node
+        self.opset = opset
+        self.fn: Function = importer.fn
+        self.name = node.name or (node.output[0] if node.output else node.op_type)
+        self._attrs = {a.name: a for a in node.attribute}
+
+    # -- description ---------------------------------------------------------
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    def where(self) -> str:
+        return f"ONNX node '{self.name}' ({self.node.op_type}, opset {self.opset})"
+
+    def unsupported(self, what: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.where()}: {what}")
+
+    # -- operands ------------------------------------------------------------
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.input)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def input(self, i: int) -> Value | None:
+        if not self.has_input(i):
+            return None
+        return self.importer.value(self.node.input[i], self.where())
+
+    def req(self, i: int) -> Value:
+        v = self.input(i)
+        if v is None:
+            raise GlowTypeError(f"{self.where()}: operand {i} is required")
+        return v
+
+    def inputs(self) -> list[Value | None]:
+        return [self.input(i) for i in range(self.num_inputs)]
+
+    def type(self, i: int) -> TensorType:
+        return self.req(i).type
+
+    def const(self, i: int, what: str = "") -> np.ndarray | None:
+        """The compile-time value of operand ``i`` (None when omitted).
+
+        Raises DynamicValueError naming the model inputs it depends on when the
+        value is only known at run time.
+        """
+        v = self.input(i)
+        if v is None:
+            return None
+        if isinstance(v, Constant):
+            return v.payload
+        deps = tuple(sorted(self.importer.placeholders_behind(v)))
+        label = what or f"operand {i} ('{self.node.input[i]}')"
+        raise DynamicValueError(
+            f"{self.where()}: {label} decides shapes and must be known at compile time, "
+            f"but it depends on run-time input(s) {', '.join(deps) or '?'}",
+            deps,
+            hint="fix it in the model (make it an initializer) or bind the input as a constant",
+        )
+
+    def const_ints(self, i: int, what: str = "") -> tuple[int, ...] | None:
+        c = self.const(i, what)
+        return None if c is None else tuple(int(x) for x in np.asarray(c).reshape(-1))
+
+    # -- attributes ----------------------------------------------------------
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        a = self._attrs.get(name)
+        if a is None:
+            return default
+        if a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS:
+            raise self.unsupported(f"attribute '{name}' holds a subgraph; control flow is not supported")
+        if a.type == onnx.AttributeProto.TENSOR:
+            return numpy_helper.to_array(a.t)
+        if a.ref_attr_name:
+            raise self.unsupported(f"attribute '{name}' refers to a function attribute")
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            return v.decode()
+        if isinstance(v, list):
+            return [x.decode() if isinstance(x, bytes) else x for x in v]
+        return v
+
+    def check_attrs(self, known: Sequence[str]) -> None:
+        """Refuse attributes this rule does not understand (never silently ignore one)."""
+        extra = set(self._attrs) - set(known)
+        if extra:
+            raise self.unsupported(f"attribute(s) {sorted(extra)} are not supported")
+
+    # -- emitting ------------------------------------------------------------
+    def emit(self, kind: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any] | None = None,
+             name: str | None = None) -> list[Value]:
+        """Create a node of ``kind`` (folded to constants when every operand is constant)."""
+        return self.importer.emit(kind, inputs, attrs or {}, name or self.name, self.name)
+
+    def emit1(self, kind: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any] | None = None,
+              name: str | None = None) -> Value:
+        return self.emit(kind, inputs, attrs, name)[0]
+
+    def constant(self, array: np.ndarray | Any, dtype: Any = None, name: str | None = None) -> Constant:
+        arr = np.asarray(array, dtype=dtype)
+        return self.fn.add_constant(arr, name or f"{self.name}_const")
+
+
+def is_constant(v: Value | None) -> bool:
+    return isinstance(v, Constant)
+
+
+def placeholders_behind(v: Value) -> set[str]:
+    """Names of the inputs a value depends on."""
+    out: set[str] = set()
+    stack: list[Value] = [v]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Placeholder):
+            out.add(x.name)
+        elif isinstance(x, NodeOutput):
+            stack.extend(i for i in x.node.inputs if i is not None)
+    return out
+
+
+def fold_node(fn: Function, kind: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any],
+              out_types: Sequence[TensorType], name: str) -> list[Value] | None:
+    """Evaluate a node with all-constant operands on the reference backend."""
+    from glow_core.plugin_host import reference_backend
+
+    get_kind(kind)
+    if sum(t.size for t in out_types) > FOLD_LIMIT:
+        return None
+    arrays = [v.payload if isinstance(v, Constant) else None for v in inputs]
+    results = reference_backend().evaluate(kind, attrs, arrays, out_types)
+    return [fn.add_constant(np.asarray(r), name, t) for r, t in zip(results, out_types)]

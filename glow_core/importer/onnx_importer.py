@@ -1,0 +1,297 @@
+"""ONNX model -> graph IR function.
+
+In: a path or an ``onnx.ModelProto`` (opset 7 up to the installed onnx's),
+user-fixed input shapes and optionally inputs bound to constant values.
+Out: a verified :class:`~glow_core.ir.graph.Function` whose inputs are the
+model's non-initializer inputs and whose outputs are the model's outputs.
+
+Steps: load (refusing external data that escapes the model's directory),
+onnx checker, fix input shapes, onnx shape inference, check every op has an
+import rule (all unsupported ops are reported at once), then run each node's
+rule in order, folding constant subgraphs as it goes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from glow_core.errors import (
+    DynamicValueError,
+    GlowError,
+    GlowTypeError,
+    ImportShapeError,
+    ModelError,
+    UnsupportedError,
+    UnsupportedOpsError,
+)
+from glow_core.importer.context import NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
+from glow_core.ir.graph import Constant, Function, Value, infer_types
+from glow_core.ir.kinds import get_kind
+from glow_core.ir.types import ElemKind, TensorType
+
+MIN_OPSET = 7
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
+    """Read a model file (external data only from inside its own directory)."""
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    path = Path(model)
+    if not path.is_file():
+        raise ModelError(f"model file '{path}' does not exist", hint="check the path")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore[attr-defined]
+        raise ModelError(f"cannot parse '{path}': not a valid ONNX model or the file is truncated ({e})") from None
+    except Exception as e:  # noqa: BLE001  (protobuf raises assorted errors on garbage)
+        raise ModelError(f"cannot parse '{path}': {type(e).__name__}: {e}") from None
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelError(f"'{path}' holds no graph: not an ONNX model or the file is truncated")
+    _load_external_data(proto, path.parent.resolve())
+    return proto, path
+
+
+def _all_tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    out = list(graph.initializer)
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                out.append(a.t)
+    return out
+
+
+def _load_external_data(proto: onnx.ModelProto, base: Path) -> None:
+    for t in _all_tensors(proto.graph):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        target = (base / loc).resolve()
+        if not loc or os.path.isabs(loc) or not target.is_relative_to(base):
+            raise ModelError(
+                f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
+                hint="keep external data files next to the model",
+            )
+        if not target.is_file():
+            raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else None
+        with open(target, "rb") as f:
+            f.seek(offset)
+            raw = f.read() if length is None else f.read(length)
+        t.raw_data = raw
+        del t.external_data[:]
+        t.data_location = onnx.TensorProto.DEFAULT
+
+
+def parse_shape_spec(spec: str) -> tuple[str, tuple[int, ...]]:
+    """``name=1,3,224,224`` -> (name, shape)."""
+    name, sep, dims = spec.rpartition("=")
+    if not sep or not name:
+        raise ImportShapeError(f"input shape '{spec}' is not of the form name=d1,d2,...")
+    try:
+        shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip() != "")
+    except ValueError:
+        raise ImportShapeError(f"input shape '{spec}': dimensions must be integers") from None
+    if any(d < 0 for d in shape):
+        raise ImportShapeError(f"input shape '{spec}': dimensions must be >= 0")
+    return name, shape
+
+
+class OnnxImporter:
+    def __init__(
+        self,
+        proto: onnx.ModelProto,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        bind: Mapping[str, np.ndarray] | None = None,
+        name: str = "main",
+    ) -> None:
+        self.proto = proto
+        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+        self.bind = dict(bind or {})
+        self.fn = Function(name)
+        self.values: dict[str, Value] = {}
+        self.opsets: dict[str, int] = {}
+
+    # -- values --------------------------------------------------------------
+    def value(self, onnx_name: str, where: str) -> Value:
+        try:
+            return self.values[onnx_name]
+        except KeyError:
+            raise ModelError(f"{where}: operand '{onnx_name}' is not produced by any earlier node or input") from None
+
+    def placeholders_behind(self, v: Value) -> set[str]:
+        return placeholders_behind(v)
+
+    def emit(self, kind: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any], name: str,
+             origin: str) -> list[Value]:
+        spec = get_kind(kind)
+        where = f"{kind} for ONNX node '{origin}'"
+        spec.check_arity(len(inputs), where)
+        norm = spec.normalize_attrs(attrs, where)
+        present = [v for v in inputs if v is not None]
+        if present and all(isinstance(v, Constant) for v in present):
+            out_types = infer_types(spec, [v.type if v is not None else None for v in inputs], norm, where)
+            folded = fold_node(self.fn, kind, inputs, norm, out_types, name)
+            if folded is not None:
+                return folded
+        node = self.fn.create(kind, inputs, norm, name=name, origin=origin)
+        return list(node.outputs)
+
+    # -- the import ----------------------------------------------------------
+    def run(self) -> Function:
+        proto = self.proto
+        self.opsets = {o.domain: o.version for o in proto.opset_import}
+        opset = max(self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
+        if opset and opset < MIN_OPSET:
+            raise UnsupportedError(f"model uses opset {opset}; opsets {MIN_OPSET} and later are supported",
+                                   hint="convert it with onnx.version_converter")
+        if opset > onnx.defs.onnx_opset_version():
+            raise UnsupportedError(f"model uses opset {opset}, newer than the installed onnx package supports "
+                                   f"({onnx.defs.onnx_opset_version()})", hint="upgrade onnx")
+        graph = proto.graph
+        self._check_ops(graph)
+        self._check_model(proto)
+        inits = {t.name: t for t in graph.initializer}
+        for t in graph.initializer:
+            self.values[t.name] = self._constant_from(t)
+        self._add_inputs(graph, inits)
+        for node in graph.node:
+            self._import_node(node)
+        for out in graph.output:
+            v = self.value(out.name, f"graph output '{out.name}'")
+            self.fn.set_output(out.name, v)
+        self.fn.erase_unused_constants()
+        self.fn.verify()
+        return self.fn
+
+    def _check_model(self, proto: onnx.ModelProto) -> None:
+        try:
+            onnx.checker.check_model(proto)
+        except onnx.checker.ValidationError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else "invalid model"
+            raise ModelError(f"the ONNX checker rejected the model: {first}") from None
+        except ValueError as e:
+            # models over 2 GB cannot be checked in memory: skip the checker for them
+            if "2GB" not in str(e):
+                raise ModelError(f"the ONNX checker rejected the model: {e}") from None
+
+    def _check_ops(self, graph: onnx.GraphProto) -> None:
+        rules = import_rules()
+        missing: dict[str, list[str]] = {}
+        for n in graph.node:
+            dom = "" if n.domain in DEFAULT_DOMAINS else n.domain
+            if (dom, n.op_type) not in rules:
+                key = f"{n.domain}::{n.op_type}" if dom else n.op_type
+                missing.setdefault(key, []).append(n.name or (n.output[0] if n.output else "?"))
+        if missing:
+            total = sum(len(v) for v in missing.values())
+            parts = []
+            for op, names in sorted(missing.items()):
+                shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+                parts.append(f"{op} ({len(names)} node{'s' if len(names) > 1 else ''}: {shown})")
+            raise UnsupportedOpsError(
+                f"{len(missing)} unsupported ONNX operator{'s' if len(missing) > 1 else ''} "
+                f"in {total} node{'s' if total > 1 else ''}: " + "; ".join(parts),
+                hint="these operators have no import rule in this version of glow",
+            )
+
+    def _constant_from(self, t: onnx.TensorProto) -> Constant:
+        elem = onnx_elem(t.data_type, f"initializer '{t.name}'")
+        try:
+            arr = numpy_helper.to_array(t)
+        except Exception as e:  # noqa: BLE001
+            raise ModelError(f"initializer '{t.name}' cannot be read: {e}") from None
+        arr = np.ascontiguousarray(arr.astype(elem.dtype, copy=False))
+        return self.fn.add_constant(arr, t.name)
+
+    def _add_inputs(self, graph: onnx.GraphProto, inits: Mapping[str, onnx.TensorProto]) -> None:
+        unknown: list[str] = []
+        real_inputs = [i for i in graph.input if i.name not in inits]
+        names = {i.name for i in real_inputs}
+        for given in self.input_shapes:
+            if given not in names:
+                raise ImportShapeError(
+                    f"--input-shape names '{given}', which is not an input of the model; "
+                    f"its inputs are: {', '.join(sorted(names)) or '(none)'}"
+                )
+        for vi in real_inputs:
+            tt = vi.type.tensor_type
+            if not vi.type.HasField("tensor_type"):
+                raise UnsupportedError(f"input '{vi.name}' is not a tensor (sequence/map/optional inputs are not supported)")
+            elem = onnx_elem(tt.elem_type, f"input '{vi.name}'")
+            if vi.name in self.input_shapes:
+                shape = self.input_shapes[vi.name]
+                if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
+                    raise ImportShapeError(
+                        f"input '{vi.name}' has rank {len(tt.shape.dim)} but --input-shape gives {list(shape)}"
+                    )
+                for d, want in zip(tt.shape.dim if tt.HasField("shape") else [], shape):
+                    if d.HasField("dim_value") and d.dim_value != want:
+                        raise ImportShapeError(
+                            f"input '{vi.name}' has fixed dimension {d.dim_value} where --input-shape gives {want}"
+                        )
+            elif vi.name in self.bind:
+                shape = tuple(self.bind[vi.name].shape)
+            elif not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+                dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim] if tt.HasField("shape") else "unknown rank"
+                unknown.append(f"{vi.name} {dims}")
+                continue
+            else:
+                shape = tuple(d.dim_value for d in tt.shape.dim)
+            if vi.name in self.bind:
+                arr = np.ascontiguousarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False))
+                if tuple(arr.shape) != tuple(shape):
+                    raise ImportShapeError(f"bound value of input '{vi.name}' has shape {list(arr.shape)}, expected {list(shape)}")
+                self.values[vi.name] = self.fn.add_constant(arr, vi.name)
+            else:
+                self.values[vi.name] = self.fn.add_input(vi.name, TensorType(elem, shape))
+        if unknown:
+            raise ImportShapeError(
+                "input(s) with symbolic or unknown dimensions: " + "; ".join(unknown),
+                hint="fix them with --input-shape NAME=d1,d2,... (input_shapes={NAME: (...)} in Python)",
+            )
+
+    def _import_node(self, node: onnx.NodeProto) -> None:
+        dom = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        rule = import_rules()[(dom, node.op_type)]
+        opset = self.opsets.get(node.domain, self.opsets.get("", 0)) if dom else max(
+            self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
+        ctx = NodeContext(self, node, opset)
+        try:
+            results = list(rule.fn(ctx))
+        except GlowTypeError as e:
+            msg = str(e)
+            raise GlowTypeError(msg if "ONNX node" in msg else f"{ctx.where()}: {msg}", hint=e.hint) from None
+        except (GlowError, DynamicValueError):
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as e:
+            raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
+        outs = list(node.output)
+        if len(results) < len([o for o in outs if o]):
+            raise UnsupportedError(f"{ctx.where()}: only {len(results)} of its {len(outs)} outputs are supported")
+        for name, v in zip(outs, results):
+            if name == "":
+                continue
+            if v is None:
+                raise UnsupportedError(f"{ctx.where()}: output '{name}' is not supported")
+            self.values[name] = v
+
+
+def import_model(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    bind: Mapping[str, np.ndarray] | None = None,
+) -> Function:
+    """Import an ONNX model into a verified graph function."""
+    proto, _ = load_model(model)
+    return OnnxImporter(proto, input_shapes, bind).run()
+

@@ -1,0 +1,1 @@
+"""(family module; rules registered with import_rule)."""

@@ -1,0 +1,1 @@
+"""(family module; kinds declared by define_kind)."""

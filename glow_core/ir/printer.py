@@ -1,0 +1,83 @@
+"""Readable text dump and DOT export of a graph function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from glow_core.ir.graph import Function, Value
+
+
+def _fmt_attr(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "[" + ",".join(_fmt_attr(x) for x in v) + "]"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, np.ndarray):
+        return f"tensor<{v.dtype}{list(v.shape)}>" if v.size > 4 else np.array2string(v.ravel(), separator=",")
+    if hasattr(v, "value") and not isinstance(v, (int, str)):
+        return str(v.value)
+    return str(v)
+
+
+def format_attrs(attrs: dict[str, Any] | Any) -> str:
+    if not attrs:
+        return ""
+    return " {" + ", ".join(f"{k}={_fmt_attr(v)}" for k, v in attrs.items()) + "}"
+
+
+def _ref(v: Value | None) -> str:
+    return "-" if v is None else f"%{v.name}"
+
+
+def format_function(fn: Function) -> str:
+    ins = ", ".join(f"%{p.name}: {p.type}" for p in fn.inputs)
+    outs = ", ".join(f"{n}: {v.type}" for n, v in fn.outputs)
+    lines = [f"function {fn.name}({ins}) -> ({outs}) {{"]
+    for c in fn.constants:
+        lines.append(f"  const %{c.name}: {c.type}")
+    for node in fn.nodes:
+        res = ", ".join(f"%{o.name}" for o in node.outputs)
+        types = ", ".join(str(o.type) for o in node.outputs)
+        args = ", ".join(_ref(v) for v in node.inputs)
+        origin = f"  # {node.origin}" if node.origin and node.origin != node.name else ""
+        lines.append(f"  {res} = {node.kind.name}({args}){format_attrs(dict(node.attrs))} : {types}{origin}")
+    for name, v in fn.outputs:
+        lines.append(f"  return {name} = %{v.name}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(fn: Function) -> str:
+    """Graphviz DOT text: nodes as boxes, inputs/constants as ellipses, edges typed."""
+    out = [f"digraph {_q(fn.name)} {{", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
+    ids: dict[int, str] = {}
+
+    def vid(v: Value) -> str:
+        prod = v.producer
+        return ids[id(prod)] if prod is not None else ids[id(v)]
+
+    for i, p in enumerate(fn.inputs):
+        ids[id(p)] = f"in{i}"
+        out.append(f"  in{i} [shape=ellipse, style=filled, fillcolor=lightblue, label={_q(p.name + chr(10) + str(p.type))}];")
+    for i, c in enumerate(fn.constants):
+        if c.users:
+            ids[id(c)] = f"c{i}"
+            out.append(f"  c{i} [shape=ellipse, style=filled, fillcolor=lightgray, label={_q(c.name + chr(10) + str(c.type))}];")
+    for i, node in enumerate(fn.nodes):
+        ids[id(node)] = f"n{i}"
+        label = f"{node.kind.name}\\n{node.name}"
+        out.append(f"  n{i} [shape=box, style=rounded, label=\"{label}\"];")
+        for v in node.inputs:
+            if v is not None and (v.producer is not None or id(v) in ids):
+                out.append(f"  {vid(v)} -> n{i} [label={_q(str(v.type))}];")
+    for j, (name, v) in enumerate(fn.outputs):
+        out.append(f"  out{j} [shape=ellipse, style=filled, fillcolor=palegreen, label={_q(name)}];")
+        out.append(f"  {vid(v)} -> out{j};")
+    out.append("}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,38 @@
+"""Hook specifications of the Glow plugin host (pluggy).
+
+A backend distribution declares an entry point in the group ``glow.backends``::
+
+    [project.entry-points."glow.backends"]
+    xyz = "glow_backend_xyz.plugin"
+
+The module named there implements the hooks below, each marked with
+``@glow_sdk.hookimpl``. The shipped ``interpreter`` and ``cpu`` backends
+register through exactly this path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import pluggy
+
+if TYPE_CHECKING:
+    from glow_sdk.backend import BackendSpec
+
+PROJECT_NAME = "glow"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def glow_backends() -> Sequence["BackendSpec"]:
+    """Return the backends this plugin provides.
+
+    Each :class:`~glow_sdk.backend.BackendSpec` names the backend (the name
+    users pass as ``--backend``), the SDK API version it targets and a factory
+    that creates the :class:`~glow_sdk.backend.Backend` object. The factory is
+    called lazily, the first time the backend is used, so listing backends
+    (``glow backends``) stays cheap.
+    """
+    raise NotImplementedError  # pragma: no cover

@@ -1,0 +1,98 @@
+"""The interpreter backend: executes a graph function node by node with numpy."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from glow_backend_interpreter import __version__
+from glow_backend_interpreter.kernels import KERNELS
+from glow_core.errors import ExecutionError, UnsupportedError
+from glow_core.ir.graph import Function, Node, Value
+from glow_core.ir.kinds import get_kind
+from glow_core.ir.types import ElemKind, TensorType
+from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
+
+
+def run_kernel(kind: str, attrs: Mapping[str, Any], args: Sequence[np.ndarray | None],
+               out_types: Sequence[TensorType], where: str) -> list[np.ndarray]:
+    fn = KERNELS.get(kind)
+    if fn is None:
+        raise UnsupportedError(f"{where}: the interpreter has no kernel for {kind}")
+    try:
+        with np.errstate(all="ignore"):
+            res = fn(attrs, out_types, *args)
+    except (UnsupportedError, ExecutionError):
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise ExecutionError(f"{where}: kernel failed: {type(e).__name__}: {e}") from e
+    results = list(res) if isinstance(res, (tuple, list)) else [res]
+    if len(results) != len(out_types):
+        raise ExecutionError(f"{where}: kernel returned {len(results)} results, expected {len(out_types)}")
+    out: list[np.ndarray] = []
+    for r, t in zip(results, out_types):
+        a = np.asarray(r)
+        if a.dtype != t.dtype or tuple(a.shape) != t.shape:
+            raise ExecutionError(f"{where}: kernel returned {a.dtype}{list(a.shape)}, declared {t}")
+        out.append(a)
+    return out
+
+
+class GraphExecutable(CompiledFunction):
+    """Runs the nodes of a function in order, freeing each value after its last use."""
+
+    def __init__(self, function: Function) -> None:
+        super().__init__(function)
+        self.function = function
+        self.nodes = list(function.nodes)
+        last: dict[int, int] = {}
+        for i, node in enumerate(self.nodes):
+            for v in node.inputs:
+                if v is not None:
+                    last[id(v)] = i
+        keep = {id(v) for v in function.output_values()}
+        self.free_after: list[list[int]] = [[] for _ in self.nodes]
+        for vid, i in last.items():
+            if vid not in keep:
+                self.free_after[i].append(vid)
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[int, np.ndarray] = {}
+        for p in self.function.inputs:
+            env[id(p)] = feeds[p.name]
+        for c in self.function.constants:
+            env[id(c)] = c.payload
+
+        def get(v: Value | None) -> np.ndarray | None:
+            return None if v is None else env[id(v)]
+
+        for i, node in enumerate(self.nodes):
+            results = run_kernel(node.kind.name, node.attrs, [get(v) for v in node.inputs],
+                                 [o.type for o in node.outputs], node.where())
+            for o, r in zip(node.outputs, results):
+                env[id(o)] = r
+            for vid in self.free_after[i]:
+                env.pop(vid, None)
+        return {name: np.array(env[id(v)], copy=True) for name, v in self.function.outputs}
+
+
+class InterpreterBackend(Backend):
+    name = "interpreter"
+    version = __version__
+
+    def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
+        return {k: get_kind(k).elems for k in KERNELS}
+
+    def supports_node(self, node: Node) -> bool:
+        return True
+
+    def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in KERNELS})
+        if missing:
+            raise UnsupportedError(f"the interpreter has no kernel for: {', '.join(missing)}")
+        return GraphExecutable(function)
+
+    def evaluate(self, kind: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray | None],
+                 out_types: Sequence[TensorType]) -> list[np.ndarray]:
+        return run_kernel(kind, attrs, inputs, out_types, f"constant folding of {kind}")
