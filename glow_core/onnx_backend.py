@@ -1,0 +1,138 @@
+"""``onnx.backend.base.Backend`` over any glow backend.
+
+ONNX's own backend test runner (and any code written for that interface) can
+drive glow::
+
+    rep = glow_core.onnx_backend.prepare(model, device="CPU", backend="interpreter")
+    outputs = rep.run([x, y])
+
+Glow compiles for static shapes. ``run`` therefore compiles for the shapes
+actually passed, and when an operand that decides shapes (a Reshape's shape,
+Slice starts, Resize sizes, TopK's k, ...) comes from a model input, the input
+is bound as a compile-time constant from the value passed. Compiled networks
+are cached per (input shapes and dtypes, bound input values).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend as OnnxBackendBase
+from onnx.backend.base import BackendRep, Device, DeviceType
+
+from glow_core.api import CompiledNetwork
+from glow_core.api import compile as glow_compile
+from glow_core.errors import DynamicValueError, InputError
+
+#: compiled networks kept per prepared model
+CACHE_SIZE = 16
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.dtype) + str(a.shape)
+
+
+class GlowRep(BackendRep):
+    """A prepared model: compiles per input signature, then runs."""
+
+    def __init__(self, model: onnx.ModelProto, backend: str, options: Mapping[str, Any]) -> None:
+        self.model = model
+        self.backend = backend
+        self.options = dict(options)
+        inits = {t.name for t in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in inits]
+        self.output_names = [o.name for o in model.graph.output]
+        self._bound: set[str] = set()  # inputs found to decide shapes
+        self._cache: OrderedDict[tuple[Any, ...], CompiledNetwork] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            inputs = list(inputs)
+            if len(inputs) > len(self.input_names):
+                raise InputError(f"{len(inputs)} inputs given; the model takes {len(self.input_names)}: "
+                                 + ", ".join(self.input_names))
+            feeds = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
+        return feeds
+
+    def compiled_for(self, feeds: Mapping[str, np.ndarray]) -> CompiledNetwork:
+        while True:
+            bound = sorted(n for n in self._bound if n in feeds)
+            key = (
+                tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
+                tuple((n, _digest(feeds[n])) for n in bound),
+            )
+            with self._lock:
+                net = self._cache.get(key)
+                if net is not None:
+                    self._cache.move_to_end(key)
+                    return net
+            shapes = {n: tuple(a.shape) for n, a in feeds.items() if n not in bound}
+            try:
+                net = glow_compile(
+                    self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options
+                )
+            except DynamicValueError as e:
+                new = [p for p in e.placeholders if p in feeds and p not in self._bound]
+                if not new:
+                    raise
+                self._bound.update(new)
+                continue
+            with self._lock:
+                self._cache[key] = net
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            return net
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        feeds = self._feeds(inputs)
+        net = self.compiled_for(feeds)
+        run_feeds = {n: a for n, a in feeds.items() if n in net.input_types}
+        outs = net.run(run_feeds)
+        return tuple(outs[n] for n in self.output_names)
+
+
+class GlowBackend(OnnxBackendBase):
+    """The ONNX backend interface; ``backend=`` picks the glow backend by name."""
+
+    @classmethod
+    def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
+        return True
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> GlowRep:
+        if not isinstance(model, onnx.ModelProto):
+            from glow_core.importer import load_model
+
+            model, _ = load_model(model)
+        backend = kwargs.pop("backend", "interpreter")
+        return GlowRep(model, backend, kwargs)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[np.ndarray, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, Any]] | None = None, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        raise NotImplementedError("run_node: build a one-node model and use run_model")
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return Device(device).type == DeviceType.CPU
+
+
+prepare = GlowBackend.prepare
+run_model = GlowBackend.run_model
+run_node = GlowBackend.run_node
+supports_device = GlowBackend.supports_device
+is_compatible = GlowBackend.is_compatible
