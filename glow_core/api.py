@@ -11,7 +11,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 
-from glow_core.errors import InputError, UnsupportedError
+from glow_core import zoo
+from glow_core.errors import ExecutionError, GlowError, ImportShapeError, InputError, ModelError, UnsupportedError
 from glow_core.importer import import_model
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.types import ElemKind, TensorType
@@ -21,6 +22,8 @@ from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 
 @dataclass
 class CompileStats:
+    """Where compile time went (seconds) and the node kinds of the prepared function."""
+
     import_s: float = 0.0
     optimize_s: float = 0.0
     backend_compile_s: float = 0.0
@@ -57,45 +60,79 @@ class CompiledNetwork:
         self.output_names: list[str] = [n for n, _ in function.outputs]
         self._lock = threading.Lock()
 
+    def describe_inputs(self) -> str:
+        """``name: type, ...`` of the inputs, for messages."""
+        return ", ".join(f"{n}: {t}" for n, t in self.input_types.items()) or "(no inputs)"
+
     def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Check names, dtypes and shapes of ``feeds``; return them as contiguous arrays.
+
+        Python scalars and (nested) lists are converted when they convert
+        exactly; numpy arrays must already have the input's dtype and shape.
+        """
         if not isinstance(feeds, Mapping):
-            raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
+            raise InputError(
+                f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}",
+                hint=f"the network takes {self.describe_inputs()}",
+            )
+        bad_keys = [k for k in feeds if not isinstance(k, str)]
+        if bad_keys:
+            raise InputError(f"input names must be strings, got {', '.join(repr(k) for k in bad_keys[:3])}",
+                             hint=f"the network takes {self.describe_inputs()}")
         missing = [n for n in self.input_types if n not in feeds]
         unknown = [n for n in feeds if n not in self.input_types]
-        expected = ", ".join(f"{n}: {t}" for n, t in self.input_types.items()) or "(none)"
         if missing or unknown:
             what = []
             if missing:
-                what.append("missing input(s) " + ", ".join(missing))
+                what.append("missing input(s) " + ", ".join(f"'{n}'" for n in missing))
             if unknown:
-                what.append("unknown input(s) " + ", ".join(map(str, unknown)))
-            raise InputError("; ".join(what) + f"; the network takes {expected}")
-        out: dict[str, np.ndarray] = {}
-        for name, t in self.input_types.items():
-            a = feeds[name]
-            if not isinstance(a, np.ndarray):
-                if np.isscalar(a) or isinstance(a, (list, tuple)):
-                    a = np.asarray(a)
-                else:
-                    raise InputError(f"input '{name}' must be a numpy array, got {type(a).__name__}")
-                if a.dtype != t.dtype and a.dtype.kind == np.dtype(t.dtype).kind:
-                    a = a.astype(t.dtype)
-            if a.dtype != t.dtype:
-                raise InputError(f"input '{name}' has dtype {a.dtype}, expected {t.dtype} ({t})",
-                                 hint=f"convert it with .astype(numpy.{t.dtype})")
-            if tuple(a.shape) != t.shape:
-                raise InputError(f"input '{name}' has shape {list(a.shape)}, expected {list(t.shape)}",
-                                 hint="recompile with input_shapes=... for another shape")
-            out[name] = np.ascontiguousarray(a)
-        return out
+                what.append("unknown input(s) " + ", ".join(f"'{n}'" for n in unknown))
+            raise InputError("; ".join(what) + f"; the network takes {self.describe_inputs()}")
+        return {name: self._check_one(name, t, feeds[name]) for name, t in self.input_types.items()}
+
+    @staticmethod
+    def _check_one(name: str, t: TensorType, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            a = value
+        elif isinstance(value, (bool, int, float, complex, np.generic, list, tuple)):
+            try:
+                a = np.asarray(value)
+            except (ValueError, TypeError) as e:
+                raise InputError(f"input '{name}' cannot be converted to an array: {e}",
+                                 hint=f"pass a numpy array of type {t}") from None
+            if a.dtype != t.dtype and a.dtype.kind in "biuf":
+                with np.errstate(all="ignore"):
+                    converted = a.astype(t.dtype)
+                    exact = np.array_equal(converted.astype(a.dtype), a, equal_nan=a.dtype.kind == "f")
+                if exact:
+                    a = converted
+        else:
+            raise InputError(f"input '{name}' must be a numpy array, got {type(value).__name__}",
+                             hint=f"pass a numpy array of type {t}")
+        if a.dtype != t.dtype:
+            raise InputError(f"input '{name}' has dtype {a.dtype}, expected {t.dtype} ({t})",
+                             hint=f"convert it with .astype(numpy.{t.dtype})")
+        if tuple(a.shape) != t.shape:
+            raise InputError(f"input '{name}' has shape {list(a.shape)}, expected {list(t.shape)} ({t})",
+                             hint="recompile with input_shapes={...} for another shape")
+        return np.asarray(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Check ``feeds`` (names, dtypes, shapes), run once, return outputs by name."""
         checked = self.check_feeds(feeds)
-        return self.executable.execute(checked)
+        try:
+            return self.executable.execute(checked)
+        except GlowError:
+            raise
+        except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
+            raise ExecutionError(
+                f"backend '{self.backend.name}' failed while running: {type(e).__name__}: {e}",
+                hint="this is a bug in the backend; rerun with --traceback for details",
+            ) from e
 
 
 def compile(
-    model: str | os.PathLike[str] | onnx.ModelProto,
+    model: str | os.PathLike[str] | onnx.ModelProto | bytes,
     backend: str = "interpreter",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
@@ -104,11 +141,20 @@ def compile(
     debug: bool = False,
     options: Mapping[str, Any] | None = None,
 ) -> CompiledNetwork:
-    """Import an ONNX model (path or ModelProto) and compile it for ``backend``."""
+    """Import an ONNX model and compile it for ``backend``.
+
+    ``model`` is a path, ``"zoo:NAME"`` (a light model shipped with onnx), an
+    ``onnx.ModelProto`` or the serialized bytes of one. ``input_shapes`` fixes
+    symbolic or unknown input dimensions (``{"x": (1, 3, 224, 224)}``).
+    """
+    model = _check_model_arg(model)
+    shapes = _check_input_shapes(input_shapes)
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise InputError(f"threads must be a positive integer, got {threads!r}")
     be = get_backend(backend)
     stats = CompileStats()
     t0 = time.perf_counter()
-    fn = import_model(model, input_shapes, bind)
+    fn = import_model(model, shapes, bind)
     stats.import_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     fn = prepare_function(fn, be, debug=debug)
@@ -119,6 +165,48 @@ def compile(
     exe = be.compile(fn, CompileOptions(threads=threads, debug=debug, extra=dict(options or {})))
     stats.backend_compile_s = time.perf_counter() - t2
     return CompiledNetwork(fn, exe, be, stats)
+
+
+def _check_model_arg(model: Any) -> str | os.PathLike[str] | onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(bytes(model))
+        except Exception as e:  # noqa: BLE001  (protobuf raises assorted errors on garbage)
+            raise ModelError(f"the bytes given are not a serialized ONNX model ({type(e).__name__}: {e})") from None
+        return proto
+    if isinstance(model, str):
+        return zoo.resolve_model(model)
+    if isinstance(model, os.PathLike):
+        return model
+    raise ModelError(
+        f"model must be a path, 'zoo:NAME', an onnx.ModelProto or bytes, got {type(model).__name__}"
+    )
+
+
+def _check_input_shapes(input_shapes: Any) -> dict[str, tuple[int, ...]] | None:
+    if input_shapes is None:
+        return None
+    if not isinstance(input_shapes, Mapping):
+        raise ImportShapeError(
+            f"input_shapes must be a dict of input name -> shape, got {type(input_shapes).__name__}"
+        )
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in input_shapes.items():
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        try:
+            dims = tuple(int(d) for d in shape)
+            if any(isinstance(d, float) and not float(d).is_integer() for d in shape):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ImportShapeError(f"input_shapes['{name}'] = {shape!r} is not a sequence of integers") from None
+        if any(d < 0 for d in dims):
+            raise ImportShapeError(f"input_shapes['{name}'] = {list(dims)} has a negative dimension")
+        out[str(name)] = dims
+    return out
 
 
 def prepare_function(fn: Function, backend: Backend, debug: bool = False) -> Function:

@@ -5,13 +5,14 @@ the group ``glow.backends`` names a module implementing the hooks of
 ``glow_sdk.hookspecs``. A plugin that fails to import, raises in its hook,
 returns a malformed record, duplicates a name or targets an unsupported SDK
 API version is recorded with its root cause and skipped; the others keep
-working.
+working. Backend objects are created lazily (first :meth:`Registry.get`); a
+factory that fails marks its backend as broken, with the cause.
 
 Environment switches:
 
 - ``GLOW_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry points (kill switch);
   backends can still be registered in-process with :meth:`Registry.register_plugin`.
-- ``GLOW_BLOCK_PLUGINS=a,b``: skip the named entry points.
+- ``GLOW_BLOCK_PLUGINS=a,b``: skip the named entry points (listed as ``blocked``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import os
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import pluggy
 
@@ -34,24 +35,74 @@ from glow_sdk.version import SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
 log = logging.getLogger("glow.plugins")
 
 ENTRY_POINT_GROUP = "glow.backends"
+DISABLE_ENV = "GLOW_DISABLE_PLUGIN_AUTOLOAD"
+BLOCK_ENV = "GLOW_BLOCK_PLUGINS"
+
+#: Record statuses, in the order ``glow backends`` explains them.
+STATUSES = ("ok", "error", "incompatible", "blocked")
 
 
 @dataclass
 class BackendRecord:
-    """What the host knows of one backend (or of a plugin that failed)."""
+    """What the host knows of one backend (or of a plugin that failed).
+
+    ``name`` is the backend name for backends, the entry-point name for a
+    plugin that failed before naming any backend. ``error`` is the one-line
+    root cause, ``cause`` the full traceback text (empty when there is none).
+    """
 
     name: str
     distribution: str
     dist_version: str
-    status: str  # "ok", "error", "incompatible", "blocked"
+    status: str  # one of STATUSES
     error: str = ""
-    cause: str = ""  # root-cause traceback text
+    cause: str = ""
     spec: BackendSpec | None = None
+    plugin: str = ""  # the entry-point (pluggy plugin) name
     _instance: Backend | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def origin(self) -> str:
+        """``distribution version`` for messages."""
+        return f"{self.distribution} {self.dist_version}".strip()
+
+
+def env_flag(name: str) -> bool:
+    """A boolean environment switch: set and not one of ``0``, ``false``, ``no``, ``off``."""
+    value = os.environ.get(name, "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
+def blocked_names() -> set[str]:
+    """Entry-point names listed in ``GLOW_BLOCK_PLUGINS`` (comma or space separated)."""
+    raw = os.environ.get(BLOCK_ENV, "").replace(" ", ",")
+    return {b.strip() for b in raw.split(",") if b.strip()}
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception of a ``raise ... from`` / implicit-context chain."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        if nxt is None:
+            break
+        exc = nxt
+    return exc
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` of an exception, followed by its root cause when that differs."""
+    def one(e: BaseException) -> str:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+    root = root_cause(exc)
+    return one(exc) if root is exc else f"{one(exc)} (caused by {one(root)})"
 
 
 class Registry:
@@ -65,98 +116,139 @@ class Registry:
         self._lock = threading.Lock()
 
     # -- loading -------------------------------------------------------------
-    def load_entry_points(self) -> None:
-        if os.environ.get("GLOW_DISABLE_PLUGIN_AUTOLOAD"):
+    def load_entry_points(self, entry_points: Iterable[md.EntryPoint] | None = None) -> None:
+        """Load every entry point of the group (or the ones given), honouring the env switches."""
+        if env_flag(DISABLE_ENV):
+            log.debug("%s is set: no backend plugins loaded from entry points", DISABLE_ENV)
             return
-        blocked = {b.strip() for b in os.environ.get("GLOW_BLOCK_PLUGINS", "").split(",") if b.strip()}
-        for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            dist = ep.dist.name if ep.dist is not None else "?"
-            dver = ep.dist.version if ep.dist is not None else "?"
+        blocked = blocked_names()
+        eps = md.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+        for ep in sorted(eps, key=lambda e: e.name):
+            dist = ep.dist.name if getattr(ep, "dist", None) is not None else "?"
+            dver = ep.dist.version if getattr(ep, "dist", None) is not None else "?"
             if ep.name in blocked:
                 self.pm.set_blocked(ep.name)
-                self.failed.append(BackendRecord(ep.name, dist, dver, "blocked", "blocked by GLOW_BLOCK_PLUGINS"))
+                self.failed.append(BackendRecord(ep.name, dist, dver, "blocked", f"blocked by {BLOCK_ENV}",
+                                                 plugin=ep.name))
                 continue
             try:
                 module = ep.load()
             except BaseException as e:  # noqa: BLE001  (a broken plugin must never break the host)
                 if isinstance(e, KeyboardInterrupt):
                     raise
-                self._fail(ep.name, dist, dver, f"failed to import {ep.value}: {type(e).__name__}: {e}", e)
+                self._fail(ep.name, dist, dver, f"failed to import {ep.value}: {describe_exception(e)}", e)
                 continue
             self.register_plugin(module, ep.name, dist, dver)
 
     def register_plugin(self, plugin: Any, name: str, dist: str = "(in-process)", dist_version: str = "") -> None:
         """Register one plugin object (module or instance) and collect its backends."""
+        if self.pm.is_blocked(name):
+            self.failed.append(BackendRecord(name, dist, dist_version, "blocked", f"blocked by {BLOCK_ENV}",
+                                             plugin=name))
+            return
+        if self.pm.has_plugin(name):
+            other = next((r.distribution for r in self.all_records() if r.plugin == name), "another plugin")
+            self._fail(name, dist, dist_version, f"plugin name '{name}' is already registered by {other}")
+            return
         try:
             self.pm.register(plugin, name=name)
             self.pm.check_pending()
         except Exception as e:  # noqa: BLE001
-            self._fail(name, dist, dist_version, f"plugin does not fit the hook specifications: {e}", e)
-            try:
+            self._fail(name, dist, dist_version,
+                       f"plugin does not fit the glow hook specifications: {describe_exception(e)}", e)
+            if self.pm.has_plugin(name):
                 self.pm.unregister(name=name)
-            except Exception:  # noqa: BLE001
-                pass
             return
         impls = [i for i in self.pm.hook.glow_backends.get_hookimpls() if i.plugin_name == name]
+        if not impls:
+            self._fail(name, dist, dist_version, "plugin implements no glow_backends() hook (missing @glow_sdk.hookimpl?)")
+            return
         for impl in impls:
             try:
-                specs = list(impl.function())
+                result = impl.function()
+                specs = list(result) if result is not None else None
             except Exception as e:  # noqa: BLE001
-                self._fail(name, dist, dist_version, f"its glow_backends() hook raised {type(e).__name__}: {e}", e)
+                self._fail(name, dist, dist_version, f"its glow_backends() hook raised {describe_exception(e)}", e)
+                continue
+            if specs is None:
+                self._fail(name, dist, dist_version, "its glow_backends() hook returned None, expected a list of BackendSpec")
                 continue
             for spec in specs:
                 self._add_spec(spec, name, dist, dist_version)
 
     def _add_spec(self, spec: Any, plugin: str, dist: str, dver: str) -> None:
         if not isinstance(spec, BackendSpec):
-            self._fail(plugin, dist, dver, f"glow_backends() returned {type(spec).__name__}, expected glow_sdk.BackendSpec")
+            self._fail(plugin, dist, dver,
+                       f"glow_backends() returned a {type(spec).__name__}, expected glow_sdk.BackendSpec")
+            return
+        if not isinstance(spec.name, str) or not spec.name or not callable(spec.factory):
+            self._fail(plugin, dist, dver, f"malformed BackendSpec {spec!r}: needs a non-empty name and a factory")
             return
         if spec.name in self.records:
             other = self.records[spec.name]
-            self._fail(spec.name, dist, dver, f"backend name '{spec.name}' is already provided by {other.distribution}")
+            self._fail(spec.name, dist, dver,
+                       f"duplicate backend name '{spec.name}': already provided by {other.origin}; skipped",
+                       plugin=plugin)
             return
         if spec.sdk_api_version not in SUPPORTED_SDK_API_VERSIONS:
             works = ", ".join(str(v) for v in sorted(SUPPORTED_SDK_API_VERSIONS))
-            newer = spec.sdk_api_version > SDK_API_VERSION
-            todo = "upgrade glow" if newer else f"upgrade {dist} to a release built for SDK API {SDK_API_VERSION}"
-            self.failed.append(
-                BackendRecord(
-                    spec.name, dist, dver, "incompatible",
-                    f"targets SDK API version {spec.sdk_api_version}; this glow supports {works}: {todo}",
-                )
-            )
+            newer = isinstance(spec.sdk_api_version, int) and spec.sdk_api_version > SDK_API_VERSION
+            todo = (f"upgrade glow to a release that supports SDK API {spec.sdk_api_version}" if newer
+                    else f"upgrade {dist} to a release built for SDK API {SDK_API_VERSION}")
+            msg = f"targets glow SDK API version {spec.sdk_api_version}; this glow supports version {works}: {todo}"
+            log.warning("backend '%s' (%s %s) skipped: %s", spec.name, dist, dver, msg)
+            self.failed.append(BackendRecord(spec.name, dist, dver, "incompatible", msg, spec=spec, plugin=plugin))
             return
-        self.records[spec.name] = BackendRecord(spec.name, dist, dver, "ok", spec=spec)
+        self.records[spec.name] = BackendRecord(spec.name, dist, dver, "ok", spec=spec, plugin=plugin)
 
-    def _fail(self, name: str, dist: str, dver: str, message: str, exc: BaseException | None = None) -> None:
+    def _fail(self, name: str, dist: str, dver: str, message: str, exc: BaseException | None = None,
+              *, plugin: str = "") -> None:
         cause = "".join(traceback.format_exception(exc)) if exc is not None else ""
-        log.warning("glow backend plugin %s (%s) skipped: %s", name, dist, message)
-        self.failed.append(BackendRecord(name, dist, dver, "error", message, cause))
+        log.warning("backend plugin '%s' (%s %s) skipped: %s", name, dist, dver, message)
+        self.failed.append(BackendRecord(name, dist, dver, "error", message, cause, plugin=plugin or name))
 
     # -- queries -------------------------------------------------------------
     def names(self) -> list[str]:
-        return sorted(self.records)
+        """Names of the backends that can be used."""
+        return sorted(n for n, r in self.records.items() if r.ok)
 
     def all_records(self) -> list[BackendRecord]:
-        return sorted(self.records.values(), key=lambda r: r.name) + self.failed
+        """Every backend and every failed plugin: usable ones first, by name."""
+        good = sorted(self.records.values(), key=lambda r: (not r.ok, r.name))
+        return good + self.failed
+
+    def record(self, name: str) -> BackendRecord | None:
+        """The record of backend ``name`` (usable or not), or None."""
+        rec = self.records.get(name)
+        if rec is not None:
+            return rec
+        return next((r for r in self.failed if r.name == name), None)
 
     def get(self, name: str) -> Backend:
-        rec = self.records.get(name)
+        """The backend object named ``name``, created on first use."""
+        rec = self.record(name)
         if rec is None:
-            bad = next((r for r in self.failed if r.name == name), None)
-            if bad is not None:
-                raise PluginError(f"backend '{name}' ({bad.distribution}) is unavailable: {bad.error}")
             choices = ", ".join(self.names()) or "(none installed)"
-            raise UnknownBackendError(f"unknown backend '{name}'; choose one of: {choices}")
+            raise UnknownBackendError(
+                f"unknown backend '{name}'; choose one of: {choices}",
+                hint="'glow backends' lists what is installed",
+            )
+        if not rec.ok:
+            raise PluginError(f"backend '{name}' ({rec.origin}) is unavailable ({rec.status}): {rec.error}",
+                              hint="'glow backends --verbose' shows the details")
         with self._lock:
             if rec._instance is None:
                 assert rec.spec is not None
                 try:
                     inst = rec.spec.factory()
                 except Exception as e:  # noqa: BLE001
-                    raise PluginError(f"backend '{name}' ({rec.distribution}) failed to start: {type(e).__name__}: {e}") from e
+                    rec.status, rec.error = "error", f"its factory raised {describe_exception(e)}"
+                    rec.cause = "".join(traceback.format_exception(e))
+                    raise PluginError(f"backend '{name}' ({rec.origin}) failed to start: {rec.error}") from e
                 if not isinstance(inst, Backend):
-                    raise PluginError(f"backend '{name}' factory returned {type(inst).__name__}, not a glow_sdk.Backend")
+                    rec.status = "error"
+                    rec.error = f"its factory returned a {type(inst).__name__}, not a glow_sdk.Backend"
+                    raise PluginError(f"backend '{name}' ({rec.origin}): {rec.error}")
                 rec._instance = inst
             return rec._instance
 
@@ -184,6 +276,7 @@ def reset_registry() -> None:
 
 
 def get_backend(name: str) -> Backend:
+    """The backend named ``name`` from the process-wide registry ("choose one of" when unknown)."""
     return registry().get(name)
 
 
@@ -192,6 +285,7 @@ REFERENCE_BACKEND = os.environ.get("GLOW_REFERENCE_BACKEND", "interpreter")
 
 
 def reference_backend() -> Backend:
+    """The reference backend (constant folding evaluates nodes with it)."""
     try:
         return registry().get(REFERENCE_BACKEND)
     except UnknownBackendError as e:
@@ -199,3 +293,7 @@ def reference_backend() -> Backend:
             f"constant folding needs the reference backend '{REFERENCE_BACKEND}', which is not installed: {e}",
             hint="pip install glow-backend-interpreter",
         ) from e
+
+
+__all__ = ["BackendRecord", "ENTRY_POINT_GROUP", "Registry", "get_backend", "reference_backend", "registry",
+           "reset_registry"]

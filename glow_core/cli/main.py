@@ -1,2 +1,145 @@
-def main() -> int:
-    return 0
+"""The ``glow`` command: a table of subcommands and one error policy.
+
+Subcommands are :class:`~glow_core.cli.common.Command` records listed in
+:data:`COMMANDS` (one module per subcommand). Error policy:
+
+- a :class:`~glow_core.errors.GlowError` prints ``glow: error: <message> (<hint>)``
+  on one line and exits 1;
+- bad command-line syntax prints one line and exits 2;
+- any other exception is a bug: one line with its type and message, exit 3;
+- ``--traceback`` (anywhere on the command line) or ``GLOW_TRACEBACK=1``
+  also prints the full traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+from typing import Sequence
+
+from glow_core import __version__
+from glow_core.cli import cmd_backends, cmd_dump, cmd_run
+from glow_core.cli.common import Command, Parser, UsageError
+from glow_core.errors import GlowError
+
+#: The subcommands, in the order ``glow --help`` lists them. Later: compile, bench, conformance, compare, sdk.
+COMMANDS: list[Command] = [cmd_backends.COMMAND, cmd_run.COMMAND, cmd_dump.COMMAND]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+TRACEBACK_ENV = "GLOW_TRACEBACK"
+
+
+def register_command(command: Command) -> None:
+    """Add a subcommand to the table (replacing one of the same name)."""
+    for i, c in enumerate(COMMANDS):
+        if c.name == command.name:
+            COMMANDS[i] = command
+            return
+    COMMANDS.append(command)
+
+
+def _common_options(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument("--traceback", action="store_true", default=default,
+                   help=f"show the full traceback of errors (or set {TRACEBACK_ENV}=1)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="glow",
+        description="Glow: a machine-learning compiler for heterogeneous hardware, with plugin backends.",
+        epilog="exit codes: 0 success, 1 error (one-line cause on stderr), 2 usage error, 3 internal error.\n"
+               "Run 'glow COMMAND --help' for a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"glow {__version__}")
+    _common_options(parser, False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help, epilog=cmd.epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.add_arguments(p)
+        _common_options(p, argparse.SUPPRESS)
+        p.set_defaults(_command=cmd)
+    return parser
+
+
+def _want_traceback(argv: Sequence[str]) -> bool:
+    env = os.environ.get(TRACEBACK_ENV, "").strip().lower()
+    return "--traceback" in argv or env not in ("", "0", "false", "no", "off")
+
+
+def _setup_logging() -> None:
+    """Warnings of the ``glow`` loggers (e.g. a skipped plugin) as one ``glow: warning:`` line each."""
+    logger = logging.getLogger("glow")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("glow: warning: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``glow`` console script; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    show_tb = _want_traceback(args_list)
+    _setup_logging()
+    try:
+        try:
+            args = build_parser().parse_args(args_list)
+        except UsageError as e:
+            print(f"{e.prog}: error: {_one_line(str(e))} (see '{e.prog} --help')", file=sys.stderr)
+            return EXIT_USAGE
+        command: Command = args._command
+        code = command.run(args)
+        sys.stdout.flush()
+        return code
+    except GlowError as e:
+        if show_tb:
+            traceback.print_exc()
+        print(f"glow: error: {e.one_line()}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("glow: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (glow dump ... | head): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return EXIT_OK
+    except MemoryError:
+        if show_tb:
+            traceback.print_exc()
+        print("glow: error: out of memory (try a smaller model or input shape)", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001  (a bug: one line unless asked for the traceback)
+        if show_tb:
+            traceback.print_exc()
+        msg = _one_line(str(e))
+        print(f"glow: internal error: {type(e).__name__}" + (f": {msg}" if msg else "")
+              + " (rerun with --traceback for details)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,12 +26,13 @@ from glow_core.errors import (
     DynamicValueError,
     GlowError,
     GlowTypeError,
+    GlowVerifyError,
     ImportShapeError,
     ModelError,
     UnsupportedError,
     UnsupportedOpsError,
 )
-from glow_core.importer.context import NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
+from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
@@ -152,8 +153,10 @@ class OnnxImporter:
         self.opsets = {o.domain: o.version for o in proto.opset_import}
         opset = max(self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
         if opset and opset < MIN_OPSET:
-            raise UnsupportedError(f"model uses opset {opset}; opsets {MIN_OPSET} and later are supported",
-                                   hint="convert it with onnx.version_converter")
+            self._check_old_opset(proto.graph, opset)
+            # every node's schema is the opset-7 one: import with opset-7 rules
+            self.opsets[""] = MIN_OPSET
+            self.opsets.pop("ai.onnx", None)
         if opset > onnx.defs.onnx_opset_version():
             raise UnsupportedError(f"model uses opset {opset}, newer than the installed onnx package supports "
                                    f"({onnx.defs.onnx_opset_version()})", hint="upgrade onnx")
@@ -164,8 +167,10 @@ class OnnxImporter:
         for t in graph.initializer:
             self.values[t.name] = self._constant_from(t)
         self._add_inputs(graph, inits)
+        inferred = self._infer_shapes(proto)
         for node in graph.node:
             self._import_node(node)
+            self._cross_check(node, inferred)
         for out in graph.output:
             v = self.value(out.name, f"graph output '{out.name}'")
             self.fn.set_output(out.name, v)
@@ -183,6 +188,66 @@ class OnnxImporter:
             # models over 2 GB cannot be checked in memory: skip the checker for them
             if "2GB" not in str(e):
                 raise ModelError(f"the ONNX checker rejected the model: {e}") from None
+
+    def _check_old_opset(self, graph: onnx.GraphProto, opset: int) -> None:
+        """Accept an opset below 7 only when every node's schema is the one still in force at opset 7."""
+        changed = set()
+        for n in graph.node:
+            if n.domain not in DEFAULT_DOMAINS:
+                continue
+            try:
+                old = onnx.defs.get_schema(n.op_type, opset, "").since_version
+                new = onnx.defs.get_schema(n.op_type, MIN_OPSET, "").since_version
+            except onnx.defs.SchemaError:
+                changed.add(n.op_type)
+                continue
+            if old != new:
+                changed.add(n.op_type)
+        if changed:
+            raise UnsupportedError(
+                f"model uses opset {opset}; opsets {MIN_OPSET} and later are supported, and "
+                f"{', '.join(sorted(changed))} changed since opset {opset}",
+                hint="convert it with onnx.version_converter",
+            )
+
+    def _infer_shapes(self, proto: onnx.ModelProto) -> dict[str, TensorType]:
+        """Run onnx shape inference with the input shapes fixed; static results by value name."""
+        fixed = onnx.ModelProto()
+        fixed.CopyFrom(proto)
+        del fixed.graph.value_info[:]
+        for vi in fixed.graph.input:
+            v = self.values.get(vi.name)
+            if v is not None and vi.type.HasField("tensor_type"):
+                shape = vi.type.tensor_type.shape
+                del shape.dim[:]
+                for d in v.type.shape:
+                    shape.dim.add().dim_value = d
+        try:
+            done = onnx.shape_inference.infer_shapes(fixed, check_type=False, strict_mode=False, data_prop=True)
+        except Exception:  # noqa: BLE001  (inference is a cross-check; our own type rules decide)
+            return {}
+        out: dict[str, TensorType] = {}
+        for vi in list(done.graph.value_info) + list(done.graph.output):
+            tt = vi.type.tensor_type
+            if not vi.type.HasField("tensor_type") or tt.elem_type not in ONNX_ELEMS or not tt.HasField("shape"):
+                continue
+            if all(d.HasField("dim_value") for d in tt.shape.dim):
+                out[vi.name] = TensorType(ONNX_ELEMS[tt.elem_type], tuple(d.dim_value for d in tt.shape.dim))
+        return out
+
+    def _cross_check(self, node: onnx.NodeProto, inferred: Mapping[str, TensorType]) -> None:
+        """Our type rules must agree with onnx shape inference wherever it is static."""
+        for name in node.output:
+            want = inferred.get(name)
+            got = self.values.get(name)
+            if want is None or got is None:
+                continue
+            if got.type.elem != want.elem or got.type.shape != want.shape:
+                raise GlowVerifyError(
+                    f"ONNX node '{node.name or name}' ({node.op_type}): glow typed output '{name}' as {got.type}, "
+                    f"onnx shape inference says {want}",
+                    hint="this is a bug in glow's import rule or type rule; please report it",
+                )
 
     def _check_ops(self, graph: onnx.GraphProto) -> None:
         rules = import_rules()
@@ -210,7 +275,7 @@ class OnnxImporter:
             arr = numpy_helper.to_array(t)
         except Exception as e:  # noqa: BLE001
             raise ModelError(f"initializer '{t.name}' cannot be read: {e}") from None
-        arr = np.ascontiguousarray(arr.astype(elem.dtype, copy=False))
+        arr = np.asarray(arr.astype(elem.dtype, copy=False), order="C")
         return self.fn.add_constant(arr, t.name)
 
     def _add_inputs(self, graph: onnx.GraphProto, inits: Mapping[str, onnx.TensorProto]) -> None:
@@ -248,7 +313,7 @@ class OnnxImporter:
             else:
                 shape = tuple(d.dim_value for d in tt.shape.dim)
             if vi.name in self.bind:
-                arr = np.ascontiguousarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False))
+                arr = np.asarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False), order="C")
                 if tuple(arr.shape) != tuple(shape):
                     raise ImportShapeError(f"bound value of input '{vi.name}' has shape {list(arr.shape)}, expected {list(shape)}")
                 self.values[vi.name] = self.fn.add_constant(arr, vi.name)

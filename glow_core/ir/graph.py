@@ -64,7 +64,8 @@ class Constant(Value):
     __slots__ = ("payload",)
 
     def __init__(self, name: str, payload: np.ndarray, type: TensorType | None = None) -> None:
-        payload = np.ascontiguousarray(payload)
+        # a read-only view: the caller's array keeps its own flags (ascontiguousarray makes 0-d arrays 1-d)
+        payload = np.asarray(payload, order="C").view()
         payload.setflags(write=False)
         super().__init__(name, type or TensorType.of(payload))
         if payload.dtype != self.type.dtype or payload.shape != self.type.shape:
@@ -226,10 +227,15 @@ class Function:
             self._insert_at += 1
         return node
 
+    def _index_of(self, node: Node, what: str) -> int:
+        if node.function is not self:
+            raise GraphError(f"{what}: {node.where()} is not a node of function {self.name} (erased or foreign)")
+        return self.nodes.index(node)
+
     @contextlib.contextmanager
     def inserting_before(self, node: Node) -> Iterator[None]:
         saved = self._insert_at
-        self._insert_at = self.nodes.index(node)
+        self._insert_at = self._index_of(node, "inserting_before")
         try:
             yield
         finally:
@@ -238,7 +244,7 @@ class Function:
     @contextlib.contextmanager
     def inserting_after(self, node: Node) -> Iterator[None]:
         saved = self._insert_at
-        self._insert_at = self.nodes.index(node) + 1
+        self._insert_at = self._index_of(node, "inserting_after") + 1
         try:
             yield
         finally:
@@ -263,13 +269,16 @@ class Function:
 
     def erase_node(self, node: Node) -> None:
         """Remove a node whose results have no users (refused otherwise)."""
+        index = self._index_of(node, "erase_node")
         for o in node.outputs:
             if o.users or self.is_output(o):
                 readers = ", ".join(u.where() for u in o.user_nodes()) or "a function output"
                 raise GraphError(f"cannot erase {node.where()}: its result %{o.name} is still used by {readers}")
         for i in range(len(node._inputs)):
             node.set_input(i, None)
-        self.nodes.remove(node)
+        del self.nodes[index]
+        if self._insert_at is not None and index < self._insert_at:
+            self._insert_at -= 1  # keep inserting at the same place
         node.function = None
 
     def erase_unused_constants(self) -> int:

@@ -50,7 +50,8 @@ def format_function(fn: Function) -> str:
 
 
 def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT quoted string; newlines become DOT's ``\\n`` line breaks."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def to_dot(fn: Function) -> str:
@@ -65,14 +66,14 @@ def to_dot(fn: Function) -> str:
     for i, p in enumerate(fn.inputs):
         ids[id(p)] = f"in{i}"
         out.append(f"  in{i} [shape=ellipse, style=filled, fillcolor=lightblue, label={_q(p.name + chr(10) + str(p.type))}];")
+    outputs = {id(v) for v in fn.output_values()}
     for i, c in enumerate(fn.constants):
-        if c.users:
+        if c.users or id(c) in outputs:
             ids[id(c)] = f"c{i}"
             out.append(f"  c{i} [shape=ellipse, style=filled, fillcolor=lightgray, label={_q(c.name + chr(10) + str(c.type))}];")
     for i, node in enumerate(fn.nodes):
         ids[id(node)] = f"n{i}"
-        label = f"{node.kind.name}\\n{node.name}"
-        out.append(f"  n{i} [shape=box, style=rounded, label=\"{label}\"];")
+        out.append(f"  n{i} [shape=box, style=rounded, label={_q(node.kind.name + chr(10) + node.name)}];")
         for v in node.inputs:
             if v is not None and (v.producer is not None or id(v) in ids):
                 out.append(f"  {vid(v)} -> n{i} [label={_q(str(v.type))}];")

@@ -50,9 +50,7 @@ def verify_function(fn: Function) -> None:
             if not isinstance(o, NodeOutput) or o.node is not node:
                 problems.append(f"{where}: result %{o.name} does not point back at it")
             defined.add(id(o))
-            for user, idx in o.users:
-                if user.function is not fn or user.inputs[idx] is not o:
-                    problems.append(f"%{o.name} lists a stale user {user.where()}")
+            _check_users(o, fn, problems)
     for name, v in fn.outputs:
         if id(v) not in defined:
             problems.append(f"output '{name}' reads %{v.name}, which is not defined in {fn.name}")

@@ -1,3 +1,6 @@
 """Import rules, one module per family, registered with ``import_rule``."""
 
 from glow_core.importer.rules import elementwise, movement, nn, reduce  # noqa: F401
+from glow_core.importer.rules import norm  # noqa: F401,E402
+from glow_core.importer.rules import movement_gen, movement_index, movement_resize  # noqa: F401,E402
+from glow_core.importer.rules import nn_quant  # noqa: F401,E402  (nn helper)

@@ -11,3 +11,7 @@ from glow_core.ir.kinds import KindTable
 KERNELS = KindTable("interpreter kernels")
 
 from glow_backend_interpreter.kernels import elementwise, movement, nn, reduce  # noqa: E402,F401
+from glow_backend_interpreter.kernels import norm  # noqa: E402,F401
+from glow_backend_interpreter.kernels import movement_index, movement_resize  # noqa: E402,F401
+from glow_backend_interpreter.kernels import elementwise_math  # noqa: E402,F401  (element-wise helper)
+from glow_backend_interpreter.kernels import nn_quant  # noqa: E402,F401  (nn helper)

@@ -1,23 +1,161 @@
-"""Element-wise kernels."""
+"""Element-wise kernels: arithmetic, comparison, logic, bitwise, Where, Clip, Cast.
+
+Float16 and bfloat16 operands are computed in float32 and rounded back once
+(exact for + - * / and min/max: float32 holds every such result before the
+final rounding). Integer arithmetic wraps like the C types. The unary math and
+activation kernels live in ``elementwise_math``.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from glow_backend_interpreter.kernels import KERNELS
-from glow_core.ir.types import TensorType
+from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]
+Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+_F32 = np.dtype(np.float32)
+#: 16-bit floats, computed in float32
+_NARROW = frozenset({ElemKind.FLOAT16.dtype, ElemKind.BFLOAT16.dtype})
+_FLOATS = frozenset(k.dtype for k in FLOAT_KINDS)
 
 
-@KERNELS.register("Add")
-def _add(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.add(a, b, dtype=out[0].dtype)
+def compute_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype a kernel computes in: float32 for the 16-bit floats, else the dtype itself."""
+    return _F32 if dt in _NARROW else dt
 
 
-@KERNELS.register("Relu")
-def _relu(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, np.zeros((), x.dtype))
+def is_float(dt: np.dtype) -> bool:
+    """True for float16/32/64 and bfloat16."""
+    return dt in _FLOATS
+
+
+def widen(a: np.ndarray) -> np.ndarray:
+    cd = compute_dtype(a.dtype)
+    return a if a.dtype == cd else a.astype(cd)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C semantics); x / 0 gives 0."""
+    rem = np.fmod(a, b)
+    return np.floor_divide(a - rem, np.where(b == 0, np.ones((), b.dtype), b))
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.true_divide(a, b) if is_float(a.dtype) else _int_div(a, b)
+
+
+_ARITH: dict[str, Binary] = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": _div,
+    "Max": np.maximum,
+    "Min": np.minimum,
+    "And": np.logical_and,
+    "Or": np.logical_or,
+    "Xor": np.logical_xor,
+    "BitwiseAnd": np.bitwise_and,
+    "BitwiseOr": np.bitwise_or,
+    "BitwiseXor": np.bitwise_xor,
+}
+
+_COMPARE: dict[str, Binary] = {
+    "Equal": np.equal,
+    "Less": np.less,
+    "LessOrEqual": np.less_equal,
+}
+
+
+def _binary_kernel(fn: Binary) -> Callable[..., np.ndarray]:
+    def kernel(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(widen(a), widen(b))).astype(out[0].dtype, copy=False)
+
+    return kernel
+
+
+for _kind, _fn in {**_ARITH, **_COMPARE}.items():
+    KERNELS.add(_kind, _binary_kernel(_fn))
+
+
+@KERNELS.register("Mod")
+def _mod(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # np.fmod is C fmod (sign of the dividend); np.mod is Python % (sign of the divisor),
+    # and for floats gives the special cases of ONNX Mod-28 (+-0 takes the divisor's sign, ...).
+    fn = np.fmod if attrs["fmod"] else np.mod
+    if not is_float(a.dtype):
+        # x % 0 is undefined in ONNX; numpy gives 0
+        b = np.where(b == 0, np.ones((), b.dtype), b) if fn is np.mod else b
+    return np.asarray(fn(widen(a), widen(b))).astype(out[0].dtype, copy=False)
+
+
+@KERNELS.register("BitShift")
+def _bitshift(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # numpy defines the out-of-range cases as ONNX BitShift-28 does: a shift by a negative
+    # amount or by >= the bit width gives 0, or -1 for a right shift of a negative value.
+    fn = np.left_shift if attrs["direction"] == "LEFT" else np.right_shift
+    return np.asarray(fn(a, b)).astype(out[0].dtype, copy=False)
+
+
+@KERNELS.register("Pow")
+def _pow(attrs: Attrs, out: Types, base: np.ndarray, exp: np.ndarray) -> np.ndarray:
+    dt = out[0].dtype
+    if is_float(base.dtype) or is_float(exp.dtype):
+        # float base or float exponent: float64 pow, rounded (float) or truncated (integer base)
+        r = np.power(base.astype(np.float64), exp.astype(np.float64))
+        return r.astype(dt)
+    # integer ** integer: exact with wrapping for e >= 0
+    wide = np.dtype(np.uint64) if base.dtype.kind == "u" else np.dtype(np.int64)
+    if exp.dtype.kind == "u":
+        e = np.minimum(exp, np.iinfo(np.int64).max).astype(np.int64)
+    else:
+        e = exp.astype(np.int64)
+    b = base.astype(wide)
+    pos = np.power(b, np.maximum(e, 0).astype(wide))
+    if not (e < 0).any():
+        return pos.astype(dt)
+    # negative exponents: 1 / b**-e truncated toward zero: 1 for b == 1, +-1 for b == -1, else 0
+    # (0 ** negative is a division by zero: undefined; gives 0)
+    one = np.ones((), wide)
+    if wide.kind == "i":
+        odd = (e & 1) == 1
+        neg = np.where(b == 1, one, np.where(b == -1, np.where(odd, -one, one), np.zeros((), wide)))
+    else:
+        neg = np.where(b == 1, one, np.zeros((), wide))
+    return np.where(e < 0, neg, pos).astype(dt)
+
+
+@KERNELS.register("PRelu")
+def _prelu(attrs: Attrs, out: Types, x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    xw, sw = widen(x), widen(slope)
+    zero = np.zeros((), xw.dtype)
+    return np.where(xw < zero, xw * sw, xw).astype(out[0].dtype, copy=False)
+
+
+@KERNELS.register("Where")
+def _where(attrs: Attrs, out: Types, cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.where(cond, a, b).astype(out[0].dtype, copy=False)
+
+
+@KERNELS.register("Clip")
+def _clip(attrs: Attrs, out: Types, x: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None) -> np.ndarray:
+    # a NaN bound does not clip (as std::max/std::min in onnxruntime); a NaN input stays NaN
+    r = widen(x)
+    if lo is not None and not np.isnan(widen(lo)).any():
+        r = np.maximum(r, widen(lo).reshape(()))
+    if hi is not None and not np.isnan(widen(hi)).any():
+        r = np.minimum(r, widen(hi).reshape(()))
+    return np.asarray(r).astype(out[0].dtype, copy=False)
+
+
+@KERNELS.register("Cast")
+def _cast(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
+    # numpy's astype is the ONNX Cast: float -> int truncates, int -> int wraps,
+    # -> bool is x != 0, float -> narrower float rounds to nearest even (ml_dtypes for bfloat16).
+    return x.astype(out[0].dtype)

@@ -1,0 +1,166 @@
+"""``glow run MODEL --backend NAME``: compile a model, run it once, summarize the outputs."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from glow_core.cli.common import (
+    Command,
+    add_model_argument,
+    add_shape_argument,
+    check_array,
+    fmt_ms,
+    fmt_num,
+    fmt_shape,
+    has_static_shape,
+    input_spec,
+    load_array,
+    load_model_ref,
+    model_inputs,
+    positive_int,
+    random_feeds,
+    shapes_from_args,
+)
+from glow_core.errors import GlowError, InputError
+
+TOP_K = 5
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_argument(p)
+    p.add_argument("-b", "--backend", required=True, metavar="NAME",
+                   help="the backend to compile for ('glow backends' lists them)")
+    p.add_argument("--input", metavar="NAME=FILE.npy", action="append", type=input_spec, default=[],
+                   help="read input NAME from a .npy file (repeatable; give all inputs or none)")
+    add_shape_argument(p)
+    p.add_argument("-o", "--output", metavar="FILE.npz", type=Path, default=None,
+                   help="save every output in an .npz archive, keyed by output name")
+    p.add_argument("--threads", metavar="N", type=positive_int, default=None,
+                   help="threads the backend may use (default: the backend's choice)")
+    p.add_argument("--seed", metavar="S", type=int, default=0,
+                   help="seed of the random inputs (default 0)")
+
+
+def _given_inputs(specs: list[tuple[str, Path]], proto_inputs: list[str]) -> dict[str, tuple[Path, np.ndarray]]:
+    given: dict[str, tuple[Path, np.ndarray]] = {}
+    for name, path in specs:
+        if name in given:
+            raise InputError(f"--input gives '{name}' twice")
+        if name not in proto_inputs:
+            raise InputError(
+                f"--input names '{name}', which is not an input of the model; "
+                f"its inputs are: {', '.join(proto_inputs) or '(none)'}"
+            )
+        given[name] = (path, load_array(name, path))
+    return given
+
+
+def is_score_vector(shape: tuple[int, ...]) -> bool:
+    """[K], [1,K] (and [1,K,1,1]): one axis of K >= 2 classes, every other axis 1."""
+    big = [d for d in shape if d != 1]
+    return len(big) == 1 and big[0] >= 2 and (len(shape) == 1 or shape[0] == 1)
+
+
+def summarize(name: str, a: np.ndarray) -> list[str]:
+    """Lines describing one output: type, statistics and, for class scores, the top 5."""
+    head = f"output {name}: {a.dtype}{fmt_shape(a.shape)}"
+    if a.size == 0:
+        return [head + "  (empty)"]
+    if a.dtype == np.bool_:
+        return [head + f"  true {int(np.count_nonzero(a))} of {a.size}"]
+    if a.dtype.kind not in "biuf":
+        return [head]
+    x = a.astype(np.float64)
+    finite = x[np.isfinite(x)]
+    stats = (f"min {fmt_num(finite.min())}  max {fmt_num(finite.max())}  mean {fmt_num(finite.mean())}"
+             if finite.size else "no finite values")
+    bad = a.size - finite.size
+    lines = [f"{head}  {stats}" + (f"  ({bad} NaN/inf)" if bad else "")]
+    flat = a.reshape(-1)
+    if a.dtype.kind == "f" and is_score_vector(a.shape):
+        k = min(TOP_K, flat.size)
+        order = np.argsort(-np.nan_to_num(flat.astype(np.float64), nan=-np.inf), kind="stable")[:k]
+        lines.append(f"  top-{k}: " + "  ".join(f"{int(i)} ({fmt_num(flat[i])})" for i in order))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from glow_core.api import compile as glow_compile
+    from glow_core.plugin_host import get_backend, registry
+
+    if args.output is not None and args.output.suffix != ".npz":
+        raise GlowError(f"--output '{args.output}' must end in .npz", hint="outputs are saved as a numpy .npz archive")
+    get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
+    proto, label = load_model_ref(args.model)
+    shapes = shapes_from_args(args.input_shape)
+    vis = {vi.name: vi for vi in model_inputs(proto)}
+    given = _given_inputs(args.input, list(vis))
+    missing = [n for n in vis if n not in given]
+    if given and missing:
+        raise InputError(
+            f"no --input for {', '.join(repr(n) for n in missing)}; the model's inputs are: {', '.join(vis)}",
+            hint="give every input with --input NAME=FILE.npy, or none for random inputs",
+        )
+    for name, (_, arr) in given.items():
+        if name not in shapes and not has_static_shape(vis[name]):
+            shapes[name] = tuple(arr.shape)  # symbolic dimensions: take them from the file
+
+    t0 = time.perf_counter()
+    net = glow_compile(proto, args.backend, shapes or None, threads=args.threads)
+    compile_s = time.perf_counter() - t0
+
+    if given:
+        feeds = {n: check_array(n, path, arr, net.input_types[n]) for n, (path, arr) in given.items()}
+        origin = {n: str(path) for n, (path, _) in given.items()}
+    else:
+        feeds = random_feeds(net.input_types, args.seed)
+        origin = {n: f"random (seed {args.seed})" for n in feeds}
+
+    t1 = time.perf_counter()
+    outputs = net.run(feeds)
+    run_s = time.perf_counter() - t1
+
+    rec = registry().record(args.backend)
+    print(f"model    {label}")
+    print(f"backend  {args.backend}" + (f" ({rec.origin})" if rec is not None else ""))
+    for n, t in net.input_types.items():
+        print(f"input {n}: {t}  {origin[n]}")
+    for n in net.output_names:
+        for line in summarize(n, outputs[n]):
+            print(line)
+    st = net.stats
+    nodes = sum(st.nodes_by_kind.values())
+    print(f"compile  {fmt_ms(compile_s)}  (import {fmt_ms(st.import_s)}, optimize {fmt_ms(st.optimize_s)}, "
+          f"backend {fmt_ms(st.backend_compile_s)}; {nodes} nodes)")
+    print(f"run      {fmt_ms(run_s)}")
+    if args.output is not None:
+        save_outputs(args.output, outputs)
+        print(f"outputs saved to {args.output}")
+    return 0
+
+
+def save_outputs(path: Path, outputs: Mapping[str, np.ndarray]) -> None:
+    try:
+        with open(path, "wb") as f:
+            np.savez(f, **dict(outputs))
+    except OSError as e:
+        raise GlowError(f"cannot write '{path}': {e.strerror or e}") from None
+
+
+COMMAND = Command(
+    name="run",
+    help="compile a model for a backend, run it once and summarize the outputs",
+    description="Compile MODEL for the backend named by --backend, run it once and print, for each output, "
+                "its type, min/max/mean and (for class scores) the top-5 classes, then the compile and run times. "
+                "Without --input, inputs are random: uniform [0, 1) floats, integers 0..9, fair booleans.",
+    epilog="examples:\n  glow run zoo:resnet50 --backend interpreter\n"
+           "  glow run model.onnx -b interpreter --input x=x.npy --output out.npz\n"
+           "  glow run model.onnx -b interpreter --input-shape x=1,3,224,224",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,204 @@
+"""Shared pieces of the ``glow`` subcommands.
+
+A subcommand is a :class:`Command` record (name, help, an argument-adding
+function and a run function) listed in the table of ``glow_core.cli.main``.
+This module also holds what several commands need: model references
+(paths and ``zoo:NAME``), ``--input`` / ``--input-shape`` parsing, ``.npy``
+loading with clear errors, and random inputs of the right type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, NoReturn, Sequence, TextIO
+
+import numpy as np
+import onnx
+
+from glow_core import zoo
+from glow_core.errors import GlowError, ImportShapeError, InputError
+from glow_core.ir.types import ElemKind, TensorType
+
+
+class UsageError(Exception):
+    """Bad command-line syntax: reported in one line, exit code 2."""
+
+    def __init__(self, message: str, prog: str = "glow") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (raised, then printed by ``main``)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.prog)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``glow`` subcommand: the CLI's table is a list of these."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str = ""
+    epilog: str = ""
+
+
+# -- option value types (argparse ``type=``: bad syntax is a usage error) -------
+def shape_spec(text: str) -> tuple[str, tuple[int, ...]]:
+    """``name=1,3,224,224`` -> ``("name", (1, 3, 224, 224))``."""
+    from glow_core.importer.onnx_importer import parse_shape_spec
+
+    try:
+        return parse_shape_spec(text)
+    except GlowError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def input_spec(text: str) -> tuple[str, Path]:
+    """``name=file.npy`` -> ``("name", Path("file.npy"))``."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"'{text}' is not of the form NAME=FILE.npy")
+    return name, Path(path)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_model_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL",
+                   help=f"an .onnx file, or zoo:NAME for a light model shipped with onnx ({', '.join(zoo.names())})")
+
+
+def add_shape_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", metavar="NAME=D1,D2,...", action="append", type=shape_spec, default=[],
+                   help="fix the shape of an input with symbolic or unknown dimensions (repeatable)")
+
+
+def shapes_from_args(specs: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in specs:
+        if name in out and out[name] != shape:
+            raise ImportShapeError(f"--input-shape gives two shapes for '{name}': {list(out[name])} and {list(shape)}")
+        out[name] = shape
+    return out
+
+
+# -- models --------------------------------------------------------------------
+def load_model_ref(ref: str) -> tuple[onnx.ModelProto, str]:
+    """Load a model named on the command line; returns it and a label for messages."""
+    from glow_core.importer import load_model
+
+    path = zoo.resolve(ref) if zoo.is_zoo_ref(ref) else Path(ref)
+    label = f"{ref} ({path})" if zoo.is_zoo_ref(ref) else str(path)
+    if path.is_dir():
+        raise GlowError(f"'{path}' is a directory, not an ONNX model file")
+    proto, _ = load_model(path)
+    return proto, label
+
+
+def model_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The real inputs: graph inputs that are not initializers (IR v3 models list both)."""
+    inits = {t.name for t in proto.graph.initializer}
+    return [i for i in proto.graph.input if i.name not in inits]
+
+
+def has_static_shape(vi: onnx.ValueInfoProto) -> bool:
+    tt = vi.type.tensor_type
+    return tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
+
+
+# -- input arrays ----------------------------------------------------------------
+def load_array(name: str, path: Path) -> np.ndarray:
+    """Read the ``.npy`` (or single-array ``.npz``) file given for input ``name``."""
+    if not path.exists():
+        raise InputError(f"input file '{path}' (for input '{name}') does not exist", hint="check the path")
+    if path.is_dir():
+        raise InputError(f"input file '{path}' (for input '{name}') is a directory")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001  (numpy raises assorted errors on bad files)
+        raise InputError(
+            f"cannot read '{path}' (for input '{name}') as a numpy .npy file: {type(e).__name__}: {e}",
+            hint="save arrays with numpy.save",
+        ) from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            keys = list(loaded.keys())
+            if len(keys) != 1:
+                raise InputError(f"'{path}' (for input '{name}') holds {len(keys)} arrays; give a .npy file "
+                                 "or an .npz with exactly one array")
+            loaded = loaded[keys[0]]
+    arr = np.asarray(loaded)
+    if arr.dtype == object:
+        raise InputError(f"'{path}' (for input '{name}') holds Python objects, not numbers")
+    return arr
+
+
+def check_array(name: str, path: Path, arr: np.ndarray, want: TensorType) -> np.ndarray:
+    """A one-line error when an array read from ``path`` does not fit input ``name``."""
+    if arr.dtype != want.dtype:
+        raise InputError(
+            f"input '{name}' from '{path}' has dtype {arr.dtype}, the model expects {want}",
+            hint=f"save it with .astype(numpy.{want.dtype})",
+        )
+    if tuple(arr.shape) != want.shape:
+        raise InputError(
+            f"input '{name}' from '{path}' has shape {fmt_shape(arr.shape)}, the model expects {want}",
+            hint="the model fixes this shape; for symbolic dimensions use --input-shape",
+        )
+    return arr
+
+
+def random_array(t: TensorType, rng: np.random.Generator) -> np.ndarray:
+    """Uniform [0, 1) floats, small non-negative ints (0..9), fair bools, of type ``t``."""
+    shape = t.shape
+    if t.elem.is_float:
+        return rng.random(shape, dtype=np.float64).astype(t.dtype)
+    if t.elem == ElemKind.BOOL:
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 10, size=shape).astype(t.dtype)
+
+
+def random_feeds(types: Mapping[str, TensorType], seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: random_array(t, rng) for name, t in types.items()}
+
+
+# -- printing ----------------------------------------------------------------------
+def fmt_shape(shape: Sequence[int]) -> str:
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.1f} ms" if ms < 1e4 else f"{seconds:.2f} s"
+
+
+def fmt_num(x: float | int | np.generic) -> str:
+    v = float(x)
+    if np.isfinite(v) and v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.6g}"
+
+
+def warn(message: str, stream: TextIO | None = None) -> None:
+    print(f"glow: warning: {message}", file=stream or sys.stderr)
+
+
+def note(message: str, stream: TextIO | None = None) -> None:
+    print(f"glow: {message}", file=stream or sys.stderr)

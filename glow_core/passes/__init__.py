@@ -1,0 +1,10 @@
+"""Graph optimizer: named passes, explicit pipelines, a pass manager.
+
+In: a verified graph function. Out: the same function, optimized in place
+(still verified). See manager.py for the pass contract and pipelines.py for
+the pipelines the compiler runs.
+"""
+
+from glow_core.passes.manager import FixedPoint, Pass, PassContext, PassManager, all_passes, get_pass, graph_pass
+
+__all__ = ["FixedPoint", "Pass", "PassContext", "PassManager", "all_passes", "get_pass", "graph_pass"]

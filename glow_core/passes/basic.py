@@ -1,0 +1,107 @@
+"""Kind-agnostic cleanup passes: DCE, CSE (nodes and constants), constant folding."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Hashable
+
+import numpy as np
+
+from glow_core.errors import UnsupportedError
+from glow_core.ir.graph import Constant, Function, Node, Value
+from glow_core.passes.manager import PassContext, graph_pass
+
+#: fold a node only when its results are no larger than this many elements, or
+#: no larger than its constant operands (folding must not blow up the weights)
+FOLD_MAX_ELEMENTS = 1 << 20
+
+
+@graph_pass("dce")
+def dead_code_elimination(fn: Function, ctx: PassContext) -> bool:
+    """Remove nodes whose results are never used, and constants nobody reads."""
+    changed = False
+    for node in reversed(list(fn.nodes)):
+        if not node.has_users() and not any(fn.is_output(o) for o in node.outputs):
+            fn.erase_node(node)
+            changed = True
+    return bool(fn.erase_unused_constants()) or changed
+
+
+def _attr_key(v: Any) -> Hashable:
+    if isinstance(v, np.ndarray):
+        return ("nd", str(v.dtype), v.shape, v.tobytes())
+    if isinstance(v, (list, tuple)):
+        return tuple(_attr_key(x) for x in v)
+    return v
+
+
+def _const_key(c: Constant) -> Hashable:
+    return (c.type, hashlib.blake2b(c.payload.tobytes(), digest_size=16).hexdigest())
+
+
+@graph_pass("cse")
+def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
+    """Merge duplicate constants (same type and bytes) and duplicate nodes (same kind, attributes, operands)."""
+    changed = False
+    seen_c: dict[Hashable, Constant] = {}
+    for c in list(fn.constants):
+        key = _const_key(c)
+        first = seen_c.setdefault(key, c)
+        if first is not c:
+            fn.replace_all_uses_with(c, first)
+            changed = True
+    if changed:
+        fn.erase_unused_constants()
+    seen: dict[Hashable, Node] = {}
+    for node in list(fn.nodes):
+        key = (
+            node.kind.name,
+            tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items())),
+            tuple(id(v) if v is not None else None for v in node.inputs),
+        )
+        first = seen.setdefault(key, node)
+        if first is node:
+            continue
+        for old, new in zip(node.outputs, first.outputs):
+            fn.replace_all_uses_with(old, new)
+        fn.erase_node(node)
+        changed = True
+    return changed
+
+
+@graph_pass("fold-constants")
+def constant_folding(fn: Function, ctx: PassContext) -> bool:
+    """Evaluate nodes whose operands are all constants with the reference kernels."""
+    from glow_core.plugin_host import reference_backend
+
+    ref = None
+    changed = False
+    for node in list(fn.nodes):
+        ins = [v for v in node.inputs if v is not None]
+        if not all(isinstance(v, Constant) for v in ins):
+            continue
+        out_size = sum(o.type.size for o in node.outputs)
+        if out_size > max(FOLD_MAX_ELEMENTS, sum(v.type.size for v in ins)):
+            continue
+        ref = ref or reference_backend()
+        try:
+            results = ref.evaluate(node.kind.name, node.attrs,
+                                   [v.payload if isinstance(v, Constant) else None for v in node.inputs],
+                                   [o.type for o in node.outputs])
+        except UnsupportedError:
+            continue
+        for o, r in zip(node.outputs, results):
+            c = fn.add_constant(np.asarray(r), o.name, o.type)
+            fn.replace_all_uses_with(o, c)
+        fn.erase_node(node)
+        changed = True
+    if changed:
+        fn.erase_unused_constants()
+    return changed
+
+
+def replace_node(fn: Function, node: Node, values: list[Value]) -> None:
+    """Rewire every result of ``node`` to ``values`` and erase it."""
+    for o, v in zip(node.outputs, values):
+        fn.replace_all_uses_with(o, v)
+    fn.erase_node(node)

@@ -1,0 +1,154 @@
+"""Passes and the pass manager.
+
+A pass is a named unit ``fn(function, ctx) -> bool`` (whether it changed
+anything), registered once with :func:`graph_pass`. Pipelines are explicit
+lists of pass names and :class:`FixedPoint` groups (repeat until nothing
+changes). The manager times every pass, verifies the graph after each pass in
+debug mode, dumps the graph before/after a named pass on request and names the
+failing pass in any error.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence, Union
+
+from glow_core.errors import GlowError, PassError
+from glow_core.ir.graph import Function
+
+if TYPE_CHECKING:
+    from glow_sdk.backend import Backend
+
+
+@dataclass
+class PassContext:
+    """What passes may consult: the target backend, options, and the manager's records."""
+
+    backend: "Backend | None" = None
+    debug: bool = False
+    dump_before: frozenset[str] = frozenset()
+    dump_after: frozenset[str] = frozenset()
+    dumps: list[tuple[str, str]] = field(default_factory=list)  # (label, text)
+    timings: dict[str, float] = field(default_factory=dict)
+    changes: dict[str, int] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
+    #: passes that lower kinds consult this (None: lower what the backend does not support)
+    options: dict[str, object] = field(default_factory=dict)
+
+
+PassFn = Callable[[Function, PassContext], bool]
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    fn: PassFn
+    doc: str = ""
+
+
+_PASSES: dict[str, Pass] = {}
+
+
+def graph_pass(name: str) -> Callable[[PassFn], PassFn]:
+    """Register a graph pass under a unique name; its docstring documents it."""
+
+    def deco(fn: PassFn) -> PassFn:
+        if name in _PASSES:
+            raise GlowError(f"pass {name!r} registered twice")
+        _PASSES[name] = Pass(name, fn, (fn.__doc__ or "").strip())
+        return fn
+
+    return deco
+
+
+def get_pass(name: str) -> Pass:
+    _ensure_loaded()
+    try:
+        return _PASSES[name]
+    except KeyError:
+        raise PassError(f"unknown pass '{name}'; choose one of: {', '.join(sorted(_PASSES))}") from None
+
+
+def all_passes() -> dict[str, Pass]:
+    _ensure_loaded()
+    return dict(_PASSES)
+
+
+def _ensure_loaded() -> None:
+    import glow_core.passes.registry  # noqa: F401  (imports every pass module)
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Run ``steps`` repeatedly until none of them changes anything (at most ``limit`` rounds)."""
+
+    steps: tuple["Step", ...]
+    limit: int = 8
+
+    def __init__(self, *steps: "Step", limit: int = 8) -> None:
+        object.__setattr__(self, "steps", tuple(steps))
+        object.__setattr__(self, "limit", limit)
+
+
+Step = Union[str, FixedPoint]
+
+
+class PassManager:
+    def __init__(self, pipeline: Sequence[Step], name: str = "pipeline") -> None:
+        self.pipeline = tuple(pipeline)
+        self.name = name
+        for step in self._flatten(self.pipeline):
+            get_pass(step)  # unknown names fail early
+
+    def _flatten(self, steps: Sequence[Step]) -> list[str]:
+        out: list[str] = []
+        for s in steps:
+            out.extend(self._flatten(s.steps) if isinstance(s, FixedPoint) else [s])
+        return out
+
+    def pass_names(self) -> list[str]:
+        return self._flatten(self.pipeline)
+
+    def run(self, fn: Function, ctx: PassContext | None = None) -> bool:
+        ctx = ctx or PassContext()
+        return self._run_steps(self.pipeline, fn, ctx)
+
+    def _run_steps(self, steps: Sequence[Step], fn: Function, ctx: PassContext) -> bool:
+        changed = False
+        for step in steps:
+            if isinstance(step, FixedPoint):
+                for _ in range(step.limit):
+                    if not self._run_steps(step.steps, fn, ctx):
+                        break
+                    changed = True
+            else:
+                changed |= self.run_pass(step, fn, ctx)
+        return changed
+
+    def run_pass(self, name: str, fn: Function, ctx: PassContext) -> bool:
+        p = get_pass(name)
+        if name in ctx.dump_before:
+            ctx.dumps.append((f"before {name}", fn.dump()))
+        t0 = time.perf_counter()
+        try:
+            changed = bool(p.fn(fn, ctx))
+        except PassError:
+            raise
+        except GlowError as e:
+            raise type(e)(f"in pass '{name}': {e}", hint=e.hint) from e
+        except Exception as e:  # noqa: BLE001
+            raise PassError(f"pass '{name}' failed on function {fn.name}: {type(e).__name__}: {e}") from e
+        finally:
+            ctx.timings[name] = ctx.timings.get(name, 0.0) + time.perf_counter() - t0
+            ctx.runs[name] = ctx.runs.get(name, 0) + 1
+        if changed:
+            ctx.changes[name] = ctx.changes.get(name, 0) + 1
+        if ctx.debug:
+            try:
+                fn.verify()
+            except GlowError as e:
+                raise PassError(f"pass '{name}' left function {fn.name} invalid: {e}") from e
+        if name in ctx.dump_after:
+            ctx.dumps.append((f"after {name}", fn.dump()))
+        return changed

@@ -1,0 +1,111 @@
+"""Helpers of the CLI, API and plugin tests: small ONNX models and a ``glow`` subprocess runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import onnx
+from onnx import TensorProto, helper
+
+#: seconds one ``glow`` subprocess may take (the zoo model test passes its own)
+DEFAULT_TIMEOUT = 120.0
+
+
+def add_relu_model(batch: int | str = 1, width: int = 10, opset: int = 17) -> onnx.ModelProto:
+    """``out = Relu(x + y)``; x is float32[1, width], y is float32[batch, width] (batch may be symbolic)."""
+    nodes = [
+        helper.make_node("Add", ["x", "y"], ["s"], name="add0"),
+        helper.make_node("Relu", ["s"], ["out"], name="relu0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "add_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, width])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [batch, width])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def int_add_model() -> onnx.ModelProto:
+    """``out = a + b`` on int64[3] (integer inputs: random feeds are small ints)."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["out"], name="iadd")],
+        "int_add",
+        [helper.make_tensor_value_info("a", TensorProto.INT64, [3]),
+         helper.make_tensor_value_info("b", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("out", TensorProto.INT64, [3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def unsupported_op_model() -> onnx.ModelProto:
+    """A model using an operator no glow version will import (custom domain), twice, plus a Relu."""
+    nodes = [
+        helper.make_node("Frobnicate", ["x"], ["f1"], name="frob1", domain="com.example"),
+        helper.make_node("Frobnicate", ["f1"], ["f2"], name="frob2", domain="com.example"),
+        helper.make_node("Relu", ["f2"], ["out"], name="relu0"),
+    ]
+    graph = helper.make_graph(
+        nodes, "unsupported",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)], ir_version=8
+    )
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return [ln for ln in self.stderr.splitlines() if ln.strip()]
+
+    def error_line(self) -> str:
+        """The single ``glow: error:`` line (ignoring ``glow: warning:`` lines of skipped plugins)."""
+        lines = [ln for ln in self.stderr_lines if not ln.startswith("glow: warning:")]
+        assert len(lines) == 1, f"expected one line on stderr, got:\n{self.stderr}"
+        return lines[0]
+
+
+def glow(
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    pythonpath: Sequence[Path] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Result:
+    """Run ``glow ARGS`` (as ``python -m glow_core.cli``) in a subprocess."""
+    full_env = dict(os.environ)
+    for key in ("GLOW_TRACEBACK", "GLOW_BLOCK_PLUGINS", "GLOW_DISABLE_PLUGIN_AUTOLOAD"):
+        full_env.pop(key, None)
+    full_env.update(env or {})
+    if pythonpath:
+        old = full_env.get("PYTHONPATH", "")
+        full_env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), *([old] if old else [])])
+    proc = subprocess.run(
+        [sys.executable, "-m", "glow_core.cli", *args],
+        cwd=str(cwd) if cwd is not None else None,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,170 @@
+"""The Python API: ``glow_core.compile`` and ``CompiledNetwork.run`` feed checking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+import glow_core
+from glow_core import zoo
+from glow_core.api import CompiledNetwork
+from glow_core.errors import (
+    GlowError,
+    ImportShapeError,
+    InputError,
+    ModelError,
+    UnknownBackendError,
+    UnsupportedOpsError,
+)
+from tests.cliutil import add_relu_model, int_add_model, save, unsupported_op_model
+
+X = (np.arange(10, dtype=np.float32) - 5).reshape(1, 10)
+Y = np.full((1, 10), 0.5, np.float32)
+EXPECTED = np.maximum(X + Y, 0)
+
+
+@pytest.fixture(scope="module")
+def net() -> CompiledNetwork:
+    return glow_core.compile(add_relu_model(), backend="interpreter")
+
+
+def test_compile_a_model_proto_and_run(net: CompiledNetwork) -> None:
+    out = net.run({"x": X, "y": Y})
+    assert list(out) == ["out"]
+    np.testing.assert_array_equal(out["out"], EXPECTED)
+    assert out["out"].dtype == np.float32
+    assert set(net.input_types) == {"x", "y"} and net.output_names == ["out"]
+    assert net.stats.nodes_by_kind == {"Add": 1, "Relu": 1}
+
+
+def test_compile_a_path_str_pathlike_and_bytes(tmp_path: Path) -> None:
+    path = save(add_relu_model(), tmp_path / "m.onnx")
+    for model in (path, str(path), path.read_bytes()):
+        out = glow_core.compile(model, "interpreter").run({"x": X, "y": Y})
+        np.testing.assert_array_equal(out["out"], EXPECTED)
+
+
+def test_compile_with_input_shapes_for_symbolic_dims() -> None:
+    net = glow_core.compile(add_relu_model(batch="N"), "interpreter", input_shapes={"y": [3, 10]}, threads=2)
+    y = np.ones((3, 10), np.float32)
+    np.testing.assert_array_equal(net.run({"x": X, "y": y})["out"], np.maximum(X + y, 0))
+    with pytest.raises(ImportShapeError, match="y"):
+        glow_core.compile(add_relu_model(batch="N"), "interpreter")
+
+
+def test_run_repeatedly_gives_the_same_answer(net: CompiledNetwork) -> None:
+    a = net.run({"x": X, "y": Y})["out"]
+    a[...] = 42  # outputs are the caller's: mutating them must not affect later runs
+    np.testing.assert_array_equal(net.run({"x": X, "y": Y})["out"], EXPECTED)
+
+
+@pytest.mark.parametrize("feeds, pattern", [
+    ({"x": X}, r"missing input\(s\) 'y'; the network takes x: float32\[1,10\], y: float32\[1,10\]"),
+    ({}, r"missing input\(s\) 'x', 'y'"),
+    ({"x": X, "y": Y, "z": Y}, r"unknown input\(s\) 'z'"),
+    ({"x": X, "z": Y}, r"missing input\(s\) 'y'; unknown input\(s\) 'z'"),
+    ({"x": X, "y": Y.astype(np.float64)}, r"input 'y' has dtype float64, expected float32"),
+    ({"x": X, "y": Y.astype(np.int32)}, r"input 'y' has dtype int32, expected float32"),
+    ({"x": X, "y": np.ones((2, 10), np.float32)}, r"input 'y' has shape \[2, 10\], expected \[1, 10\]"),
+    ({"x": X, "y": np.ones(10, np.float32)}, r"input 'y' has shape \[10\], expected \[1, 10\]"),
+    ({"x": X, "y": np.float32(1.0)}, r"input 'y' has shape \[\], expected \[1, 10\]"),
+    ({"x": X, "y": "hello"}, r"input 'y' must be a numpy array, got str"),
+    ({"x": X, "y": None}, r"input 'y' must be a numpy array, got NoneType"),
+    ({"x": X, "y": {"a": 1}}, r"input 'y' must be a numpy array, got dict"),
+    ({"x": X, "y": [[1.0, 2.0], [3.0]]}, r"input 'y' cannot be converted to an array"),
+    ({"x": X, "y": np.array([object()] * 10).reshape(1, 10)}, r"input 'y' has dtype object"),
+    ({"x": X, 3: Y}, r"input names must be strings"),
+])
+def test_run_rejects_bad_feeds_with_clear_input_errors(net: CompiledNetwork, feeds: dict[Any, Any],
+                                                       pattern: str) -> None:
+    with pytest.raises(InputError, match=pattern) as info:
+        net.run(feeds)
+    assert "\n" not in info.value.one_line()
+
+
+@pytest.mark.parametrize("feeds", [[X, Y], (X, Y), X, None, "x"])
+def test_run_rejects_non_mappings(net: CompiledNetwork, feeds: Any) -> None:
+    with pytest.raises(InputError, match="run\\(\\) takes a dict of input name -> numpy array"):
+        net.run(feeds)
+
+
+def test_wrong_dtype_error_says_how_to_convert(net: CompiledNetwork) -> None:
+    with pytest.raises(InputError) as info:
+        net.run({"x": X, "y": Y.astype(np.float64)})
+    assert "astype(numpy.float32)" in info.value.one_line()
+
+
+def test_lists_and_scalars_convert_when_exact(net: CompiledNetwork) -> None:
+    out = net.run({"x": X.tolist(), "y": Y.tolist()})
+    np.testing.assert_array_equal(out["out"], EXPECTED)
+    inet = glow_core.compile(int_add_model(), "interpreter")
+    np.testing.assert_array_equal(inet.run({"a": [1, 2, 3], "b": [4, 5, 6]})["out"], [5, 7, 9])
+    with pytest.raises(InputError, match="dtype float64, expected int64"):
+        inet.run({"a": [1.5, 2, 3], "b": [4, 5, 6]})
+
+
+def test_non_contiguous_inputs_are_accepted(net: CompiledNetwork) -> None:
+    big = np.zeros((2, 20), np.float32)
+    big[0, ::2] = X[0]
+    view = big[:1, ::2]
+    assert not view.flags.c_contiguous
+    np.testing.assert_array_equal(net.run({"x": view, "y": Y})["out"], EXPECTED)
+
+
+@pytest.mark.parametrize("model, error, pattern", [
+    (12, ModelError, "model must be a path, 'zoo:NAME', an onnx.ModelProto or bytes, got int"),
+    (b"\x00\x01garbage", ModelError, "not a serialized ONNX model|holds no graph|checker"),
+    ("no/such/model.onnx", ModelError, "does not exist"),
+    ("zoo:nosuch", ModelError, "unknown zoo model 'nosuch'; choose one of: alexnet"),
+])
+def test_compile_rejects_bad_models(model: Any, error: type[GlowError], pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        glow_core.compile(model, "interpreter")
+
+
+def test_compile_rejects_bad_arguments() -> None:
+    with pytest.raises(UnknownBackendError, match="choose one of: .*interpreter"):
+        glow_core.compile(add_relu_model(), "nosuch")
+    with pytest.raises(ImportShapeError, match="not a sequence of integers"):
+        glow_core.compile(add_relu_model(batch="N"), "interpreter", input_shapes={"y": "abc"})
+    with pytest.raises(ImportShapeError, match="dict of input name"):
+        glow_core.compile(add_relu_model(), "interpreter", input_shapes=[(1, 10)])  # type: ignore[arg-type]
+    with pytest.raises(ImportShapeError, match="negative"):
+        glow_core.compile(add_relu_model(batch="N"), "interpreter", input_shapes={"y": (-1, 10)})
+    with pytest.raises(ImportShapeError, match="'q'"):
+        glow_core.compile(add_relu_model(), "interpreter", input_shapes={"q": (1,)})
+    with pytest.raises(InputError, match="threads"):
+        glow_core.compile(add_relu_model(), "interpreter", threads=0)
+
+
+def test_truncated_model_file(tmp_path: Path) -> None:
+    data = onnx.load_from_string(add_relu_model().SerializeToString()).SerializeToString()
+    path = tmp_path / "t.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelError, match="t.onnx"):
+        glow_core.compile(path, "interpreter")
+
+
+def test_unsupported_ops_are_reported_all_at_once() -> None:
+    with pytest.raises(UnsupportedOpsError) as info:
+        glow_core.compile(unsupported_op_model(), "interpreter")
+    msg = info.value.one_line()
+    assert "Frobnicate" in msg and "frob1" in msg and "frob2" in msg and "2 nodes" in msg
+
+
+def test_zoo_references() -> None:
+    assert zoo.names() == sorted(zoo.MODELS) and len(zoo.MODELS) == 9
+    for name in zoo.names():
+        path = zoo.resolve(f"zoo:{name}")
+        assert path.is_file() and path.name == f"light_{zoo.MODELS[name]}.onnx"
+    assert zoo.resolve("zoo:bvlc_alexnet") == zoo.resolve("zoo:alexnet")
+    assert zoo.resolve("zoo:ResNet50") == zoo.resolve("zoo:resnet50")
+    assert zoo.resolve_model("m.onnx") == "m.onnx"
+    with pytest.raises(ModelError, match="choose one of: alexnet, densenet121, inception_v1"):
+        zoo.resolve("zoo:resnet")
+    with pytest.raises(ModelError, match="names no zoo model"):
+        zoo.resolve("zoo:")
