@@ -5,14 +5,23 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from glow_core import zoo
-from glow_core.errors import ExecutionError, GlowError, ImportShapeError, InputError, ModelError, UnsupportedError
+from glow_core.errors import (
+    BackendError,
+    ExecutionError,
+    GlowError,
+    ImportShapeError,
+    InputError,
+    ModelError,
+    UnsupportedError,
+)
 from glow_core.importer import import_model
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.types import ElemKind, TensorType
@@ -117,7 +126,7 @@ class CompiledNetwork:
                              hint="recompile with input_shapes={...} for another shape")
         return np.asarray(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Check ``feeds`` (names, dtypes, shapes), run once, return outputs by name."""
         checked = self.check_feeds(feeds)
         try:
@@ -162,7 +171,15 @@ def compile(
     stats.nodes_by_kind = fn.count_by_kind()
     check_support(fn, be)
     t2 = time.perf_counter()
-    exe = be.compile(fn, CompileOptions(threads=threads, debug=debug, extra=dict(options or {})))
+    try:
+        exe = be.compile(fn, CompileOptions(threads=threads, debug=debug, extra=dict(options or {})))
+    except GlowError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
+        raise BackendError(
+            f"backend '{be.name}' failed to compile the model: {type(e).__name__}: {e}",
+            hint="this is a bug in the backend; rerun with --traceback for details",
+        ) from e
     stats.backend_compile_s = time.perf_counter() - t2
     return CompiledNetwork(fn, exe, be, stats)
 
@@ -209,11 +226,22 @@ def _check_input_shapes(input_shapes: Any) -> dict[str, tuple[int, ...]] | None:
     return out
 
 
-def prepare_function(fn: Function, backend: Backend, debug: bool = False) -> Function:
+if TYPE_CHECKING:
+    from glow_core.passes import PassContext
+
+
+def prepare_function(fn: Function, backend: Backend, debug: bool = False,
+                     ctx: PassContext | None = None) -> Function:
     """Graph optimization and lowering for a backend (the middle of the pipeline)."""
+    from glow_core.passes import PassContext, PassManager
+    from glow_core.passes.pipelines import default_pipeline
+
+    ctx = ctx or PassContext(backend=backend, debug=debug)
+    ctx.backend = backend
+    PassManager(default_pipeline()).run(fn, ctx)
     if debug:
         fn.verify()
     return fn
 
 
-__all__ = ["CompiledNetwork", "CompileStats", "ElemKind", "compile", "check_support"]
+__all__ = ["CompileStats", "CompiledNetwork", "ElemKind", "check_support", "compile"]

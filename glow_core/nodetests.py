@@ -5,9 +5,11 @@ Each case ends in one of:
 - ``pass``: every output matches as ONNX's runner compares (rtol 1e-3,
   atol 1e-7 for floats, two bfloat16 ulps for bfloat16; exact for integers
   and bools; dtypes and shapes equal);
-- ``unsupported``: glow raised an :class:`UnsupportedError` (a clear, expected refusal);
+- ``unsupported``: glow raised an :class:`UnsupportedError` (a clear, deliberate refusal);
 - ``wrong``: glow produced outputs that do not match (a wrong answer: a bug);
-- ``error``: any other failure, a time-out included (a bug too).
+- ``error``: any other failure (a bug too), including a time-out and an
+  ``UnsupportedError`` raised *from* a Python error (an import rule that
+  crashed with a KeyError is not a clear refusal).
 
 The expectations file of a backend (``tests/expectations/<backend>.txt``) lists
 every case known to end in ``unsupported``, one per line::
@@ -41,9 +43,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -251,6 +254,11 @@ def run_case(case: Path, backend: str = "interpreter", *, timeout: float | None 
     except CaseTimeout as e:
         return result("error", f"{e}: a case must finish well within {timeout:g} s")
     except UnsupportedError as e:
+        cause = e.__cause__
+        if cause is not None and not isinstance(cause, GlowError):
+            # e.g. the importer's "cannot import: KeyError": a crash, not a deliberate refusal
+            return result("error", f"a {type(cause).__name__} inside glow was reported as unsupported: "
+                                   f"{e.one_line()}")
         return result("unsupported", e.one_line())
     except GlowError as e:
         return result("error", f"{type(e).__name__}: {e.one_line()}")

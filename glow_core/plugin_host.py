@@ -22,15 +22,16 @@ import logging
 import os
 import threading
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pluggy
 
 from glow_core.errors import PluginError, UnknownBackendError
 from glow_sdk import hookspecs
 from glow_sdk.backend import Backend, BackendSpec
-from glow_sdk.version import SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
+from glow_sdk.version import incompatibility_message, is_compatible
 
 log = logging.getLogger("glow.plugins")
 
@@ -124,8 +125,9 @@ class Registry:
         blocked = blocked_names()
         eps = md.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
         for ep in sorted(eps, key=lambda e: e.name):
-            dist = ep.dist.name if getattr(ep, "dist", None) is not None else "?"
-            dver = ep.dist.version if getattr(ep, "dist", None) is not None else "?"
+            ep_dist = getattr(ep, "dist", None)
+            dist = ep_dist.name if ep_dist is not None else "(unknown distribution)"
+            dver = ep_dist.version if ep_dist is not None else ""
             if ep.name in blocked:
                 self.pm.set_blocked(ep.name)
                 self.failed.append(BackendRecord(ep.name, dist, dver, "blocked", f"blocked by {BLOCK_ENV}",
@@ -161,17 +163,19 @@ class Registry:
             return
         impls = [i for i in self.pm.hook.glow_backends.get_hookimpls() if i.plugin_name == name]
         if not impls:
-            self._fail(name, dist, dist_version, "plugin implements no glow_backends() hook (missing @glow_sdk.hookimpl?)")
+            self._fail(name, dist, dist_version,
+                       "plugin implements no glow_backends() hook (missing @glow_sdk.hookimpl?)")
             return
         for impl in impls:
             try:
-                result = impl.function()
+                result: Any = impl.function()
                 specs = list(result) if result is not None else None
             except Exception as e:  # noqa: BLE001
                 self._fail(name, dist, dist_version, f"its glow_backends() hook raised {describe_exception(e)}", e)
                 continue
             if specs is None:
-                self._fail(name, dist, dist_version, "its glow_backends() hook returned None, expected a list of BackendSpec")
+                self._fail(name, dist, dist_version,
+                           "its glow_backends() hook returned None, expected a list of BackendSpec")
                 continue
             for spec in specs:
                 self._add_spec(spec, name, dist, dist_version)
@@ -190,13 +194,9 @@ class Registry:
                        f"duplicate backend name '{spec.name}': already provided by {other.origin}; skipped",
                        plugin=plugin)
             return
-        if spec.sdk_api_version not in SUPPORTED_SDK_API_VERSIONS:
-            works = ", ".join(str(v) for v in sorted(SUPPORTED_SDK_API_VERSIONS))
-            newer = isinstance(spec.sdk_api_version, int) and spec.sdk_api_version > SDK_API_VERSION
-            todo = (f"upgrade glow to a release that supports SDK API {spec.sdk_api_version}" if newer
-                    else f"upgrade {dist} to a release built for SDK API {SDK_API_VERSION}")
-            msg = f"targets glow SDK API version {spec.sdk_api_version}; this glow supports version {works}: {todo}"
-            log.warning("backend '%s' (%s %s) skipped: %s", spec.name, dist, dver, msg)
+        if not is_compatible(spec.sdk_api_version):
+            msg = incompatibility_message(spec.sdk_api_version, dist)
+            log.warning("backend '%s' (%s) skipped: %s", spec.name, f"{dist} {dver}".strip(), msg)
             self.failed.append(BackendRecord(spec.name, dist, dver, "incompatible", msg, spec=spec, plugin=plugin))
             return
         self.records[spec.name] = BackendRecord(spec.name, dist, dver, "ok", spec=spec, plugin=plugin)
@@ -204,7 +204,7 @@ class Registry:
     def _fail(self, name: str, dist: str, dver: str, message: str, exc: BaseException | None = None,
               *, plugin: str = "") -> None:
         cause = "".join(traceback.format_exception(exc)) if exc is not None else ""
-        log.warning("backend plugin '%s' (%s %s) skipped: %s", name, dist, dver, message)
+        log.warning("backend plugin '%s' (%s) skipped: %s", name, f"{dist} {dver}".strip(), message)
         self.failed.append(BackendRecord(name, dist, dver, "error", message, cause, plugin=plugin or name))
 
     # -- queries -------------------------------------------------------------
@@ -249,6 +249,10 @@ class Registry:
                     rec.status = "error"
                     rec.error = f"its factory returned a {type(inst).__name__}, not a glow_sdk.Backend"
                     raise PluginError(f"backend '{name}' ({rec.origin}): {rec.error}")
+                api = getattr(inst, "sdk_api_version", rec.spec.sdk_api_version)
+                if api != rec.spec.sdk_api_version and not is_compatible(api):
+                    rec.status, rec.error = "incompatible", incompatibility_message(api, rec.distribution)
+                    raise PluginError(f"backend '{name}' ({rec.origin}) is unavailable (incompatible): {rec.error}")
                 rec._instance = inst
             return rec._instance
 
@@ -295,5 +299,12 @@ def reference_backend() -> Backend:
         ) from e
 
 
-__all__ = ["BackendRecord", "ENTRY_POINT_GROUP", "Registry", "get_backend", "reference_backend", "registry",
-           "reset_registry"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BackendRecord",
+    "Registry",
+    "get_backend",
+    "reference_backend",
+    "registry",
+    "reset_registry",
+]

@@ -64,8 +64,7 @@ def canonical_name(name: str) -> str:
     key = name.strip().lower().replace("-", "_")
     if key in MODELS:
         return key
-    if key.startswith("light_"):
-        key = key[len("light_"):]
+    key = key.removeprefix("light_")
     if key in _ALIASES:
         return _ALIASES[key]
     raise ModelError(
@@ -91,7 +90,7 @@ def model_path(name: str) -> Path:
 
 def resolve(ref: str) -> Path:
     """``"zoo:resnet50"`` -> the model's path; a ref without the prefix is taken as a zoo name."""
-    name = ref[len(PREFIX):] if ref.startswith(PREFIX) else ref
+    name = ref.removeprefix(PREFIX)
     if not name:
         raise ModelError(f"'{ref}' names no zoo model; choose one of: {', '.join(names())}")
     return model_path(name)

@@ -1,8 +1,26 @@
 """The base classes a backend implements.
 
-``Backend`` is the compiler side (capabilities, lowering decisions, compile);
-``CompiledFunction`` is the executable it returns. The core validates feeds
-(names, shapes, dtypes) before it ever calls ``CompiledFunction.execute``.
+``Backend`` is the compiler side: identity (``name``, ``version``, the
+``sdk_api_version`` it was built against), capabilities (node kinds x element
+kinds, each optionally guarded by a predicate on attributes and shapes),
+lowering decisions, post-lowering rewrites, ``compile`` and the device it
+drives. ``CompiledFunction`` is the executable ``compile`` returns. The core
+validates feeds (names, shapes, dtypes) before it ever calls
+``CompiledFunction.execute``.
+
+A backend declares what it runs either as a mapping (``supported_kinds()``:
+kind name -> element kinds) or as :class:`Capability` records
+(``capabilities()``), which may carry a predicate::
+
+    def capabilities(self):
+        return [
+            Capability("Add", frozenset({ElemKind.FLOAT32})),
+            Capability("MatMul", frozenset({ElemKind.FLOAT32}), when=lambda n: n.inputs[0].type.rank == 2,
+                       why="2-D operands only"),
+        ]
+
+Everything else is lowered to the primitive set for it (``should_lower``) or
+reported as unsupported, every offending node at once.
 """
 
 from __future__ import annotations
@@ -17,11 +35,42 @@ from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind, TensorType
+from glow_sdk.version import SDK_API_VERSION
+
+#: A predicate on a node's attributes and operand/result shapes.
+NodePredicate = Callable[[Node], bool]
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One declared capability: a node kind, the element kinds it accepts, an optional predicate.
+
+    A node of ``kind`` is supported when every operand and result element kind
+    (index operands and boolean results included) is in ``elems`` and
+    ``when(node)`` (if given) is true. ``why`` says in words what ``when``
+    requires; capability reports print it.
+    """
+
+    kind: str
+    elems: frozenset[ElemKind]
+    when: NodePredicate | None = None
+    why: str = ""
+
+    def accepts(self, node: Node) -> bool:
+        types = [v.type for v in node.inputs if v is not None] + [o.type for o in node.outputs]
+        if not all(t.elem in self.elems for t in types):
+            return False
+        return self.when is None or bool(self.when(node))
 
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A plugin's registration record for one backend."""
+    """A plugin's registration record for one backend.
+
+    ``sdk_api_version`` is the SDK API version the backend was built against;
+    the plugin host refuses (status ``incompatible``) one this glow cannot
+    load, before calling ``factory``.
+    """
 
     name: str
     factory: Callable[[], "Backend"]
@@ -32,11 +81,17 @@ class BackendSpec:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """What the runtime needs to know of a device."""
+    """What the runtime needs to know of a device: its name, memory capacity (bytes) and how many there are."""
 
     name: str
     memory_bytes: int
     count: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.memory_bytes, int) or self.memory_bytes <= 0:
+            raise ValueError(f"device {self.name}: memory_bytes must be a positive integer, got {self.memory_bytes!r}")
+        if not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"device {self.name}: count must be >= 1, got {self.count!r}")
 
 
 @dataclass(frozen=True)
@@ -63,28 +118,56 @@ class CompiledFunction(abc.ABC):
 class Backend(abc.ABC):
     """A code generator / executor for one kind of device.
 
-    Subclasses set ``name`` and implement :meth:`supported_kinds` and
-    :meth:`compile`. Everything else has a sensible default.
+    Subclasses set ``name`` (and ``version``, ``sdk_api_version``), declare
+    what they run with :meth:`supported_kinds` or :meth:`capabilities`, and
+    implement :meth:`compile`. Everything else has a sensible default.
     """
 
+    #: the name users pass as ``--backend``
     name: str = "unnamed"
+    #: the backend's own version
     version: str = "0"
+    #: the SDK API version the backend was built against (write the number, not
+    #: ``glow_sdk.SDK_API_VERSION``, so an incompatible glow can tell)
+    sdk_api_version: int = SDK_API_VERSION
 
-    @abc.abstractmethod
     def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
-        """Node kinds this backend executes, each with the element kinds it accepts."""
+        """Node kinds this backend executes, each with the element kinds it accepts.
+
+        Override this or :meth:`capabilities` (the default of each is derived
+        from the other).
+        """
+        if type(self).capabilities is Backend.capabilities:
+            raise NotImplementedError(f"backend {self.name}: override supported_kinds() or capabilities()")
+        out: dict[str, frozenset[ElemKind]] = {}
+        for cap in self.capabilities():
+            out[cap.kind] = out.get(cap.kind, frozenset()) | cap.elems
+        return out
+
+    def capabilities(self) -> Sequence[Capability]:
+        """The declared capabilities as records (kind, element kinds, optional predicate).
+
+        Several records may name one kind (say, float32 always, int8 only 2-D);
+        a node is supported when one of them accepts it.
+        """
+        if type(self).supported_kinds is Backend.supported_kinds:
+            raise NotImplementedError(f"backend {self.name}: override supported_kinds() or capabilities()")
+        return [Capability(k, frozenset(e)) for k, e in self.supported_kinds().items()]
 
     @abc.abstractmethod
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         """Compile a lowered, optimized function into an executable."""
 
     def supports(self, node: Node) -> bool:
-        """Can this node run here? Checks the kind and its operands' element kinds."""
-        elems = self.supported_kinds().get(node.kind.name)
-        if elems is None:
-            return False
-        types = [v.type for v in node.inputs if v is not None] + [o.type for o in node.outputs]
-        return all(t.elem in elems for t in types) and self.supports_node(node)
+        """Can this node run here? A capability of its kind accepts it, and :meth:`supports_node`."""
+        kind = node.kind.name
+        if type(self).capabilities is Backend.capabilities:  # the mapping form: no predicates
+            elems = self.supported_kinds().get(kind)
+            if elems is None:
+                return False
+            types = [v.type for v in node.inputs if v is not None] + [o.type for o in node.outputs]
+            return all(t.elem in elems for t in types) and self.supports_node(node)
+        return any(c.kind == kind and c.accepts(node) for c in self.capabilities()) and self.supports_node(node)
 
     def supports_node(self, node: Node) -> bool:
         """Optional predicate on attributes and shapes (default: accept)."""
@@ -99,6 +182,7 @@ class Backend(abc.ABC):
         return False
 
     def create_device(self) -> DeviceInfo:
+        """The device this backend drives, with its memory capacity (default: 8 GiB, one device)."""
         return DeviceInfo(name=self.name, memory_bytes=8 << 30)
 
     def evaluate(
@@ -107,7 +191,20 @@ class Backend(abc.ABC):
         """Evaluate one node on host arrays (reference backends; used for constant folding)."""
         raise UnsupportedError(f"backend {self.name} cannot evaluate single nodes")
 
+    def conformance_waivers(self) -> str | None:
+        """The text of the backend's conformance waiver file, when it ships one.
+
+        One waiver per line, ``CASE-ID-PATTERN: reason`` (``*`` matches any
+        text; ``#`` starts a comment). ``glow conformance`` applies it unless
+        ``--waivers`` names another file. Mandatory cases cannot be waived.
+        """
+        return None
+
     def capability_report(self) -> dict[str, list[str]]:
-        """Kind -> supported element kinds, for every kind in the table (empty list: unsupported)."""
+        """Kind -> supported element kinds, for every kind in the table (empty list: unsupported).
+
+        ``glow_sdk.capabilities.capability_report`` gives the full report
+        (mandatory primitives missing, what is lowered, predicates).
+        """
         sup = self.supported_kinds()
         return {k: sorted(e.value for e in sup.get(k, ())) for k in sorted(all_kinds())}

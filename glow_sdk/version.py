@@ -1,6 +1,48 @@
-"""The SDK API version: bumped when the Backend contract changes incompatibly."""
+"""The SDK API version: bumped when the Backend contract changes incompatibly.
+
+A backend declares the SDK API version it was built against (in its
+:class:`~glow_sdk.backend.BackendSpec`, and as ``Backend.sdk_api_version``).
+The plugin host loads only backends whose version is in
+:data:`SUPPORTED_SDK_API_VERSIONS`; every other one is listed as
+``incompatible`` with the message of :func:`incompatibility_message`, which
+says which versions work and what to upgrade.
+
+History of the contract (what a backend built for each version may rely on):
+
+- 1: ``BackendSpec`` / ``glow_backends()`` hook; ``Backend.supported_kinds()`` or
+  ``capabilities()``, ``compile()`` -> ``CompiledFunction.execute()``,
+  ``supports_node``, ``should_lower``, ``transform_post_lowering``,
+  ``create_device``, ``evaluate``, ``conformance_waivers``.
+"""
+
+from __future__ import annotations
 
 #: The API version this SDK defines; a backend declares the one it targets.
 SDK_API_VERSION = 1
 #: The API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1})
+
+
+def is_compatible(api_version: object) -> bool:
+    """Can this glow load a backend built for ``api_version``?"""
+    return isinstance(api_version, int) and not isinstance(api_version, bool) and \
+        api_version in SUPPORTED_SDK_API_VERSIONS
+
+
+def incompatibility_message(api_version: object, distribution: str) -> str:
+    """Why a backend built for ``api_version`` cannot be loaded, which versions work and what to upgrade.
+
+    ``distribution`` names the backend's package (``glow-backend-xyz``) for the
+    advice when the backend is the older side.
+    """
+    works = ", ".join(str(v) for v in sorted(SUPPORTED_SDK_API_VERSIONS))
+    if not isinstance(api_version, int) or isinstance(api_version, bool):
+        return (f"declares SDK API version {api_version!r}, which is not an integer; this glow supports version "
+                f"{works}: fix {distribution} to declare glow_sdk.SDK_API_VERSION")
+    newer = api_version > max(SUPPORTED_SDK_API_VERSIONS)
+    todo = (f"upgrade glow to a release that supports SDK API {api_version}" if newer
+            else f"upgrade {distribution} to a release built for SDK API {SDK_API_VERSION}")
+    return f"targets glow SDK API version {api_version}; this glow supports version {works}: {todo}"
+
+
+__all__ = ["SDK_API_VERSION", "SUPPORTED_SDK_API_VERSIONS", "incompatibility_message", "is_compatible"]

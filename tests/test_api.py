@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import glow_core
 from glow_core import zoo
 from glow_core.api import CompiledNetwork
 from glow_core.errors import (
+    BackendError,
+    ExecutionError,
     GlowError,
     ImportShapeError,
     InputError,
@@ -20,6 +23,9 @@ from glow_core.errors import (
     UnknownBackendError,
     UnsupportedOpsError,
 )
+from glow_core.ir.graph import Function
+from glow_core.ir.types import ElemKind
+from glow_sdk import Backend, CompiledFunction, CompileOptions
 from tests.cliutil import add_relu_model, int_add_model, save, unsupported_op_model
 
 X = (np.arange(10, dtype=np.float32) - 5).reshape(1, 10)
@@ -132,7 +138,7 @@ def test_compile_rejects_bad_arguments() -> None:
     with pytest.raises(ImportShapeError, match="not a sequence of integers"):
         glow_core.compile(add_relu_model(batch="N"), "interpreter", input_shapes={"y": "abc"})
     with pytest.raises(ImportShapeError, match="dict of input name"):
-        glow_core.compile(add_relu_model(), "interpreter", input_shapes=[(1, 10)])  # type: ignore[arg-type]
+        glow_core.compile(add_relu_model(), "interpreter", input_shapes=[(1, 10)])
     with pytest.raises(ImportShapeError, match="negative"):
         glow_core.compile(add_relu_model(batch="N"), "interpreter", input_shapes={"y": (-1, 10)})
     with pytest.raises(ImportShapeError, match="'q'"):
@@ -168,3 +174,37 @@ def test_zoo_references() -> None:
         zoo.resolve("zoo:resnet")
     with pytest.raises(ModelError, match="names no zoo model"):
         zoo.resolve("zoo:")
+
+
+class _BuggyExe(CompiledFunction):
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise ZeroDivisionError("oops")
+
+
+class _BuggyBackend(Backend):
+    """A third-party backend with bugs: compile or execute raise plain exceptions."""
+
+    name = "buggy"
+
+    def __init__(self, fail_compile: bool) -> None:
+        self.fail_compile = fail_compile
+
+    def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
+        return {"Add": frozenset({ElemKind.FLOAT32}), "Relu": frozenset({ElemKind.FLOAT32})}
+
+    def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        if self.fail_compile:
+            raise IndexError("list index out of range")
+        return _BuggyExe(function)
+
+
+def test_backend_bugs_surface_as_glow_errors_naming_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from glow_core import api
+
+    monkeypatch.setattr(api, "get_backend", lambda name: _BuggyBackend(fail_compile=True))
+    with pytest.raises(BackendError, match="backend 'buggy' failed to compile the model: IndexError"):
+        glow_core.compile(add_relu_model(), "buggy")
+    monkeypatch.setattr(api, "get_backend", lambda name: _BuggyBackend(fail_compile=False))
+    net = glow_core.compile(add_relu_model(), "buggy")
+    with pytest.raises(ExecutionError, match="backend 'buggy' failed while running: ZeroDivisionError: oops"):
+        net.run({"x": X, "y": Y})

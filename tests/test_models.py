@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
@@ -189,4 +189,3 @@ def test_light_model_random_weights(name: str, record_property: Callable[[str, o
     probs = got[0]
     assert np.ptp(probs) > 0, f"{name}: every output element is {probs.ravel()[0]}: the test model is degenerate"
     assert int(np.argmax(probs)) == int(np.argmax(want[0])), f"{name}: top class differs from onnxruntime"
-    del model

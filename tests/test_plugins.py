@@ -18,8 +18,9 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -204,7 +205,7 @@ def test_entry_point_that_fails_to_import_keeps_the_root_cause() -> None:
     assert rec is not None and rec.status == "error"
     assert "failed to import glow_fixture_no_such_module.plugin" in rec.error
     assert "ModuleNotFoundError" in rec.error and "ModuleNotFoundError" in rec.cause
-    assert reg.names() == ["interpreter"]
+    assert "interpreter" in reg.names()
 
 
 def test_block_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,7 +225,7 @@ def test_disable_autoload(monkeypatch: pytest.MonkeyPatch, value: str, loads: bo
     monkeypatch.setenv("GLOW_DISABLE_PLUGIN_AUTOLOAD", value)
     reg = Registry()
     reg.load_entry_points([_ep("interpreter", "glow_backend_interpreter.plugin")])
-    assert (reg.names() == ["interpreter"]) is loads
+    assert ("interpreter" in reg.names()) is loads
     reg.register_plugin(Plugin(), "toy")  # in-process registration still works
     assert "toy" in reg.names()
 

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose and r.spec is not None:
             if r.spec.description:
                 print(f"{indent}description: {r.spec.description}")
-            print(f"{indent}plugin: {r.plugin}, SDK API version {r.spec.sdk_api_version}, backend version {r.spec.version}")
+            print(f"{indent}plugin: {r.plugin}, SDK API version {r.spec.sdk_api_version}, "
+                  f"backend version {r.spec.version}")
         if not r.ok:
             print(f"{indent}cause: {r.error}")
             if args.verbose and r.cause:

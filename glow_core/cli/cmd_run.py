@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
 def save_outputs(path: Path, outputs: Mapping[str, np.ndarray]) -> None:
     try:
         with open(path, "wb") as f:
-            np.savez(f, **dict(outputs))
+            save: Any = np.savez  # numpy's stubs do not type arrays passed by keyword
+            save(f, **dict(outputs))
     except OSError as e:
         raise GlowError(f"cannot write '{path}': {e.strerror or e}") from None
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, NoReturn, Sequence, TextIO
+from typing import NoReturn, TextIO
 
 import numpy as np
 import onnx
@@ -189,7 +190,7 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:.1f} ms" if ms < 1e4 else f"{seconds:.2f} s"
 
 
-def fmt_num(x: float | int | np.generic) -> str:
+def fmt_num(x: float | np.generic) -> str:
     v = float(x)
     if np.isfinite(v) and v == int(v) and abs(v) < 1e15:
         return str(int(v))

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 from glow_core import __version__
 from glow_core.cli import cmd_backends, cmd_dump, cmd_run

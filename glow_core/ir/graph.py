@@ -218,7 +218,8 @@ class Function:
             node.set_input(i, v)
         outs = spec.outputs
         for i, t in enumerate(out_types):
-            suffix = "" if len(out_types) == 1 else f".{outs[i] if i < len(outs) else i}"
+            named = i < len(outs) and not spec.variadic_outputs  # a variadic family is numbered
+            suffix = "" if len(out_types) == 1 else f".{outs[i] if named else i}"
             node.outputs.append(NodeOutput(node.name + suffix, t, node, i))
         if self._insert_at is None:
             self.nodes.append(node)

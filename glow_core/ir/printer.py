@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.ir.graph import Function, Value
+from glow_core.ir.graph import Function, NodeOutput, Value
 
 
 def _fmt_attr(v: Any) -> str:
@@ -76,7 +76,8 @@ def to_dot(fn: Function) -> str:
         out.append(f"  n{i} [shape=box, style=rounded, label={_q(node.kind.name + chr(10) + node.name)}];")
         for v in node.inputs:
             if v is not None and (v.producer is not None or id(v) in ids):
-                out.append(f"  {vid(v)} -> n{i} [label={_q(str(v.type))}];")
+                which = f"#{v.index} " if isinstance(v, NodeOutput) and len(v.node.outputs) > 1 else ""
+                out.append(f"  {vid(v)} -> n{i} [label={_q(which + str(v.type))}];")
     for j, (name, v) in enumerate(fn.outputs):
         out.append(f"  out{j} [shape=ellipse, style=filled, fillcolor=palegreen, label={_q(name)}];")
         out.append(f"  {vid(v)} -> out{j};")

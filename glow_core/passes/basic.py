@@ -36,20 +36,25 @@ def _attr_key(v: Any) -> Hashable:
 
 
 def _const_key(c: Constant) -> Hashable:
-    return (c.type, hashlib.blake2b(c.payload.tobytes(), digest_size=16).hexdigest())
+    return (c.type, hashlib.blake2b(c.payload.reshape(-1).view(np.uint8).data, digest_size=16).hexdigest())
 
 
 @graph_pass("cse")
 def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
     """Merge duplicate constants (same type and bytes) and duplicate nodes (same kind, attributes, operands)."""
     changed = False
-    seen_c: dict[Hashable, Constant] = {}
-    for c in list(fn.constants):
-        key = _const_key(c)
-        first = seen_c.setdefault(key, c)
-        if first is not c:
-            fn.replace_all_uses_with(c, first)
-            changed = True
+    by_type: dict[Hashable, list[Constant]] = {}
+    for c in fn.constants:
+        by_type.setdefault(c.type, []).append(c)
+    for group in by_type.values():
+        if len(group) < 2:
+            continue  # a constant of a unique type has no duplicate: skip hashing its payload
+        seen_c: dict[Hashable, Constant] = {}
+        for c in group:
+            first = seen_c.setdefault(_const_key(c), c)
+            if first is not c:
+                fn.replace_all_uses_with(c, first)
+                changed = True
     if changed:
         fn.erase_unused_constants()
     seen: dict[Hashable, Node] = {}

@@ -61,7 +61,7 @@ def test_erase_node_refuses_a_function_output() -> None:
 
 def test_erase_node_refuses_a_foreign_or_erased_node() -> None:
     fn, v = small_function()
-    other, w = small_function("other")
+    _other, w = small_function("other")
     with pytest.raises(GraphError, match="not a node of function main"):
         fn.erase_node(w["add"])
     extra = fn.create("Relu", [v["x"]])
@@ -97,7 +97,7 @@ def test_replace_all_uses_with_refuses_a_type_mismatch() -> None:
 
 def test_replace_all_uses_with_refuses_a_foreign_value_and_ignores_itself() -> None:
     fn, v = small_function()
-    other, w = small_function("other")
+    _other, w = small_function("other")
     with pytest.raises(GraphError, match="another function"):
         fn.replace_all_uses_with(v["add"].result, w["add"].result)
     assert fn.replace_all_uses_with(v["x"], v["x"]) == 0
@@ -105,7 +105,7 @@ def test_replace_all_uses_with_refuses_a_foreign_value_and_ignores_itself() -> N
 
 def test_inserting_before_and_after_place_new_nodes() -> None:
     fn, v = small_function()
-    x, add, relu = v["x"], v["add"], v["relu"]
+    x, add, _relu = v["x"], v["add"], v["relu"]
     with fn.inserting_before(add):
         fn.create("Relu", [x], name="b1")
         fn.create("Relu", [x], name="b2")  # keeps order: b1, b2, add
@@ -132,15 +132,14 @@ def test_inserting_point_survives_erasing_an_earlier_node() -> None:
 
 def test_inserting_before_a_foreign_node_is_refused() -> None:
     fn, _ = small_function()
-    other, w = small_function("other")
-    with pytest.raises(GraphError):
-        with fn.inserting_before(w["add"]):
-            pass  # pragma: no cover
+    _other, w = small_function("other")
+    with pytest.raises(GraphError), fn.inserting_before(w["add"]):
+        pass  # pragma: no cover
 
 
 def test_create_checks_operands() -> None:
     fn, v = small_function()
-    other, w = small_function("other")
+    _other, w = small_function("other")
     with pytest.raises(GraphError, match="another function"):
         fn.create("Relu", [w["add"].result])
     with pytest.raises(GlowError, match="unknown node kind 'NoSuchKind'"):
@@ -181,7 +180,7 @@ def test_names_are_unique() -> None:
 
 
 def test_node_keeps_its_origin_for_messages() -> None:
-    fn, v = small_function()
+    _fn, v = small_function()
     assert v["add"].origin == "onnx_add"
     assert v["add"].where() == "Add 'add' (from ONNX node 'onnx_add')"
     assert v["relu"].where() == "Relu 'relu'"
@@ -195,7 +194,20 @@ def test_result_of_a_multi_result_node_is_refused(scratch_kinds) -> None:  # typ
     assert [o.name for o in node.outputs] == ["two.A", "two.B"]
     assert [o.index for o in node.outputs] == [0, 1]
     with pytest.raises(GraphError, match="2 results"):
-        node.result
+        _ = node.result
+
+
+def test_results_of_a_variadic_kind_are_numbered(scratch_kinds) -> None:  # type: ignore[no-untyped-def]
+    scratch_kinds("TestSplitK", inputs=("X",), outputs=("Parts",), variadic_outputs=True,
+                  infer=lambda t, a: [t[0]] * 3)
+    fn = Function()
+    node = fn.create("TestSplitK", [fn.add_input("x", f32(2))], name="sp")
+    assert [o.name for o in node.outputs] == ["sp.0", "sp.1", "sp.2"]
+    fn.create("Add", [node.outputs[0], node.outputs[2]], name="sum")
+    from glow_core.ir.printer import to_dot
+
+    dot = to_dot(fn)
+    assert 'n0 -> n1 [label="#0 float32[2]"];' in dot and 'n0 -> n1 [label="#2 float32[2]"];' in dot
 
 
 def test_constants_are_read_only_and_leave_the_callers_array_alone() -> None:

@@ -34,6 +34,7 @@ CONV_CASES = [
     ((1, 2, 8, 7), (3, 2, 4, 3), {"auto_pad": "SAME_LOWER", "strides": [3, 2]}),
     ((1, 2, 8, 7), (3, 2, 2, 3), {"auto_pad": "VALID", "strides": [2, 2]}),
     ((1, 8, 5, 5), (16, 8, 1, 1), {}),
+    ((1, 2, 9, 10), (3, 2, 2, 2), {"auto_pad": "SAME_LOWER", "strides": [3, 3]}),  # stride > kernel
     ((1, 2, 5, 6, 4), (3, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}),
 ]
 
@@ -248,6 +249,17 @@ def test_dropout_old_mask_unsupported() -> None:
     model = one_node_model("Dropout", {"x": x}, n_outputs=2, opset=10)
     with pytest.raises(UnsupportedError, match="mask"):
         run_glow(model, {"x": x})
+
+
+def test_dropout_old_unread_mask() -> None:
+    x = rand(2, 3)
+    node = onnx.helper.make_node("Dropout", ["x"], ["y", "mask"], ratio=0.2)
+    relu = onnx.helper.make_node("Relu", ["y"], ["z"])
+    graph = onnx.helper.make_graph(
+        [node, relu], "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, x.shape)])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 9)], ir_version=8)
+    assert_same(run_glow(model, {"x": x}), run_ort(model, {"x": x}))
 
 
 def test_dropout_old_without_mask() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -269,4 +268,19 @@ def test_softmax_kind_declares_activation() -> None:
 
     assert get_kind("Softmax").is_(Category.ACTIVATION)
     assert get_kind("ReduceSum").is_(Category.REDUCTION)
-    assert onnx.defs.has("Softmax") and helper is not None and TensorProto.FLOAT == 1
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_softmax_over_empty_axis(op: str) -> None:
+    for shape in ((3, 0), (0, 3)):
+        x = np.zeros(shape, np.float32)
+        got = run_glow(one_node_model(op, {"x": x}, opset=13), {"x": x})[0]
+        assert got.shape == shape and got.dtype == np.float32
+
+
+def test_exclusive_scan_over_empty_axis() -> None:
+    x = np.zeros((2, 0, 3), np.float32)
+    for exclusive in (0, 1):
+        model = one_node_model("CumSum", {"x": x}, opset=14, exclusive=exclusive, reverse=1,
+                               initializers={"axis": np.array(1, np.int64)})
+        assert run_glow(model, {"x": x})[0].shape == x.shape

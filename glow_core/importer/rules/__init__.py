@@ -4,3 +4,5 @@ from glow_core.importer.rules import elementwise, movement, nn, reduce  # noqa: 
 from glow_core.importer.rules import norm  # noqa: F401,E402
 from glow_core.importer.rules import movement_gen, movement_index, movement_resize  # noqa: F401,E402
 from glow_core.importer.rules import nn_quant  # noqa: F401,E402  (nn helper)
+from glow_core.importer.rules import nn_seq  # noqa: F401,E402  (nn helper)
+from glow_core.importer.rules import nn_spatial  # noqa: F401,E402  (nn helper)

@@ -1,7 +1,8 @@
 """Import rules for data-movement and shape ONNX operators.
 
-Constant, Shape, Size and ConstantOfShape become graph constants (shapes are
-static). Reshape / Flatten / Squeeze / Unsqueeze become Reshape nodes with the
+Constant, Shape and Size become graph constants (shapes are static);
+ConstantOfShape a Broadcast of its fill value (folded into a constant unless it
+is too large to fold). Reshape / Flatten / Squeeze / Unsqueeze become Reshape nodes with the
 full output shape; Slice, Pad (negative pads crop with a Slice), CenterCropPad,
 Concat, Split, Transpose, Tile, Expand (Broadcast), DepthToSpace,
 SpaceToDepth, Trilu and BitCast map to their kinds with normalized attributes.
@@ -49,38 +50,32 @@ def slice_axes(ctx: NodeContext, x: Value, per_axis: dict[int, tuple[int, int, i
     return ctx.emit1("Slice", [x], {"starts": starts, "sizes": sizes, "steps": steps})
 
 
-def pad_value(x: Value, value: np.ndarray | float | int | bool) -> np.ndarray:
+def pad_value(x: Value, value: np.ndarray | float | bool) -> np.ndarray:
     arr = np.asarray(value).reshape(()).astype(x.type.dtype)
     arr.setflags(write=False)
     return arr
 
 
 def pad(ctx: NodeContext, x: Value, begins: Sequence[int], ends: Sequence[int], mode: str = "constant",
-        value: np.ndarray | float | int | bool = 0) -> Value:
-    """Pad with possibly negative amounts: negative ones crop (constant mode only)."""
-    rank = x.type.rank
-    if any(p < 0 for p in list(begins) + list(ends)):
-        if mode != "constant":
-            raise ctx.unsupported(f"negative pads (cropping) in {mode} mode")
-        crop = {}
-        for axis in range(rank):
-            lo, hi = max(-begins[axis], 0), max(-ends[axis], 0)
-            if lo or hi:
-                size = x.shape[axis] - lo - hi
-                if size < 0:
-                    raise GlowTypeError(f"{ctx.where()}: pads crop axis {axis} of {x.type} below zero")
-                crop[axis] = (lo, size, 1)
-        x = slice_axes(ctx, x, crop)
-        begins, ends = [max(p, 0) for p in begins], [max(p, 0) for p in ends]
-    if not any(begins) and not any(ends):
-        return x
+        value: np.ndarray | float | bool = 0) -> Value:
+    """Pad with possibly negative amounts: negative ones crop the padded tensor (constant mode only)."""
+    if any(p < 0 for p in list(begins) + list(ends)) and mode != "constant":
+        raise ctx.unsupported(f"negative pads (cropping) in {mode} mode")
+    crop: dict[int, tuple[int, int, int]] = {}
     for axis, dim in enumerate(x.shape):
         lo, hi = begins[axis], ends[axis]
+        if dim + lo + hi < 0:
+            raise GlowTypeError(f"{ctx.where()}: pads ({lo}, {hi}) crop axis {axis} of {x.type} below zero")
+        if lo < 0 or hi < 0:
+            crop[axis] = (max(-lo, 0), dim + lo + hi, 1)
         if mode != "constant" and (lo or hi) and dim == 0:
             raise ctx.unsupported(f"{mode} padding of the empty axis {axis}")
         if mode == "reflect" and max(lo, hi) >= dim:
             raise ctx.unsupported(f"reflect pads ({lo}, {hi}) not smaller than dimension {dim} of axis {axis}")
-    return ctx.emit1("Pad", [x], {"pads": list(begins) + list(ends), "mode": mode, "value": pad_value(x, value)})
+    grow_lo, grow_hi = [max(p, 0) for p in begins], [max(p, 0) for p in ends]
+    if any(grow_lo) or any(grow_hi):
+        x = ctx.emit1("Pad", [x], {"pads": grow_lo + grow_hi, "mode": mode, "value": pad_value(x, value)})
+    return slice_axes(ctx, x, crop)
 
 
 def int_list(ctx: NodeContext, i: int, what: str) -> list[int] | None:
@@ -139,7 +134,8 @@ def _constant_of_shape(ctx: NodeContext) -> list[Value]:
             fill = numpy_helper.to_array(a.t).astype(elem.dtype).reshape(-1)
     if fill.size != 1:
         raise GlowTypeError(f"{ctx.where()}: value must hold one element")
-    return [ctx.constant(np.full(shape, fill[0], fill.dtype))]
+    # a Broadcast of the fill value: folded into a constant unless it is too large to fold
+    return ctx.emit("Broadcast", [ctx.constant(fill.reshape(()))], {"shape": shape})
 
 
 # -- reshapes ------------------------------------------------------------------
@@ -195,6 +191,9 @@ def _axes_operand(ctx: NodeContext, attr_until: int) -> list[int] | None:
 def _squeeze(ctx: NodeContext) -> list[Value]:
     x = ctx.req(0)
     axes = _axes_operand(ctx, 13)
+    if axes is not None and not axes:
+        raise ctx.unsupported("an empty axes operand (onnxruntime squeezes every unit axis, the ONNX shape "
+                              "inference none)")
     if axes is None:
         drop = [i for i, d in enumerate(x.shape) if d == 1]
     else:
@@ -230,6 +229,26 @@ def _transpose(ctx: NodeContext) -> list[Value]:
 
 
 # -- slicing and joining -------------------------------------------------------
+_INT_MAXES = (2**31 - 1, 2**63 - 1)
+
+
+def _slice_range(ctx: NodeContext, dim: int, start: int, end: int, step: int, axis: int) -> tuple[int, int, int]:
+    """(first index, count, step) of an ONNX slice of one axis, clamped as the spec says."""
+    if step == 0:
+        raise GlowTypeError(f"{ctx.where()}: step 0 on axis {axis}")
+    if step < 0 and end in _INT_MAXES and dim > 0:
+        raise ctx.unsupported(f"end INT_MAX with the negative step {step} on axis {axis} (the spec clamps it to "
+                              "the last element, onnxruntime reads it as 'to the beginning')")
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+    else:
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    count = max(-((start - end) // step), 0) if dim > 0 else 0  # ceil((end - start) / step)
+    return (start if count else 0), count, step
+
+
 @import_rule("Slice")
 def _slice(ctx: NodeContext) -> list[Value]:
     x = ctx.req(0)
@@ -249,11 +268,7 @@ def _slice(ctx: NodeContext) -> list[Value]:
         raise GlowTypeError(f"{ctx.where()}: starts, ends, axes and steps differ in length")
     per_axis = {}
     for axis, start, end, step in zip(norm_axes(ctx, axes, x.type.rank), starts, ends, steps):
-        if step == 0:
-            raise GlowTypeError(f"{ctx.where()}: step 0 on axis {axis}")
-        # python slicing clamps exactly as ONNX specifies (incl. INT_MIN/INT_MAX and negative steps)
-        sel = range(*slice(int(start), int(end), int(step)).indices(x.shape[axis]))
-        per_axis[axis] = (sel.start, len(sel), int(step))
+        per_axis[axis] = _slice_range(ctx, x.shape[axis], int(start), int(end), int(step), axis)
     return [slice_axes(ctx, x, per_axis)]
 
 

@@ -22,11 +22,12 @@ _RANGE_ELEMS = (ElemKind.FLOAT32, ElemKind.FLOAT64, ElemKind.INT16, ElemKind.INT
                 ElemKind.FLOAT16, ElemKind.BFLOAT16)
 
 
-def _scalar(ctx: NodeContext, i: int, what: str) -> np.generic:
+def _scalar(ctx: NodeContext, i: int, what: str) -> np.ndarray:
+    """The one value of a compile-time operand, as a 0-d array of its element type."""
     arr = ctx.const(i, what)
     if arr is None or arr.size != 1:
         raise GlowTypeError(f"{ctx.where()}: {what} must be a scalar")
-    return arr.reshape(())[()]
+    return np.asarray(arr).reshape(())
 
 
 @import_rule("Range")

@@ -12,20 +12,26 @@ refuses the configuration:
   exactly input * scale, and not for cubic;
 - tf_crop_and_resize with ``scales`` and a non-trivial crop box (the output
   length rule differs);
-- antialias with nearest; linear / cubic of integer data;
+- antialias with nearest or with tf_crop_and_resize; antialias on an axis
+  that keeps its length; linear / cubic of integer data;
 - nearest source indices (or the tf_crop_and_resize extrapolation mask) that
   change when the coordinates are computed in float32 instead of float64: the
   position falls on a rounding boundary, and implementations (onnxruntime
-  computes in float32, the ONNX reference in float64) pick different pixels.
-
-Like the ONNX reference (and its test data), align_corners and
-tf_crop_and_resize divide by the fractional output length ``input * scale``.
+  computes in float32, the ONNX reference in float64) pick different pixels;
+  likewise output lengths on a rounding boundary;
+- scales that keep the whole output shape (onnxruntime then copies the input);
+  tf_crop_and_resize crop boxes and tf_half_pixel_for_nn shifts on axes of
+  scale 1 (onnxruntime leaves those axes alone);
+- align_corners and tf_crop_and_resize where ``input * scale`` is not the
+  whole output length: the spec, onnxruntime and PyTorch divide by the output
+  length, the ONNX reference (and its test data) by ``input * scale``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from functools import partial
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -68,9 +74,91 @@ def _legacy(ctx: NodeContext, x: Value, scales: list[float] | None) -> list[Valu
                               "only: the legacy rounding is implementation-defined)")
     if mode == "linear" and not x.type.elem.is_float:
         raise ctx.unsupported(f"linear {ctx.op_type} of {x.type.elem.value} data")
-    sizes = [int(math.floor(d * s)) for d, s in zip(x.shape, scales)]
+    sizes = [_out_len(ctx, d, s, 0.0) for d, s in zip(x.shape, scales)]
+    _check_unscaled_axes(ctx, x.shape, sizes, scales, [], "asymmetric", mode, "floor", False)
     attrs = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     return [_emit_resize(ctx, x, sizes, scales, attrs)]
+
+
+def _representable(value: float, dtype: np.dtype) -> bool:
+    """Does ``dtype`` hold ``value`` (rounded, for floats) without overflow or, for integers, rounding?"""
+    if dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            return bool(np.isfinite(np.asarray(value).astype(dtype))) or not np.isfinite(value)
+    if dtype == np.bool_:
+        return value in (0.0, 1.0)
+    info = np.iinfo(dtype)
+    return value == round(value) and info.min <= value <= info.max
+
+
+def _out_len(ctx: NodeContext, n_in: int, scale: float, offset: float) -> int:
+    """floor(n_in * scale + offset), refused when float32 arithmetic would round to another length."""
+    wide = math.floor(n_in * scale + offset)
+    narrow = math.floor(float(np.float32(n_in) * np.float32(scale) + np.float32(offset)))
+    if wide != narrow:
+        raise ctx.unsupported(f"output length {n_in} * {scale:g} lies on a rounding boundary ({wide} or {narrow} "
+                              "depending on the float precision)")
+    return wide
+
+
+def _single_pixel_agrees(n_in: int, scale: float, mode: str, nearest: str) -> bool:
+    """pytorch_half_pixel to length 1: the spec samples position 0, the ONNX reference -0.5 (when
+    input * scale is 1) or (0.5 / scale - 0.5). Do both give the same value?"""
+    ref = -0.5 if scale * n_in == 1.0 else 0.5 / scale - 0.5
+    if mode == "nearest":
+        return int(nearest_indices(np.array([ref]), nearest, n_in)[0]) == 0
+    return mode == "linear" and ref <= 0.0
+
+
+def _check_unscaled_axes(ctx: NodeContext, shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
+                         roi: Sequence[float], coord: str, mode: str, nearest: str, antialias: bool) -> None:
+    """Refuse what the spec resamples but onnxruntime copies: an output shape equal to the input's, with
+    antialias an axis that keeps its length, and axes of scale 1 under tf_crop_and_resize (a crop box) or
+    tf_half_pixel_for_nn (a half-pixel shift)."""
+    r = len(shape)
+    if list(sizes) == list(shape) and any(s != 1.0 for s in scales):
+        raise ctx.unsupported(f"scales {list(scales)} (or a crop box) that keep the shape {list(shape)}: the spec "
+                              "resamples, onnxruntime copies the input")
+    for a in range(r):
+        if antialias and sizes[a] == shape[a] > 1 and scales[a] != 1.0:
+            raise ctx.unsupported(f"antialias with scale {scales[a]:g} on axis {a}, which keeps its length "
+                                  f"{shape[a]} (the spec resamples it, onnxruntime copies it)")
+        if sizes[a] != shape[a] or scales[a] != 1.0 or shape[a] <= 1:
+            continue
+        if coord == "tf_crop_and_resize" and (roi[a], roi[a + r]) != (0.0, 1.0):
+            raise ctx.unsupported(f"a crop box on axis {a}, which keeps its length (onnxruntime ignores the box "
+                                  "there, the spec applies it)")
+        if coord == "tf_half_pixel_for_nn" and (mode != "nearest" or nearest not in ("floor", "round_prefer_floor")):
+            raise ctx.unsupported(f"tf_half_pixel_for_nn {mode} ({nearest}) with axis {a} unscaled (the half-pixel "
+                                  "shift moves it per the spec; onnxruntime keeps it)")
+
+
+#: relative distance to a rounding boundary below which a source position counts as on it
+_BOUNDARY_TOL = 1e-5
+
+
+def _precision_dependent(choose: Callable[[np.ndarray], np.ndarray], variants: Sequence[np.ndarray],
+                         exact_ok: bool = True) -> bool:
+    """Does a discrete choice (pixel index, extrapolate or not) depend on how the coordinates are computed?
+
+    ``variants`` are the same coordinates computed in float64 (first), in
+    float32, and in float64 from float32 parameters. The choice depends on the
+    arithmetic where the variants choose differently, or where a coordinate lies
+    within rounding distance of a boundary without being exactly on it in every
+    variant (exact values, such as y / 2, are the same in every implementation;
+    ``exact_ok=False`` when the formula has inexact intermediate values, so that
+    even a coordinate exactly on a boundary is not trusted).
+    """
+    wide = variants[0]
+    others = [v.astype(np.float64) for v in variants[1:]]
+    picked = choose(wide)
+    if any(not np.array_equal(picked, choose(v)) for v in others):
+        return True
+    tol = _BOUNDARY_TOL * np.maximum(1.0, np.abs(wide))
+    near = choose(wide - tol) != choose(wide + tol)
+    on_boundary = (choose(np.nextafter(wide, -np.inf)) != picked) | (choose(np.nextafter(wide, np.inf)) != picked)
+    exact = on_boundary & np.logical_and.reduce([wide == v for v in others]) & exact_ok
+    return bool(np.any(near & ~exact))
 
 
 def _check_rounding(ctx: NodeContext, shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
@@ -80,15 +168,21 @@ def _check_rounding(ctx: NodeContext, shape: Sequence[int], sizes: Sequence[int]
         return
     r = len(shape)
     for a in range(r):
+        n_in = shape[a]
         box = (roi[a], roi[a + r]) if roi else (0.0, 1.0)
-        wide, narrow = (source_coordinates(coord, shape[a], sizes[a], scales[a], box, dt)
-                        for dt in (np.float64, np.float32))
-        if mode == "nearest" and not np.array_equal(nearest_indices(wide, nearest, shape[a]),
-                                                    nearest_indices(narrow, nearest, shape[a])):
-            raise ctx.unsupported(f"nearest resize of axis {a} ({shape[a]} -> {sizes[a]}, scale {scales[a]:g}, "
+        f32 = np.float32
+        variants = [source_coordinates(coord, n_in, sizes[a], scales[a], box, np.float64),
+                    source_coordinates(coord, n_in, sizes[a], scales[a], box, np.float32),
+                    source_coordinates(coord, n_in, sizes[a], float(f32(scales[a])),
+                                       (float(f32(box[0])), float(f32(box[1]))), np.float64)]
+        # half_pixel_symmetric shifts by an inexact offset unless the output length is exactly input * scale
+        exact_ok = coord != "half_pixel_symmetric" or sizes[a] == scales[a] * n_in
+        pick = partial(nearest_indices, nearest_mode=nearest, n_in=n_in)
+        if mode == "nearest" and _precision_dependent(pick, variants, exact_ok):
+            raise ctx.unsupported(f"nearest resize of axis {a} ({n_in} -> {sizes[a]}, scale {scales[a]:g}, "
                                   f"{coord}, {nearest}): source positions fall on rounding boundaries, where "
-                                  "float32 and float64 implementations pick different pixels")
-        if coord == "tf_crop_and_resize" and not np.array_equal(outside(wide, shape[a]), outside(narrow, shape[a])):
+                                  "implementations computing in float32 and float64 pick different pixels")
+        if coord == "tf_crop_and_resize" and _precision_dependent(partial(outside, n_in=n_in), variants, exact_ok):
             raise ctx.unsupported(f"tf_crop_and_resize of axis {a}: source positions fall on the input's edge, "
                                   "where float32 and float64 implementations disagree about extrapolating")
 
@@ -128,6 +222,8 @@ def _resize(ctx: NodeContext) -> list[Value]:
         raise ctx.unsupported(f"{mode} resize of {x.type.elem.value} data (only nearest for integer data)")
     if antialias and mode == "nearest":
         raise ctx.unsupported("antialias with mode 'nearest'")
+    if antialias and coord == "tf_crop_and_resize":
+        raise ctx.unsupported("antialias with tf_crop_and_resize (onnxruntime does not extrapolate there)")
     axes = norm_axes(ctx, ctx.attr("axes", list(range(r))), r)
 
     has_sizes = ctx.has_input(3) and ctx.type(3).size > 0
@@ -145,15 +241,15 @@ def _resize(ctx: NodeContext) -> list[Value]:
         if policy != "stretch":
             scale = min(ratios) if policy == "not_larger" else max(ratios)
             ratios = [scale] * len(axes)
-            sizes = [int(scale * x.shape[a] + 0.5) for a in axes]
+            sizes = [_out_len(ctx, x.shape[a], scale, 0.5) for a in axes]
         for a, s, q in zip(axes, sizes, ratios):
             full_sizes[a], full_scales[a] = s, q
     else:
         scales = _floats(ctx, 2, "scales") or []
         if len(scales) != len(axes) or any(not s > 0 for s in scales):
             raise GlowTypeError(f"{ctx.where()}: scales {scales} must be positive, one per axis of {axes}")
-        for a, s in zip(axes, scales):
-            full_sizes[a], full_scales[a] = int(math.floor(x.shape[a] * s)), s
+        for a, sc in zip(axes, scales):
+            full_sizes[a], full_scales[a] = _out_len(ctx, x.shape[a], sc, 0.0), sc
 
     roi: list[float] = []
     if coord == "tf_crop_and_resize":
@@ -167,14 +263,24 @@ def _resize(ctx: NodeContext) -> list[Value]:
             raise ctx.unsupported("tf_crop_and_resize with scales and a crop box (the output length rule differs "
                                   "between implementations; give sizes)")
         ev = float(ctx.attr("extrapolation_value", 0.0))
-        if not x.type.elem.is_float and ev != round(ev):
-            raise ctx.unsupported(f"a fractional extrapolation_value {ev} for {x.type.elem.value} data")
+        if not _representable(ev, x.type.dtype):
+            raise ctx.unsupported(f"extrapolation_value {ev:g}, which {x.type.elem.value} cannot hold exactly "
+                                  "(implementations round or saturate it differently)")
+    if coord in ("align_corners", "tf_crop_and_resize"):
+        for a in axes:
+            if coord == "align_corners" and full_sizes[a] == 1:
+                continue  # source position 0 either way
+            if abs(full_scales[a] * x.shape[a] - full_sizes[a]) > 1e-6 * max(full_sizes[a], 1):
+                raise ctx.unsupported(f"{coord} with scale {full_scales[a]:g} on axis {a}, where input length "
+                                      f"{x.shape[a]} * scale is not the output length {full_sizes[a]} "
+                                      "(implementations disagree; give sizes)")
     if coord == "pytorch_half_pixel":
         for a in range(r):
-            resized = full_sizes[a] != x.shape[a] or full_scales[a] != 1.0
-            if resized and full_sizes[a] == 1 and (mode == "cubic" or full_scales[a] * x.shape[a] != 1.0):
-                raise ctx.unsupported(f"pytorch_half_pixel {mode} resize of axis {a} to length 1 "
-                                      "(implementations disagree on its source position)")
+            if full_sizes[a] == 1 and x.shape[a] > 1 and not _single_pixel_agrees(
+                    x.shape[a], full_scales[a], mode, nearest):
+                raise ctx.unsupported(f"pytorch_half_pixel {mode} resize of axis {a} to length 1 with scale "
+                                      f"{full_scales[a]:g} (implementations disagree on its source position)")
+    _check_unscaled_axes(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest, antialias)
     _check_rounding(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest)
     attrs = {
         "roi": roi, "mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest,

@@ -262,7 +262,7 @@ def _matmul(ctx: NodeContext) -> list[Value]:
 
 @import_rule("Gemm")
 def _gemm(ctx: NodeContext) -> list[Value]:
-    ctx.check_attrs(["alpha", "beta", "broadcast", "transA", "transB"])
+    ctx.check_attrs(["alpha", "beta", "transA", "transB"])
     a, b, c = ctx.req(0), ctx.req(1), ctx.input(2)
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
     if a.type.elem.is_int and (alpha != 1.0 or beta not in (0.0, 1.0)):
@@ -299,6 +299,12 @@ def _identity(ctx: NodeContext) -> list[Value]:
     return ctx.emit("Identity", [ctx.req(0)])
 
 
+def _is_read(ctx: NodeContext, name: str) -> bool:
+    """Whether a later node or a graph output reads the ONNX value ``name``."""
+    graph = ctx.importer.proto.graph
+    return any(name in n.input for n in graph.node) or any(o.name == name for o in graph.output)
+
+
 @import_rule("Dropout")
 def _dropout(ctx: NodeContext) -> list[Value]:
     ctx.check_attrs(["is_test", "ratio", "seed"])
@@ -312,8 +318,9 @@ def _dropout(ctx: NodeContext) -> list[Value]:
             raise ctx.unsupported("training_mode=true with a non-zero ratio (random dropout)")
     y = ctx.emit1("Dropout", [x])
     if ctx.num_outputs > 1 and ctx.node.output[1]:
-        if ctx.opset < 12:
-            # before opset 12 the spec leaves the inference-mode mask undefined (onnxruntime gives all false)
-            raise ctx.unsupported("the mask output before opset 12 (its inference value is not specified)")
+        if ctx.opset < 12 and _is_read(ctx, ctx.node.output[1]):
+            # before opset 12 the spec leaves the inference-mode mask undefined (onnxruntime gives all false);
+            # an unread mask (exporters often name one) is harmless
+            raise ctx.unsupported("reading the mask output before opset 12 (its inference value is not specified)")
         return [y, ctx.constant(np.ones(x.type.shape, dtype=np.bool_), name=f"{ctx.name}_mask")]
     return [y]

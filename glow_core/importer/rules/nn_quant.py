@@ -78,6 +78,11 @@ def _dequantize(ctx: NodeContext) -> list[Value]:
         out = onnx_elem(int(ctx.attr("output_dtype")), ctx.where() + " output_dtype")
         if out not in _REAL:
             raise ctx.unsupported(f"output_dtype {out.value}")
+    if out != E.FLOAT32 and x.type.elem not in (E.INT8, E.UINT8):
+        # x - zero_point may not be exact in a 16-bit float: the spec multiplies in that type,
+        # onnxruntime in float32, and the two differ
+        raise ctx.unsupported(f"dequantizing {x.type.elem.value} to {out.value} (only 8-bit inputs, "
+                              "or a float32 result)")
     attrs = {**_granularity(ctx, x.type, s.type), "elem": out}
     return ctx.emit("DequantizeLinear", [x, s, zp], attrs)
 
@@ -116,11 +121,12 @@ _CONV_KNOWN = ["auto_pad", "dilations", "group", "kernel_shape", "pads", "stride
 @import_rule("ConvInteger")
 def _conv_integer(ctx: NodeContext) -> list[Value]:
     ctx.check_attrs(_CONV_KNOWN)
-    ins = [ctx.req(0), ctx.req(1), ctx.input(2), ctx.input(3)]
+    x, w = ctx.req(0), ctx.req(1)
+    ins = [x, w, ctx.input(2), ctx.input(3)]
     _q8(ctx, *ins)
-    if ins[0].type.rank < 3:
-        raise ctx.unsupported(f"input {ins[0].type} (needs [N, C, spatial...])")
-    return ctx.emit("ConvInteger", ins, _conv_attrs(ctx, ins[0].type, ins[1].type))
+    if x.type.rank < 3:
+        raise ctx.unsupported(f"input {x.type} (needs [N, C, spatial...])")
+    return ctx.emit("ConvInteger", ins, _conv_attrs(ctx, x.type, w.type))
 
 
 def _scales(ctx: NodeContext, *idx: int) -> None:
@@ -141,9 +147,10 @@ def _qlinear_matmul(ctx: NodeContext) -> list[Value]:
 @import_rule("QLinearConv")
 def _qlinear_conv(ctx: NodeContext) -> list[Value]:
     ctx.check_attrs(_CONV_KNOWN)
-    ins = [ctx.req(i) for i in range(8)] + [ctx.input(8)]
-    _q8(ctx, ins[0], ins[2], ins[3], ins[5], ins[7])
+    req = [ctx.req(i) for i in range(8)]
+    _q8(ctx, req[0], req[2], req[3], req[5], req[7])
     _scales(ctx, 1, 4, 6)
-    if ins[0].type.rank < 3:
-        raise ctx.unsupported(f"input {ins[0].type} (needs [N, C, spatial...])")
-    return ctx.emit("QLinearConv", ins, _conv_attrs(ctx, ins[0].type, ins[3].type))
+    x, w = req[0].type, req[3].type
+    if x.rank < 3:
+        raise ctx.unsupported(f"input {x} (needs [N, C, spatial...])")
+    return ctx.emit("QLinearConv", [*req, ctx.input(8)], _conv_attrs(ctx, x, w))

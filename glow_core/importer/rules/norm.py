@@ -18,7 +18,10 @@ from glow_core.ir.graph import Value
 from glow_core.ir.types import ElemKind
 
 #: ONNX stash_type values we compute in
-_STASH: dict[int, ElemKind] = {int(onnx.TensorProto.FLOAT): ElemKind.FLOAT32, int(onnx.TensorProto.DOUBLE): ElemKind.FLOAT64}
+_STASH: dict[int, ElemKind] = {
+    int(onnx.TensorProto.FLOAT): ElemKind.FLOAT32,
+    int(onnx.TensorProto.DOUBLE): ElemKind.FLOAT64,
+}
 
 
 def _stash(ctx: NodeContext) -> ElemKind:

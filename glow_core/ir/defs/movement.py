@@ -17,7 +17,7 @@ from glow_core.ir.defs.common import Attrs, Types, req
 from glow_core.ir.kinds import AttrType as A
 from glow_core.ir.kinds import Category as C
 from glow_core.ir.kinds import attr, define_kind
-from glow_core.ir.types import QUANTIZED_KINDS, ALL_KINDS, TensorType
+from glow_core.ir.types import ALL_KINDS, QUANTIZED_KINDS, TensorType
 
 _MOVE = (C.DATA_MOVEMENT,)
 _PRIM = (C.DATA_MOVEMENT, C.PRIMITIVE)
@@ -156,7 +156,7 @@ define_kind("Pad", inputs=("Input",),
             attrs=(attr("pads", A.INTS, doc="[begin_0..begin_r-1, end_0..end_r-1], non-negative"),
                    attr("mode", A.STRING, "constant", doc=" / ".join(PAD_MODES)),
                    attr("value", A.TENSOR, _ZERO, doc="fill value of constant mode (one element)")),
-            infer=_pad, categories=_MOVE, doc="Pad each axis (numpy.pad modes constant/reflect/edge/wrap).")
+            infer=_pad, categories=_PRIM, doc="Pad each axis (numpy.pad modes constant/reflect/edge/wrap).")
 
 
 # -- Tile / Broadcast ----------------------------------------------------------
@@ -240,5 +240,5 @@ def _bitcast(types: Types, attrs: Attrs) -> list[TensorType]:
     return [TensorType(to, x.shape)]
 
 
-define_kind("BitCast", inputs=("Input",), attrs=(attr("to", A.ELEM),), infer=_bitcast, categories=_MOVE,
+define_kind("BitCast", inputs=("Input",), attrs=(attr("to", A.ELEM),), infer=_bitcast, categories=_PRIM,
             elems=PLAIN_KINDS, doc="Reinterpret the bits (little endian) as another element kind of the same width.")

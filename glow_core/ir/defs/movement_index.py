@@ -121,7 +121,7 @@ def _scatter_nd(types: Types, attrs: Attrs) -> list[TensorType]:
 
 define_kind("ScatterND", inputs=("Data", "Indices", "Updates"),
             attrs=(attr("reduction", A.STRING, "none", doc=" / ".join(SCATTER_REDUCTIONS)),),
-            infer=_scatter_nd, categories=_MOVE, elems=PLAIN_KINDS,
+            infer=_scatter_nd, categories=(C.DATA_MOVEMENT, C.PRIMITIVE), elems=PLAIN_KINDS,
             doc="Copy of Data with slices Updates written (or reduced) at the index tuples of Indices.")
 
 

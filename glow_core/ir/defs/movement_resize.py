@@ -48,8 +48,7 @@ def _pytorch_half_pixel(y: np.ndarray, n_in: int, n_out: int, scale: Any, roi: t
 
 
 def _align_corners(y: np.ndarray, n_in: int, n_out: int, scale: Any, roi: tuple[Any, Any]) -> np.ndarray:
-    width = scale * n_in  # the (possibly fractional) output length, as the ONNX reference and test data use it
-    return np.zeros_like(y) if width == 1 else y * (n_in - 1) / (width - 1)
+    return np.zeros_like(y) if n_out == 1 else y * (n_in - 1) / (n_out - 1)
 
 
 def _asymmetric(y: np.ndarray, n_in: int, n_out: int, scale: Any, roi: tuple[Any, Any]) -> np.ndarray:
@@ -62,10 +61,9 @@ def _tf_half_pixel_for_nn(y: np.ndarray, n_in: int, n_out: int, scale: Any, roi:
 
 def _tf_crop_and_resize(y: np.ndarray, n_in: int, n_out: int, scale: Any, roi: tuple[Any, Any]) -> np.ndarray:
     lo, hi = roi
-    width = scale * n_in
-    if width == 1:
+    if n_out == 1:
         return np.full_like(y, 0.5 * (lo + hi) * (n_in - 1))
-    return lo * (n_in - 1) + y * (hi - lo) * (n_in - 1) / (width - 1)
+    return lo * (n_in - 1) + y * (hi - lo) * (n_in - 1) / (n_out - 1)
 
 
 COORDINATE_TRANSFORMS: dict[str, Coords] = {

@@ -8,7 +8,7 @@ Layout is NCHW (channels first) with 1, 2 or 3 (or more) spatial axes.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from glow_core.errors import GlowTypeError
 from glow_core.ir.defs.common import Attrs, Types, check_elems, req, same_elem
@@ -99,7 +99,7 @@ _CONV_ATTRS = (
 )
 
 define_kind("Conv", inputs=("Input", "Filter", "Bias?"), attrs=_CONV_ATTRS, infer=conv_rule,
-            categories=(C.CONVOLUTION,), elems=FLOAT_KINDS,
+            categories=(C.CONVOLUTION, C.PRIMITIVE), elems=FLOAT_KINDS,
             doc="N-d grouped, strided, dilated, zero-padded cross-correlation; Filter [M, C/group, k...].")
 
 
@@ -183,7 +183,7 @@ _POOL_ATTRS = (
 )
 
 define_kind("MaxPool", inputs=("Input",), attrs=_POOL_ATTRS, infer=_pool_rule(MAXPOOL_KINDS),
-            categories=(C.POOLING,), elems=MAXPOOL_KINDS, doc="Max over each window; padding never wins.")
+            categories=(C.POOLING, C.PRIMITIVE), elems=MAXPOOL_KINDS, doc="Max over each window; padding never wins.")
 define_kind("MaxPoolWithArgmax", inputs=("Input",), outputs=("Result", "Argmax"),
             attrs=_POOL_ATTRS + (attr("storage_order", A.INT, 0, doc="0 row major, 1 column major"),),
             infer=_maxpool_argmax_rule, categories=(C.POOLING,), elems=MAXPOOL_KINDS | {ElemKind.INT64},
@@ -191,7 +191,7 @@ define_kind("MaxPoolWithArgmax", inputs=("Input",), outputs=("Result", "Argmax")
                 "the first maximum in window order wins ties.")
 define_kind("AvgPool", inputs=("Input",),
             attrs=_POOL_ATTRS + (attr("count_include_pad", A.BOOL, False),),
-            infer=_pool_rule(FLOAT_KINDS), categories=(C.POOLING,), elems=FLOAT_KINDS,
+            infer=_pool_rule(FLOAT_KINDS), categories=(C.POOLING, C.PRIMITIVE), elems=FLOAT_KINDS,
             doc="Mean over each window. The divisor counts the input elements in the window, plus the explicit "
                 "padding when count_include_pad (never the ceil_mode overhang).")
 define_kind("LpPool", inputs=("Input",), attrs=_POOL_ATTRS + (attr("p", A.INT, 2),),
@@ -225,7 +225,7 @@ def _matmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     return [TensorType(elem, matmul_shape(a.shape, b.shape))]
 
 
-define_kind("MatMul", inputs=("LHS", "RHS"), infer=_matmul_rule, categories=(C.LINEAR_ALGEBRA,),
+define_kind("MatMul", inputs=("LHS", "RHS"), infer=_matmul_rule, categories=(C.LINEAR_ALGEBRA, C.PRIMITIVE),
             elems=MATMUL_KINDS, doc="numpy.matmul: batch broadcasting, 1-D operands promoted then squeezed.")
 
 

@@ -92,8 +92,8 @@ define_kind("DequantizeLinear", inputs=("Input", "Scale", "ZeroPoint?"),
             attrs=_GRANULARITY + (attr("elem", A.ELEM, doc="the real result kind"),),
             infer=_dequantize_rule, categories=(C.QUANTIZATION,),
             elems=REAL_KINDS | QINT_KINDS,
-            doc="(Input - ZeroPoint) * Scale: the difference exact, then converted to the result kind, "
-                "the product in the result kind.")
+            doc="(Input - ZeroPoint) * Scale: the difference exact, the product in float32 rounded once to the "
+                "result kind.")
 
 
 def _dynamic_quantize_rule(types: Types, attrs: Attrs) -> list[TensorType]:

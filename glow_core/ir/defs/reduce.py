@@ -155,7 +155,7 @@ def _topk_rule(types: Types, attrs: Attrs) -> list[TensorType]:
 
 define_kind("TopK", inputs=("Input",), outputs=("Values", "Indices"),
             attrs=(attr("k", A.INT), attr("axis", A.INT), attr("largest", A.BOOL, True)),
-            infer=_topk_rule, categories=(C.REDUCTION,), elems=ARG_KINDS | {ElemKind.INT64},
+            infer=_topk_rule, categories=(C.REDUCTION, C.PRIMITIVE), elems=ARG_KINDS | {ElemKind.INT64},
             doc="The k largest (or smallest) along axis, sorted; equal values keep the lower index first.")
 
 

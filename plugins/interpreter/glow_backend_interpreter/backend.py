@@ -10,7 +10,7 @@ from glow_backend_interpreter import __version__
 from glow_backend_interpreter.kernels import KERNELS
 from glow_core.errors import ExecutionError, UnsupportedError
 from glow_core.ir.graph import Function, Node, Value
-from glow_core.ir.kinds import get_kind
+from glow_core.ir.kinds import Category, get_kind, kinds_in
 from glow_core.ir.types import ElemKind, TensorType
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 
@@ -91,8 +91,37 @@ class InterpreterBackend(Backend):
         missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in KERNELS})
         if missing:
             raise UnsupportedError(f"the interpreter has no kernel for: {', '.join(missing)}")
-        return GraphExecutable(function)
+        # executor "lir" (default): IRGen -> IR optimizer -> memory plan, run on one arena;
+        # "graph": node by node on fresh arrays (options={"executor": "graph"} or GLOW_INTERPRETER_EXECUTOR).
+        # Debug (or GLOW_LIR_DEBUG=1): verify the LIR after every IR pass and fill the arena with NaN bytes.
+        import os
+
+        from glow_backend_interpreter.lir_exec import LIRExecutable
+        from glow_core.errors import BackendError
+        from glow_core.lir import build_lir
+
+        executor = str(options.extra.get("executor") or os.environ.get("GLOW_INTERPRETER_EXECUTOR") or "lir")
+        if executor == "graph":
+            return GraphExecutable(function)
+        if executor != "lir":
+            raise BackendError(f"unknown interpreter executor {executor!r}; choose 'lir' or 'graph'")
+        debug = options.debug or os.environ.get("GLOW_LIR_DEBUG", "") not in ("", "0")
+        return LIRExecutable(function, build_lir(function, debug=debug), run_kernel, poison=debug)
 
     def evaluate(self, kind: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray | None],
                  out_types: Sequence[TensorType]) -> list[np.ndarray]:
         return run_kernel(kind, attrs, inputs, out_types, f"constant folding of {kind}")
+
+
+class PrimitivesInterpreterBackend(InterpreterBackend):
+    """The interpreter restricted to the primitive set: every other kind is lowered for it.
+
+    It shows what a minimal vendor backend sees, and proves that the lowering
+    of every high-level kind is complete and exact.
+    """
+
+    name = "interpreter-primitives"
+
+    def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
+        prims = kinds_in(Category.PRIMITIVE)
+        return {k: get_kind(k).elems for k in KERNELS if k in prims}

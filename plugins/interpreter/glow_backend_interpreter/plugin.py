@@ -13,6 +13,12 @@ def _make():  # type: ignore[no-untyped-def]
     return InterpreterBackend()
 
 
+def _make_primitives():  # type: ignore[no-untyped-def]
+    from glow_backend_interpreter.backend import PrimitivesInterpreterBackend
+
+    return PrimitivesInterpreterBackend()
+
+
 @hookimpl
 def glow_backends() -> list[BackendSpec]:
     return [
@@ -22,5 +28,12 @@ def glow_backends() -> list[BackendSpec]:
             sdk_api_version=SDK_API_VERSION,
             version=__version__,
             description="numpy reference interpreter (the executable specification)",
-        )
+        ),
+        BackendSpec(
+            name="interpreter-primitives",
+            factory=_make_primitives,
+            sdk_api_version=SDK_API_VERSION,
+            version=__version__,
+            description="the reference interpreter restricted to the primitive set (everything else is lowered)",
+        ),
     ]

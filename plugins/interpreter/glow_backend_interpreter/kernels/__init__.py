@@ -15,3 +15,6 @@ from glow_backend_interpreter.kernels import norm  # noqa: E402,F401
 from glow_backend_interpreter.kernels import movement_index, movement_resize  # noqa: E402,F401
 from glow_backend_interpreter.kernels import elementwise_math  # noqa: E402,F401  (element-wise helper)
 from glow_backend_interpreter.kernels import nn_quant  # noqa: E402,F401  (nn helper)
+from glow_backend_interpreter.kernels import nn_seq  # noqa: E402,F401  (nn helper)
+from glow_backend_interpreter.kernels import nn_spatial  # noqa: E402,F401  (nn helper)
+from glow_backend_interpreter.kernels import fused  # noqa: E402,F401  (graph optimizer: fused kinds)

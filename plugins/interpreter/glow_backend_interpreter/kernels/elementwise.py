@@ -113,7 +113,7 @@ def _pow(attrs: Attrs, out: Types, base: np.ndarray, exp: np.ndarray) -> np.ndar
     # integer ** integer: exact with wrapping for e >= 0
     wide = np.dtype(np.uint64) if base.dtype.kind == "u" else np.dtype(np.int64)
     if exp.dtype.kind == "u":
-        e = np.minimum(exp, np.iinfo(np.int64).max).astype(np.int64)
+        e = np.minimum(exp.astype(np.uint64), np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
     else:
         e = exp.astype(np.int64)
     b = base.astype(wide)

@@ -22,7 +22,7 @@ def _reshape(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
 
 @KERNELS.register("Transpose")
 def _transpose(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.transpose(x, attrs["perm"]))
+    return np.asarray(np.transpose(x, attrs["perm"]), order="C")
 
 
 def slices_of(starts: Sequence[int], sizes: Sequence[int], steps: Sequence[int]) -> tuple[slice, ...]:
@@ -39,7 +39,7 @@ def slices_of(starts: Sequence[int], sizes: Sequence[int], steps: Sequence[int])
 
 @KERNELS.register("Slice")
 def _slice(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x[slices_of(attrs["starts"], attrs["sizes"], attrs["steps"])])
+    return np.asarray(x[slices_of(attrs["starts"], attrs["sizes"], attrs["steps"])], order="C")
 
 
 @KERNELS.register("Concat")
@@ -50,10 +50,11 @@ def _concat(attrs: Attrs, out: Types, *xs: np.ndarray) -> np.ndarray:
 @KERNELS.register("Split")
 def _split(attrs: Attrs, out: Types, x: np.ndarray) -> tuple[np.ndarray, ...]:
     bounds = np.cumsum(attrs["splits"])[:-1]
-    return tuple(np.ascontiguousarray(p) for p in np.split(x, bounds, axis=attrs["axis"]))
+    return tuple(np.asarray(p, order="C") for p in np.split(x, bounds, axis=attrs["axis"]))
 
 
-_NP_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+#: ONNX pad mode -> numpy.pad mode
+_NP_PAD_MODES: dict[str, Any] = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
 @KERNELS.register("Pad")
@@ -77,7 +78,7 @@ def _tile(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
 
 @KERNELS.register("Broadcast")
 def _broadcast(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.broadcast_to(x, attrs["shape"]))
+    return np.asarray(np.broadcast_to(x, attrs["shape"]), order="C")
 
 
 @KERNELS.register("DepthToSpace")
@@ -88,7 +89,7 @@ def _depth_to_space(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
         t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
     else:
         t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
-    return np.ascontiguousarray(t).reshape(out[0].shape)
+    return np.asarray(t, order="C").reshape(out[0].shape)
 
 
 @KERNELS.register("SpaceToDepth")
@@ -96,7 +97,7 @@ def _space_to_depth(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     b = attrs["blocksize"]
     n, c, h, w = x.shape
     t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
-    return np.ascontiguousarray(t).reshape(out[0].shape)
+    return np.asarray(t, order="C").reshape(out[0].shape)
 
 
 @KERNELS.register("Trilu")
@@ -112,4 +113,4 @@ def _trilu(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
 def _bitcast(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     if sys.byteorder != "little":  # pragma: no cover  (ONNX defines the bytes as little endian)
         raise UnsupportedError("BitCast is implemented for little-endian hosts only")
-    return np.ascontiguousarray(x).view(out[0].dtype).reshape(out[0].shape)
+    return np.asarray(x, order="C").view(out[0].dtype).reshape(out[0].shape)

@@ -53,7 +53,7 @@ def _gather(attrs: Attrs, out: Types, x: np.ndarray, idx: np.ndarray) -> np.ndar
 
 def _element_coords(idx: np.ndarray, axis: int, dim: int) -> tuple[np.ndarray, ...]:
     """Full index tuples of an element-wise gather/scatter: position of each element, idx along axis."""
-    coords = list(np.indices(idx.shape, sparse=True))
+    coords: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
     coords[axis] = normalize_indices(idx, dim)
     return tuple(coords)
 
@@ -61,7 +61,7 @@ def _element_coords(idx: np.ndarray, axis: int, dim: int) -> tuple[np.ndarray, .
 @KERNELS.register("GatherElements")
 def _gather_elements(attrs: Attrs, out: Types, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     axis = attrs["axis"]
-    return np.ascontiguousarray(x[_element_coords(idx, axis, x.shape[axis])])
+    return np.asarray(x[_element_coords(idx, axis, x.shape[axis])], order="C")
 
 
 @KERNELS.register("GatherND")
@@ -73,7 +73,7 @@ def _gather_nd(attrs: Attrs, out: Types, x: np.ndarray, idx: np.ndarray) -> np.n
     data = x.reshape((batch,) + x.shape[b:])
     tuples = normalize_indices(idx.reshape(batch, m, k), np.array(x.shape[b:b + k], np.int64))
     where = (np.arange(batch)[:, None],) + tuple(tuples[..., j] for j in range(k))
-    return np.ascontiguousarray(data[where]).reshape(out[0].shape)
+    return np.asarray(data[where], order="C").reshape(out[0].shape)
 
 
 @KERNELS.register("ScatterElements")
@@ -94,9 +94,12 @@ def _scatter_nd(attrs: Attrs, out: Types, x: np.ndarray, idx: np.ndarray, upd: n
 @KERNELS.register("OneHot")
 def _one_hot(attrs: Attrs, out: Types, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
     depth, axis = attrs["depth"], attrs["axis"]
-    i = np.trunc(idx).astype(np.int64) if idx.dtype.kind == "f" else idx.astype(np.int64)
-    i = np.where(i < 0, i + depth, i)  # still out of range: matches no position (all off)
-    hot = np.moveaxis(i[..., None] == np.arange(depth, dtype=np.int64), -1, axis)
+    # float indices match only when integral; out-of-range ones (after adding depth to negatives) match nothing
+    wide = {"f": np.float64, "u": np.uint64}.get(idx.dtype.kind, np.int64)
+    i = idx.astype(wide)
+    if idx.dtype.kind != "u":
+        i = np.where(i < 0, i + depth, i)
+    hot = np.moveaxis(i[..., None] == np.arange(depth, dtype=i.dtype), -1, axis)
     return np.where(hot, values[1], values[0]).astype(out[0].dtype)
 
 

@@ -8,7 +8,8 @@ float16 / bfloat16 are computed in float32 and rounded back once.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -274,8 +275,6 @@ def _gemm(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, c: np.ndarray 
 @KERNELS.register("Einsum")
 def _einsum(attrs: Attrs, out: Types, *xs: np.ndarray) -> np.ndarray:
     ct = compute_dtype(xs[0].dtype)
-    if ct.kind == "f" and ct.itemsize == 4:
-        ct = np.dtype(np.float32)
     res = np.einsum(attrs["equation"], *(x.astype(ct, copy=False) for x in xs), dtype=ct)
     return np.asarray(res).astype(out[0].dtype, copy=False)
 

@@ -8,7 +8,8 @@ Rounding is half-to-even (``np.rint``) and results saturate.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,16 +58,18 @@ def _dequantize(attrs: Attrs, out: Types, x: np.ndarray, s: np.ndarray, zp: np.n
     diff = x.astype(np.int64)
     if zp is not None:
         diff = diff - granular(zp, x.ndim, attrs, x.shape).astype(np.int64)
-    dt = out[0].dtype
-    return diff.astype(dt) * granular(s, x.ndim, attrs, x.shape).astype(dt)
+    # float32 product rounded once: for the operands the importer admits, the same as a product in the result kind
+    scale = granular(s, x.ndim, attrs, x.shape).astype(F32)
+    return (diff.astype(F32) * scale).astype(out[0].dtype)
 
 
 @KERNELS.register("DynamicQuantizeLinear")
 def _dynamic_quantize(attrs: Attrs, out: Types, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lo = min(F32(0), F32(x.min())) if x.size else F32(0)
     hi = max(F32(0), F32(x.max())) if x.size else F32(0)
-    scale = F32(hi - lo) / F32(255)
-    if scale == 0 or not np.isfinite(scale):
+    # an all-zero range has no defined scale (the formula divides 0 by 0); onnxruntime uses 1
+    scale = F32(1) if hi == lo else F32(hi - lo) / F32(255)
+    if not np.isfinite(scale):
         zp = F32(0)
         y = np.zeros(x.shape, np.uint8)
     else:

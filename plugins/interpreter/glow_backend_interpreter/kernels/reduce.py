@@ -20,9 +20,7 @@ Axes = tuple[int, ...]
 
 def acc_dtype(dtype: np.dtype) -> np.dtype:
     """The type a kernel computes in: float32 for the 16-bit floats, else the type itself."""
-    if dtype.kind == "f" and dtype.itemsize >= 4:
-        return dtype
-    if dtype.kind in "fV" or dtype.name == "bfloat16":
+    if dtype == np.float16 or dtype.name == "bfloat16":
         return np.dtype(np.float32)
     return dtype
 
@@ -65,10 +63,12 @@ def _mean(x: np.ndarray, axes: Axes, kd: bool) -> np.ndarray:
         return s / x.dtype.type(n) if n else np.full_like(s, np.nan)
     if n == 0:
         return np.zeros_like(s)
+    # the (wrapped) sum divided in 64 bits, so a count beyond the element type's range is fine
     if x.dtype.kind == "u":
-        return s // x.dtype.type(n)
-    q = np.abs(s) // x.dtype.type(n)  # integer mean truncates toward zero (onnxruntime)
-    return np.where(s < 0, -q, q).astype(x.dtype)
+        return (s.astype(np.uint64) // np.uint64(n)).astype(x.dtype)
+    s64 = s.astype(np.int64)
+    q = np.abs(s64) // np.int64(n)  # integer mean truncates toward zero (onnxruntime)
+    return np.where(s64 < 0, -q, q).astype(x.dtype)
 
 
 def _max(x: np.ndarray, axes: Axes, kd: bool) -> np.ndarray:
@@ -166,12 +166,12 @@ def _scan_kernel(op: np.ufunc, identity: int):  # type: ignore[no-untyped-def]
         if attrs["reverse"]:
             a = np.flip(a, axis)
         r = op.accumulate(a, axis=axis, dtype=a.dtype)
-        if attrs["exclusive"]:
+        if attrs["exclusive"] and r.shape[axis]:
             first = np.full_like(np.take(r, [0], axis=axis), identity)
             r = np.concatenate([first, np.take(r, np.arange(r.shape[axis] - 1), axis=axis)], axis=axis)
         if attrs["reverse"]:
             r = np.flip(r, axis)
-        return np.ascontiguousarray(r).astype(out[0].dtype, copy=False)
+        return np.asarray(r, order="C").astype(out[0].dtype, copy=False)
 
     return kernel
 
@@ -195,15 +195,15 @@ def _topk(attrs: Attrs, out: Types, x: np.ndarray) -> tuple[np.ndarray, np.ndarr
         order = np.argsort(keys, axis=-1, kind="stable")
     idx = order[..., :k]
     vals = np.take_along_axis(np.moveaxis(x, axis, -1), idx, axis=-1)
-    return (np.ascontiguousarray(np.moveaxis(vals, -1, axis)),
-            np.ascontiguousarray(np.moveaxis(idx, -1, axis)).astype(np.int64))
+    return (np.asarray(np.moveaxis(vals, -1, axis), order="C"),
+            np.asarray(np.moveaxis(idx, -1, axis), order="C").astype(np.int64))
 
 
 # -- Softmax family -------------------------------------------------------------------------------
 
 def _shifted(x: np.ndarray, axes: Axes) -> np.ndarray:
     a = widen(x)
-    return a - np.max(a, axis=axes, keepdims=True)
+    return a - np.max(a, axis=axes, keepdims=True, initial=-np.inf)
 
 
 @KERNELS.register("Softmax")
@@ -232,4 +232,4 @@ def _hardmax(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     first = np.argmax(flat, axis=-1)[..., None]
     hot = np.zeros(flat.shape, out[0].dtype)
     np.put_along_axis(hot, first, 1, axis=-1)
-    return np.ascontiguousarray(np.moveaxis(hot.reshape(moved.shape), dest, axes))
+    return np.asarray(np.moveaxis(hot.reshape(moved.shape), dest, axes), order="C")

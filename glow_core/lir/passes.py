@@ -1,0 +1,377 @@
+"""IR optimizations of the low-level IR, as named passes, and their pass manager.
+
+A pass is ``fn(lir, ctx) -> bool`` (whether it changed anything), registered
+once with :func:`lir_pass` (the style of :mod:`glow_core.passes.manager`). The
+:class:`LIRPassManager` runs a pipeline (names and :class:`Repeat` groups),
+times each pass, verifies the LIR after each pass in debug mode and dumps it
+before/after a named pass on request.
+
+Passes here:
+
+- ``dead-store-elim``: drop compute and copy instructions whose results nobody reads;
+- ``dead-alloc-elim``: drop activations (alloc + dealloc) and views nobody uses;
+- ``hoist-deallocs-sink-allocs``: each alloc right before the first use, each
+  dealloc right after the last use (and each tensorview right before its first use);
+- ``share-buffers``: an out operand reuses the buffer of a dying in operand where the
+  instruction kind allows in-place computation and the sizes match;
+- ``eliminate-copies``: a copy whose source dies is removed by making the
+  destination and the source the same memory;
+- ``schedule`` (in :mod:`glow_core.lir.schedule`): reorder independent instructions to
+  lower the peak of live bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from glow_core.errors import GlowError, PassError
+from glow_core.lir.instructions import ALLOC, COPY, DEALLOC, Dir, Effect, instr_kind
+from glow_core.lir.ir import Activation, Instr, LIRFunction, LValue, Operand, View, Weight, tensorview
+from glow_core.lir.lifetimes import is_body, last_uses, relayout
+from glow_core.lir.verify import expand_decls
+
+
+@dataclass
+class LIRPassContext:
+    debug: bool = False
+    dump_before: frozenset[str] = frozenset()
+    dump_after: frozenset[str] = frozenset()
+    dumps: list[tuple[str, str]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    changes: dict[str, int] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
+
+
+LIRPassFn = Callable[[LIRFunction, LIRPassContext], bool]
+
+
+@dataclass(frozen=True)
+class LIRPass:
+    name: str
+    fn: LIRPassFn
+    doc: str = ""
+
+
+_PASSES: dict[str, LIRPass] = {}
+
+
+def lir_pass(name: str) -> Callable[[LIRPassFn], LIRPassFn]:
+    """Register an LIR pass under a unique name; its docstring documents it."""
+
+    def deco(fn: LIRPassFn) -> LIRPassFn:
+        if name in _PASSES:
+            raise GlowError(f"LIR pass {name!r} registered twice")
+        _PASSES[name] = LIRPass(name, fn, (fn.__doc__ or "").strip())
+        return fn
+
+    return deco
+
+
+def _ensure_loaded() -> None:
+    import glow_core.lir.schedule  # noqa: F401  (registers "schedule")
+
+
+def get_lir_pass(name: str) -> LIRPass:
+    _ensure_loaded()
+    try:
+        return _PASSES[name]
+    except KeyError:
+        raise PassError(f"unknown LIR pass '{name}'; choose one of: {', '.join(sorted(_PASSES))}") from None
+
+
+def all_lir_passes() -> dict[str, LIRPass]:
+    _ensure_loaded()
+    return dict(_PASSES)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Run ``steps`` again until none of them changes anything (at most ``limit`` rounds)."""
+
+    steps: tuple[Step, ...]
+    limit: int = 4
+
+    def __init__(self, *steps: Step, limit: int = 4) -> None:
+        object.__setattr__(self, "steps", tuple(steps))
+        object.__setattr__(self, "limit", limit)
+
+
+Step = str | Repeat
+
+DEFAULT_PIPELINE: tuple[Step, ...] = (
+    "dead-store-elim",
+    "dead-alloc-elim",
+    "schedule",
+    Repeat("share-buffers", "eliminate-copies"),
+    "hoist-deallocs-sink-allocs",
+)
+
+
+class LIRPassManager:
+    def __init__(self, pipeline: Sequence[Step] = DEFAULT_PIPELINE) -> None:
+        self.pipeline = tuple(pipeline)
+        for name in self.pass_names():
+            get_lir_pass(name)
+
+    def pass_names(self) -> list[str]:
+        def flat(steps: Sequence[Step]) -> list[str]:
+            return [n for s in steps for n in (flat(s.steps) if isinstance(s, Repeat) else [s])]
+
+        return flat(self.pipeline)
+
+    def run(self, lir: LIRFunction, ctx: LIRPassContext | None = None) -> bool:
+        ctx = ctx or LIRPassContext()
+        if ctx.debug:
+            lir.verify()
+        return self._steps(self.pipeline, lir, ctx)
+
+    def _steps(self, steps: Sequence[Step], lir: LIRFunction, ctx: LIRPassContext) -> bool:
+        changed = False
+        for step in steps:
+            if isinstance(step, Repeat):
+                for _ in range(step.limit):
+                    if not self._steps(step.steps, lir, ctx):
+                        break
+                    changed = True
+            else:
+                changed |= self.run_pass(step, lir, ctx)
+        return changed
+
+    def run_pass(self, name: str, lir: LIRFunction, ctx: LIRPassContext) -> bool:
+        p = get_lir_pass(name)
+        if name in ctx.dump_before:
+            ctx.dumps.append((f"before {name}", lir.dump()))
+        t0 = time.perf_counter()
+        try:
+            changed = bool(p.fn(lir, ctx))
+        except PassError:
+            raise
+        except GlowError as e:
+            raise type(e)(f"in LIR pass '{name}': {e}", hint=e.hint) from e
+        except Exception as e:
+            raise PassError(f"LIR pass '{name}' failed on function {lir.name}: {type(e).__name__}: {e}") from e
+        finally:
+            ctx.timings[name] = ctx.timings.get(name, 0.0) + time.perf_counter() - t0
+            ctx.runs[name] = ctx.runs.get(name, 0) + 1
+        if changed:
+            ctx.changes[name] = ctx.changes.get(name, 0) + 1
+        if ctx.debug:
+            try:
+                lir.verify()
+            except GlowError as e:
+                raise PassError(f"LIR pass '{name}' left function {lir.name} invalid: {e}") from e
+        if name in ctx.dump_after:
+            ctx.dumps.append((f"after {name}", lir.dump()))
+        return changed
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def first_uses(instrs: Sequence[Instr]) -> dict[int, int]:
+    """id(root) -> index of the first instruction using it (alloc/dealloc excluded)."""
+    first: dict[int, int] = {}
+    for k, ins in enumerate(instrs):
+        if ins.kind in (ALLOC, DEALLOC):
+            continue
+        for v in ins.values():
+            first.setdefault(id(v.root), k)
+    return first
+
+
+def _views_by_base(lir: LIRFunction) -> dict[int, list[View]]:
+    out: dict[int, list[View]] = {}
+    for v in lir.views:
+        out.setdefault(id(v.base), []).append(v)
+    return out
+
+
+# -- dead stores and dead allocations ------------------------------------------------------------------
+@lir_pass("dead-store-elim")
+def dead_store_elim(lir: LIRFunction, ctx: LIRPassContext) -> bool:
+    """Remove compute and copy instructions that only write activations nobody reads afterwards."""
+    read_later: set[int] = set()
+    keep: list[Instr] = []
+    changed = False
+    for ins in reversed(lir.instrs):
+        if is_body(ins):
+            outs = [op for op in ins.outs if op.value is not None]
+            dead = all(op.dir is Dir.OUT and isinstance(op.value.root, Activation)  # type: ignore[union-attr]
+                       and id(op.value.root) not in read_later for op in outs)  # type: ignore[union-attr]
+            if dead and outs:
+                changed = True
+                continue
+            for op in ins.operands:
+                if op.value is not None and op.dir.reads:
+                    read_later.add(id(op.value.root))
+        keep.append(ins)
+    if changed:
+        lir.instrs = keep[::-1]
+    return changed
+
+
+@lir_pass("dead-alloc-elim")
+def dead_alloc_elim(lir: LIRFunction, ctx: LIRPassContext) -> bool:
+    """Remove alloc/dealloc pairs of activations and tensorviews of views that no instruction uses."""
+    used: set[int] = set()
+    for ins in lir.instrs:
+        if is_body(ins):
+            for v in ins.values():
+                while True:
+                    used.add(id(v))
+                    if not isinstance(v, View):
+                        break
+                    v = v.base
+    keep = [ins for ins in lir.instrs if is_body(ins) or id(ins.operands[0].value) in used]
+    if len(keep) == len(lir.instrs):
+        return False
+    lir.instrs = keep
+    lir.prune_values()
+    return True
+
+
+@lir_pass("hoist-deallocs-sink-allocs")
+def hoist_deallocs_sink_allocs(lir: LIRFunction, ctx: LIRPassContext) -> bool:
+    """Move each dealloc right after the last use and each alloc (and tensorview) right before the first."""
+    return relayout(lir)
+
+
+# -- buffer sharing ----------------------------------------------------------------------------------
+def _inplace_candidates(ins: Instr) -> list[tuple[int, list[int]]]:
+    """(out operand position, in operand positions it may share a buffer with)."""
+    spec = instr_kind(ins.kind)
+    if not spec.inplace:
+        return []
+    decls = expand_decls(spec, ins.n_out, len(ins.operands) - ins.n_out)
+    if decls is None:
+        return []
+    res = []
+    for j in range(ins.n_out):
+        names = spec.inplace_inputs(decls[j].name)
+        if names:
+            res.append((j, [p for p in range(ins.n_out, len(ins.operands)) if decls[p].name in names]))
+    return res
+
+
+@lir_pass("share-buffers")
+def share_buffers(lir: LIRFunction, ctx: LIRPassContext) -> bool:
+    """An out operand reuses a dying in operand's buffer where the kind allows in-place computation.
+
+    Conditions: the out operand is a whole activation first written here; the
+    in operand lies in an activation with no later reader (through any view);
+    it has the out operand's shape and element width; the instruction reads that
+    activation through no other region. The out activation disappears: its uses
+    read the in operand (or a tensorview of it with the out operand's type).
+    """
+    instrs = lir.instrs
+    last = last_uses(instrs)
+    first = first_uses(instrs)
+    by_base = _views_by_base(lir)
+    subst: dict[int, LValue] = {}
+    out: list[Instr] = []
+    changed = False
+    for k, ins in enumerate(instrs):
+        for op in ins.operands:
+            if op.value is not None and id(op.value) in subst:
+                op.value = subst[id(op.value)]
+        if ins.effect is Effect.COMPUTE:
+            taken: set[int] = set()
+            for j, cands in _inplace_candidates(ins):
+                o = ins.operands[j].value
+                if not isinstance(o, Activation) or first.get(id(o)) != k or ins.operands[j].dir is not Dir.OUT:
+                    continue
+                for p in cands:
+                    x = ins.operands[p].value
+                    if x is None or not _can_share(ins, o, x, k, last, taken):
+                        continue
+                    r = x.root
+                    new: LValue = x
+                    if x.type != o.type:
+                        new = lir.new_view(o.name, o.type, x, 0)
+                        out.append(tensorview(new))
+                    subst[id(o)] = new
+                    ins.operands[j].value = new
+                    for v in by_base.pop(id(o), []):
+                        v.base = new
+                        by_base.setdefault(id(new), []).append(v)
+                    last[id(r)] = last.get(id(o), k)
+                    taken.add(id(r))
+                    changed = True
+                    break
+        out.append(ins)
+    if not changed:
+        return False
+    lir.instrs = out
+    relayout(lir)
+    return True
+
+
+def _can_share(ins: Instr, o: Activation, x: LValue, k: int, last: dict[int, int], taken: set[int]) -> bool:
+    r = x.root
+    if not isinstance(r, Activation) or r is o or id(r) in taken or last.get(id(r)) != k:
+        return False
+    if x.type.shape != o.type.shape or x.type.elem.itemsize != o.type.elem.itemsize:
+        return False
+    # the instruction must not read or write the dying buffer through another region
+    return all(v is x or v.root is not r for v in ins.values())
+
+
+# -- copy elimination -------------------------------------------------------------------------------
+@lir_pass("eliminate-copies")
+def eliminate_copies(lir: LIRFunction, ctx: LIRPassContext) -> bool:
+    """Remove copies whose source dies at the copy by making source and destination one buffer.
+
+    - ``copy %d, %s`` where ``%d`` is a whole activation first written by the copy:
+      later uses of ``%d`` use ``%s`` instead;
+    - ``copy %out, %s`` where ``%out`` is an output weight not used before and ``%s``
+      covers a whole activation ``%a``: ``%a`` becomes a view of ``%out``, so its
+      producer writes the caller's memory directly;
+    - a copy of a region onto itself.
+    """
+    changed = False
+    while True:
+        instrs = lir.instrs
+        last, first = last_uses(instrs), first_uses(instrs)
+        for k, ins in enumerate(instrs):
+            if ins.kind == COPY and _eliminate_one(lir, k, ins, last, first):
+                relayout(lir)
+                changed = True
+                break
+        else:
+            return changed
+
+
+def _eliminate_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], first: dict[int, int]) -> bool:
+    dst, src = ins.operands[0].value, ins.operands[1].value
+    assert dst is not None and src is not None
+    same_region = dst.root is src.root and dst.root_offset == src.root_offset and dst.type == src.type
+    if same_region:
+        lir.instrs = lir.instrs[:k] + lir.instrs[k + 1:]
+        return True
+    r = src.root
+    if not isinstance(r, Activation) or last.get(id(r)) != k:
+        return False
+    if isinstance(dst, Activation) and first.get(id(dst)) == k:
+        lir.instrs = lir.instrs[:k] + lir.instrs[k + 1:]
+        lir.replace_value(dst, src, start=k)
+        return True
+    whole = src.root_offset == 0 and src.nbytes == r.nbytes
+    if isinstance(dst, Weight) and dst.role == Weight.OUTPUT and first.get(id(dst)) == k and whole:
+        alias = lir.new_view(r.name, r.type, dst, 0)
+        lir.instrs = lir.instrs[:k] + lir.instrs[k + 1:]
+        lir.replace_value(r, alias)  # (relayout then places its tensorview and drops r's alloc/dealloc)
+        return True
+    return False
+
+
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "LIRPass",
+    "LIRPassContext",
+    "LIRPassManager",
+    "Operand",
+    "Repeat",
+    "all_lir_passes",
+    "get_lir_pass",
+    "lir_pass",
+]

@@ -1,0 +1,204 @@
+"""Post-lowering passes: ``fuse-activations`` and ``backend-transforms``.
+
+``fuse-activations`` turns
+
+    Conv(x, W, B) -> act                    into  FusedConv(x, W, B){activation}
+    MatMul(a, b) [-> Add(bias)] [-> act]    into  FusedMatMul(a, b, bias){activation}
+
+where ``act`` is any of the forms an activation takes before or after lowering:
+``Relu``, ``Max(y, 0)`` (relu), ``Clip(y, lo, hi)`` with constant bounds,
+``Min(Max(y, lo), hi)``, ``Max(y, lo)``, ``Min(y, hi)`` and ``Max(Min(y, hi), lo)``
+(clip; the last one only when lo <= hi, where both orders agree).
+
+It fuses only
+
+- when the target backend (``ctx.backend``) declares the fused kind among its
+  supported kinds and accepts the fused node (element kinds, ``supports_node``),
+- when every intermediate result is read by the next node alone and is not a
+  function output (otherwise it would have to be computed anyway),
+- bounds that are constant, one value, not NaN, that do not change the shape
+  by broadcasting, and (integer results) that a float64 holds exactly.
+
+``backend-transforms`` calls the backend's own ``transform_post_lowering``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from glow_core.ir.graph import Constant, Function, Node, Value
+from glow_core.ir.kinds import KindTable
+from glow_core.passes.manager import PassContext, graph_pass
+from glow_core.passes.rewrite import create_before, erase_if_dead, is_private_to, splat
+
+
+@dataclass(frozen=True)
+class Activation:
+    """An activation matched after a producer: its attributes and the nodes it spans."""
+
+    lo: float
+    hi: float
+    nodes: tuple[Node, ...]
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        if self.lo == 0.0 and math.isinf(self.hi) and self.hi > 0:
+            return {"activation": "relu"}
+        return {"activation": "clip", "clip_min": self.lo, "clip_max": self.hi}
+
+    @property
+    def last(self) -> Node:
+        return self.nodes[-1]
+
+
+def _bound(v: Value | None, y: Value, absent: float) -> float | None:
+    """A clip bound as a float, or None if unusable (not a one-value constant, NaN, inexact)."""
+    if v is None:
+        return absent
+    s = splat(v)
+    if s is None or not isinstance(v, Constant):
+        return None
+    with np.errstate(all="ignore"):
+        f = float(s)
+    if math.isnan(f):
+        return None
+    if y.type.elem.is_int and (math.isinf(f) or int(f) != int(s)):
+        return None
+    return f
+
+
+def _other(node: Node, y: Value) -> Value | None:
+    a, b = node.inputs
+    return b if a is y else a if b is y else None
+
+
+def _reader(fn: Function, y: Value, kinds: tuple[str, ...]) -> Node | None:
+    """The node of one of ``kinds`` that alone reads ``y``, or None."""
+    users = y.user_nodes()
+    if len(users) != 1 or users[0].kind.name not in kinds or not is_private_to(fn, y, users[0]):
+        return None
+    n = users[0]
+    return n if n.result.type == y.type else None
+
+
+def _minmax_step(fn: Function, y: Value, kind: str) -> tuple[Node, float] | None:
+    """``Max(y, c)`` / ``Min(y, c)`` reading ``y`` alone: (node, c)."""
+    n = _reader(fn, y, (kind,))
+    if n is None or n.inputs[0] is n.inputs[1]:
+        return None
+    other = _other(n, y)
+    c = _bound(other, y, 0.0) if other is not None else None
+    return (n, c) if c is not None else None
+
+
+def match_activation(fn: Function, y: Value) -> Activation | None:
+    """The activation applied to ``y`` (read by it alone), in any of its forms, or None."""
+    relu = _reader(fn, y, ("Relu",))
+    if relu is not None:
+        return Activation(0.0, math.inf, (relu,))
+    clip = _reader(fn, y, ("Clip",))
+    if clip is not None and clip.inputs[0] is y and y not in clip.inputs[1:]:
+        lo = _bound(clip.inputs[1] if len(clip.inputs) > 1 else None, y, -math.inf)
+        hi = _bound(clip.inputs[2] if len(clip.inputs) > 2 else None, y, math.inf)
+        return Activation(lo, hi, (clip,)) if lo is not None and hi is not None else None
+    mx = _minmax_step(fn, y, "Max")
+    if mx is not None:
+        node, lo = mx
+        mn = _minmax_step(fn, node.result, "Min")
+        if mn is not None:
+            return Activation(lo, mn[1], (node, mn[0]))
+        return Activation(lo, math.inf, (node,))
+    mn = _minmax_step(fn, y, "Min")
+    if mn is not None:
+        node, hi = mn
+        mx = _minmax_step(fn, node.result, "Max")
+        if mx is not None and mx[1] <= hi:
+            return Activation(mx[1], hi, (node, mx[0]))
+        return Activation(-math.inf, hi, (node,))
+    return None
+
+
+# -- fusing ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fusion:
+    """What a producer fuses into: the fused kind, its operands, the nodes it replaces."""
+
+    kind: str
+    inputs: tuple[Value | None, ...]
+    attrs: Mapping[str, Any]
+    nodes: tuple[Node, ...]  # producer first, the node whose result the fused node replaces last
+
+
+def _conv_fusion(fn: Function, conv: Node) -> Fusion | None:
+    act = match_activation(fn, conv.result)
+    if act is None:
+        return None
+    return Fusion("FusedConv", conv.inputs, {**conv.attrs, **act.attrs}, (conv, *act.nodes))
+
+
+def _matmul_fusion(fn: Function, mm: Node) -> Fusion | None:
+    y = mm.result
+    nodes: tuple[Node, ...] = (mm,)
+    bias: Value | None = None
+    add = _reader(fn, y, ("Add",))
+    if add is not None and add.inputs[0] is not add.inputs[1]:
+        bias = _other(add, y)
+        nodes, y = (mm, add), add.result
+    act = match_activation(fn, y)
+    if act is None and bias is None:
+        return None
+    attrs = act.attrs if act is not None else {"activation": "none"}
+    return Fusion("FusedMatMul", (mm.inputs[0], mm.inputs[1], bias), attrs, nodes + (act.nodes if act else ()))
+
+
+FusionRule = Callable[[Function, Node], "Fusion | None"]
+#: producer kind -> how it fuses with what follows it
+FUSIONS = KindTable("activation fusions")
+FUSIONS.add("Conv", _conv_fusion)
+FUSIONS.add("MatMul", _matmul_fusion)
+
+
+def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
+    last = fusion.nodes[-1]
+    fused = create_before(fn, last, fusion.kind, fusion.inputs, fusion.attrs, origin_of=fusion.nodes[0])
+    assert ctx.backend is not None
+    if fused.result.type != last.result.type or not ctx.backend.supports(fused):
+        fn.erase_node(fused)
+        return False
+    fn.replace_all_uses_with(last.result, fused.result)
+    erase_if_dead(fn, *reversed(fusion.nodes))
+    return True
+
+
+@graph_pass("fuse-activations")
+def fuse_activations(fn: Function, ctx: PassContext) -> bool:
+    """Fuse Conv / MatMul (+ bias Add) with a following Relu or clip into FusedConv / FusedMatMul,
+    when the backend supports the fused kind."""
+    if ctx.backend is None:
+        return False
+    supported = ctx.backend.supported_kinds()
+    changed = False
+    for node in list(fn.nodes):
+        rule = FUSIONS.get(node.kind.name)
+        if node.function is not fn or rule is None:
+            continue
+        fusion = rule(fn, node)
+        if fusion is not None and fusion.kind in supported and _apply(fn, fusion, ctx):
+            changed = True
+    if changed:
+        fn.erase_unused_constants()
+    return changed
+
+
+@graph_pass("backend-transforms")
+def backend_transforms(fn: Function, ctx: PassContext) -> bool:
+    """The backend's own post-lowering rewrites (``Backend.transform_post_lowering``)."""
+    if ctx.backend is None:
+        return False
+    return bool(ctx.backend.transform_post_lowering(fn))
