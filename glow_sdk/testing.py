@@ -218,9 +218,9 @@ def compare_arrays(got: Any, want: np.ndarray, tol: Tolerance = EXACT) -> Compar
         return Comparison(False, float(diff.max()), 0.0, bad, total, idx, got_a[idx].item(), want[idx].item(),
                           f"{bad} of {total} elements differ (exact comparison); at {list(idx)}: "
                           f"got {_fmt(got_a[idx].item())}, expected {_fmt(want[idx].item())}")
-    g = got_a.astype(np.float64)
-    w = want.astype(np.float64)
     with np.errstate(all="ignore"):
+        g = got_a.astype(np.float64)
+        w = want.astype(np.float64)
         g_nan, w_nan = np.isnan(g), np.isnan(w)
         g_inf, w_inf = np.isinf(g), np.isinf(w)
         finite = ~(g_nan | w_nan | g_inf | w_inf)
@@ -297,10 +297,20 @@ def _backend(backend: "str | Backend") -> "Backend":
     return backend
 
 
+def pad_operands(kind: str, operands: Sequence[np.ndarray | None]) -> list[np.ndarray | None]:
+    """``operands`` with None for omitted trailing optional operands (kernels take every operand slot)."""
+    spec = get_kind(kind)
+    out = list(operands)
+    if spec.inputs and not spec.inputs[-1].variadic and len(out) < len(spec.inputs):
+        out += [None] * (len(spec.inputs) - len(out))
+    return out
+
+
 def one_node_function(kind: str, operands: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
                       types: Sequence[TensorType | None] | None = None, consts: Sequence[int] = ()) -> Function:
     """A function holding one ``kind`` node; operand ``i`` is input ``in{i}`` (a constant if ``i`` in ``consts``;
     None omits an optional operand). ``types`` overrides operand types (quantized kinds). Outputs: ``out{j}``."""
+    operands = pad_operands(kind, operands)
     fn = Function("main")
     values = []
     for i, a in enumerate(operands):
@@ -389,6 +399,7 @@ def check_node(backend: "str | Backend", kind: str, operands: Sequence[np.ndarra
     run the (lowered) node.
     """
     be = _backend(backend)
+    operands = pad_operands(kind, operands)
     fn = one_node_function(kind, operands, attrs, types)
     node = fn.nodes[0]
     out_types = [o.type for o in node.outputs]
@@ -413,6 +424,6 @@ def assert_matches_reference(backend: "str | Backend", kind: str, operands: Sequ
 __all__ = [
     "BITWISE", "EXACT", "KIND_TOLERANCES", "TOLERANCE_CLASSES", "ArrayStats", "Comparison", "NodeCheck",
     "Tolerance", "UnsupportedError", "array_stats", "assert_matches_reference", "check_node", "compare_arrays",
-    "evaluate_reference", "feeds_of", "finfo", "is_float_dtype", "one_node_function", "prepare_for", "run_function", "tolerance_class",
+    "evaluate_reference", "feeds_of", "finfo", "is_float_dtype", "one_node_function", "pad_operands", "prepare_for", "run_function", "tolerance_class",
     "tolerance_for", "unsupported_nodes",
 ]

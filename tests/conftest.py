@@ -29,7 +29,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("glow")
     group.addoption(
         "--node-test-backends",
-        default=os.environ.get("GLOW_NODE_TEST_BACKENDS", "interpreter"),
+        default=os.environ.get("GLOW_NODE_TEST_BACKENDS", "interpreter,interpreter-primitives,cpu"),
         help="comma-separated backends for the ONNX node-test ratchet (env GLOW_NODE_TEST_BACKENDS; "
         "default: interpreter)",
     )

@@ -49,6 +49,8 @@ class Outcome:
     max_error: float | None = None
     tolerance: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    #: None: the case's own flag; False: the outcome shows the case is not mandatory after all
+    mandatory: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,13 @@ class Case:
 class Context:
     """What a running case may use: the backend under test, the reference backend, suite options."""
 
-    def __init__(self, backend: Any, reference: Any, *, force_lowering: bool = False, seed: int = 0,
-                 node_test_timeout: float = 60.0) -> None:
+    def __init__(self, backend: Any, reference: Any, *, backend_name: str = "", reference_name: str = "",
+                 force_lowering: bool = False, seed: int = 0, node_test_timeout: float = 60.0) -> None:
         self.backend = backend
         self.reference = reference
+        #: the registry names (what glow_core.compile takes)
+        self.backend_name = backend_name or backend.name
+        self.reference_name = reference_name or reference.name
         self.force_lowering = force_lowering
         self.seed = seed
         self.node_test_timeout = node_test_timeout
@@ -90,6 +95,8 @@ class CaseRecord:
 
     case: Case
     result: Result
+    #: the case's own flag, unless its outcome revised it (a model that needs more than the primitives)
+    mandatory: bool = False
     message: str = ""
     max_error: float | None = None
     tolerance: str = ""
@@ -101,7 +108,7 @@ class CaseRecord:
     @property
     def blocks_conformance(self) -> bool:
         """Does this case keep the backend from conforming?"""
-        if self.case.mandatory:
+        if self.mandatory:
             return self.result is not Result.PASS
         return self.result is Result.FAIL
 

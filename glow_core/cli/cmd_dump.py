@@ -1,4 +1,10 @@
-"""``glow dump MODEL``: print the graph IR; ``--dot FILE`` writes Graphviz DOT (or SVG)."""
+"""``glow dump MODEL``: print the graph IR; ``--dot FILE`` writes Graphviz DOT (or SVG).
+
+``--backend NAME`` dumps the graph as prepared (optimized, lowered) for a
+backend; ``--after PASS`` / ``--before PASS`` print the graph around a named
+pass; ``--stats`` prints node counts by kind before/after optimization and the
+time each pass took; ``--lir`` prints the low-level IR with its memory plan.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +27,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the graph as Graphviz DOT; FILE.svg renders SVG with graphviz's 'dot'")
     p.add_argument("-b", "--backend", metavar="NAME", default=None,
                    help="dump the graph as prepared (optimized and lowered) for this backend, "
-                        "instead of as imported")
+                        "instead of as imported (--after/--before/--stats/--lir default to 'interpreter')")
+    p.add_argument("--after", metavar="PASS", action="append", default=[],
+                   help="print the graph after each run of the named pass (repeatable)")
+    p.add_argument("--before", metavar="PASS", action="append", default=[],
+                   help="print the graph before each run of the named pass (repeatable)")
+    p.add_argument("--stats", action="store_true",
+                   help="print node counts by kind before and after optimization, and each pass's time")
+    p.add_argument("--lir", action="store_true",
+                   help="print the low-level IR (with the memory plan) the backend's compiled function runs")
 
 
 def write_dot(text: str, path: Path) -> None:
@@ -54,17 +68,35 @@ def run(args: argparse.Namespace) -> int:
     from glow_core.importer import import_model
     from glow_core.ir.printer import to_dot
 
-    backend = None
-    if args.backend is not None:
+    wants_pipeline = bool(args.after or args.before or args.stats or args.lir)
+    backend_name = args.backend or ("interpreter" if wants_pipeline else None)
+    proto, _ = load_model_ref(args.model)
+    shapes = shapes_from_args(args.input_shape) or None
+    if args.lir:
+        import glow_core
+        from glow_core.lir import format_lir, lir_of
+
+        print(format_lir(lir_of(glow_core.compile(proto, backend_name or "interpreter", shapes))))
+        return 0
+    fn = import_model(proto, shapes)
+    if backend_name is not None:
+        from glow_core.passes import PassContext, get_pass
+        from glow_core.passes.stats import format_stats, optimize_with_stats
         from glow_core.plugin_host import get_backend
 
-        backend = get_backend(args.backend)
-    proto, _ = load_model_ref(args.model)
-    fn = import_model(proto, shapes_from_args(args.input_shape) or None)
-    if backend is not None:
-        from glow_core.api import prepare_function
-
-        fn = prepare_function(fn, backend)
+        for name in list(args.after) + list(args.before):
+            get_pass(name)  # an unknown pass name fails with "choose one of: ..."
+        ctx = PassContext(dump_after=frozenset(args.after), dump_before=frozenset(args.before))
+        stats = optimize_with_stats(fn, get_backend(backend_name), ctx=ctx)
+        for label, text in ctx.dumps:
+            print(f"// {label}")
+            print(text)
+        if args.stats:
+            print(format_stats(stats))
+        if args.after or args.before or args.stats:
+            if args.dot is not None:
+                write_dot(to_dot(fn), args.dot)
+            return 0
     if args.dot is not None:
         write_dot(to_dot(fn), args.dot)
     print(fn.dump())
@@ -79,7 +111,9 @@ COMMAND = Command(
     description="Import MODEL and print its graph IR as text (Function.dump()). With --dot FILE, also write "
                 "the graph as Graphviz DOT; a FILE ending in .svg is rendered with graphviz's 'dot' program.",
     epilog="examples:\n  glow dump zoo:squeezenet\n  glow dump model.onnx --dot model.dot\n"
-           "  glow dump model.onnx --dot model.svg   # needs graphviz",
+           "  glow dump model.onnx --dot model.svg   # needs graphviz\n"
+           "  glow dump zoo:resnet50 --stats\n  glow dump zoo:resnet50 --after fold-batchnorm\n"
+           "  glow dump zoo:squeezenet --lir",
     add_arguments=add_arguments,
     run=run,
 )

@@ -26,7 +26,7 @@ from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
 
 #: Largest constant (in elements) the importer folds eagerly.
-FOLD_LIMIT = 64 * 1024 * 1024
+FOLD_LIMIT = 256 * 1024 * 1024  # elements: a model's largest weights (VGG-19 fc6: 103M) still fold
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,11 @@ class Function:
         spec = get_kind(kind)
         where = f"{kind} '{name or kind}'" + (f" (from ONNX node '{origin}')" if origin else "")
         spec.check_arity(len(inputs), where)
+        fixed = [o for o in spec.inputs if not o.variadic]
+        if len(inputs) < len(fixed) and not (spec.inputs and spec.inputs[-1].variadic):
+            # trailing optional operands left out: store them as explicit None, so every
+            # interpretation sees one entry per declared operand
+            inputs = list(inputs) + [None] * (len(fixed) - len(inputs))
         for v in inputs:
             if v is not None:
                 self._check_owned(v, f"operand of {where}")

@@ -15,13 +15,26 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import prepare_function
+from glow_core.api import check_support, prepare_function
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.plugin_host import get_backend
 from glow_sdk.backend import CompileOptions
-from tests.lowering.test_reduce import BF16, F16, F32, F64, I8, I32, I64, U8, U64, assert_primitive_only, \
-    check_lowering, rand, run
+from tests.lowering.test_reduce import (
+    BF16,
+    F16,
+    F32,
+    F64,
+    I8,
+    I32,
+    I64,
+    U8,
+    U64,
+    assert_primitive_only,
+    check_lowering,
+    rand,
+    run,
+)
 
 BOOL = np.dtype(np.bool_)
 MOVE_DTYPES = [F32, F16, BF16, F64, I8, U8, I32, I64, U64, BOOL]
@@ -51,6 +64,7 @@ def run_typed(kind: str, operands: Sequence[tuple[np.ndarray, TensorType]], attr
         fn.set_output(f"out{i}", out)
     be = get_backend(backend)
     prepare_function(fn, be, debug=True)
+    check_support(fn, be)  # the element kinds too: quantized operands must reach primitives that take them
     out = be.compile(fn, CompileOptions()).execute({f"in{i}": a for i, (a, _) in enumerate(operands)})
     return [out[f"out{i}"] for i in range(len(node.outputs))], fn
 

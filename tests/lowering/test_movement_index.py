@@ -123,12 +123,14 @@ def _unique_indices(ishape: Sequence[int], axis: int, dim: int, itype: np.dtype,
     return out.astype(itype)
 
 
+#: (reduction, data dtype): the reductions are defined for numeric data only
+SCATTER_CASES = [pytest.param(r, d, id=f"{r}-{d}") for r in REDUCTIONS for d in (F32, F16, I8, U8, I64, BOOL)
+                 if r == "none" or d != BOOL]
+
+
 @pytest.mark.parametrize("itype", INDEX_DTYPES, ids=str)
-@pytest.mark.parametrize("dtype", [F32, F16, I8, U8, I64, BOOL], ids=str)
-@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("reduction,dtype", SCATTER_CASES)
 def test_scatter_elements(reduction: str, dtype: np.dtype, itype: np.dtype) -> None:
-    if reduction != "none" and dtype == BOOL:
-        pytest.skip("reductions are defined for numeric data")
     x = data((3, 4, 5), dtype)
     for axis in range(3):
         ishape = tuple(2 if a != axis else 3 for a in range(3))
@@ -201,7 +203,7 @@ def test_tensor_scatter_quantized_is_declined() -> None:
 # -- OneHot --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("vtype", [F32, I64, I8, BOOL, BF16], ids=str)
-@pytest.mark.parametrize("itype", [I64, I32, I8, U8, U64, F32, F16, F64], ids=str)
+@pytest.mark.parametrize("itype", [I64, I32, I8, U8, U64, F32, F16, F64, BF16], ids=str)
 def test_one_hot(itype: np.dtype, vtype: np.dtype) -> None:
     depth = 5
     raw = [[0, 4, -1, -5], [5, -6, 2, 3]]  # 5 and -6 are out of range: a row of off values
@@ -215,10 +217,13 @@ def test_one_hot(itype: np.dtype, vtype: np.dtype) -> None:
     check_lowering("OneHot", [np.array(3, itype), values], {"depth": depth, "axis": 0})
 
 
-def test_one_hot_fractional_and_nan_indices_match_nothing() -> None:
+def test_one_hot_fractional_and_nan_indices() -> None:
+    values = np.array([0, 1], np.float32)
     idx = np.array([1.5, np.nan, -0.5, 2.0, -3.0], np.float32)
-    got = check_lowering("OneHot", [idx, np.array([0, 1], np.float32)], {"depth": 4, "axis": 1})[0]
-    np.testing.assert_array_equal(got.sum(axis=1), [0, 0, 0, 1, 1])
+    got = check_lowering("OneHot", [idx, values], {"depth": 4, "axis": 1})[0]
+    np.testing.assert_array_equal(got.sum(axis=1), [0, 0, 0, 1, 1])  # float indices match only when integral
+    got = check_lowering("OneHot", [idx.astype(BF16), values], {"depth": 4, "axis": 1})[0]
+    np.testing.assert_array_equal(got.argmax(axis=1)[[0, 2, 3, 4]], [1, 0, 2, 1])  # bfloat16 ones truncate
 
 
 # -- ReverseSequence -----------------------------------------------------------------------------------

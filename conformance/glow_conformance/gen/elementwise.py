@@ -51,7 +51,10 @@ def _unary_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> di
     return out
 
 
-generator(*UNARY_DOMAINS, elems=PLAIN)(_unary_variants)
+#: operand element kinds where the kind's own set also holds its result kinds
+_UNARY_OPERANDS = {"IsNaN": FLOATS, "IsInf": FLOATS}
+for _kind in UNARY_DOMAINS:
+    generator(_kind, elems=_UNARY_OPERANDS.get(_kind, PLAIN))(_unary_variants)
 
 
 # -- binary primitives -----------------------------------------------------------------------
@@ -115,7 +118,9 @@ def _binary_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> d
     return out
 
 
-generator(*BINARY_DOMAINS, elems=PLAIN)(_binary_variants)
+_BINARY_OPERANDS = {"Less": NUMERIC, "LessOrEqual": NUMERIC}
+for _kind in BINARY_DOMAINS:
+    generator(_kind, elems=_BINARY_OPERANDS.get(_kind, PLAIN))(_binary_variants)
 
 
 def _bits(elem: ElemKind) -> int:

@@ -123,7 +123,9 @@ def _gemm(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Bu
 def _fused_matmul(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     dom = "any" if elem.is_float else "near1"
     return {"relu": simple(elem, [(3, 5), (5, 4), (4,)], [dom], {"activation": "relu"}),
-            "clip": simple(elem, [(2, 3, 5), (5, 4), (4,)], [dom], {"activation": "clip", "clip_min": -1.0,
+            "clip": simple(elem, [(2, 3, 5), (5, 4), (4,)], [dom], {"activation": "clip",
+                                                                    "clip_min": -1.0 if elem.is_float or elem.value
+                                                                    .startswith("int") else 0.0,
                                                                     "clip_max": 2.0}),
             "none": lambda rng: Variant([arr(elem, (3, 5), rng, dom), arr(elem, (5, 4), rng, dom), None])}
 

@@ -113,7 +113,7 @@ def _qlinear_conv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict
         def b(rng: np.random.Generator) -> Variant:
             x = arr(elem, (1, 2, 5, 4), rng, "full")
             w = arr(elem, (3, 2, 3, 2), rng, "full")
-                ws = rng.uniform(0.01, 0.05, (3,)).astype(f)
+            ws = rng.uniform(0.01, 0.05, (3,)).astype(np.float32)
             bb = rng.integers(-500, 500, (3,)).astype(np.int32) if bias else None
             return Variant([x, f(0.05), _zp(elem, (), rng), w, ws, _zp(elem, (3,), rng), f(0.7), _zp(elem, (), rng),
                             bb], _conv_attrs(), consts=(1, 2, 4, 5, 6, 7, 8))

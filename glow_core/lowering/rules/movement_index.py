@@ -35,7 +35,6 @@ from glow_core.lowering.rules.movement import (
 )
 from glow_core.lowering.table import lowering
 
-
 # -- GatherElements / GatherND ------------------------------------------------------------------------
 
 @lowering("GatherElements")
@@ -129,11 +128,9 @@ def _tensor_scatter(b: Builder, node: Node) -> list[Value] | None:
 
 # -- OneHot --------------------------------------------------------------------------------------------
 
-def _one_hot_index_kind(elem: ElemKind) -> ElemKind:
-    """The kernel compares in float64 (float indices), uint64 (unsigned) or int64 (signed)."""
-    if elem.is_float:
-        return ElemKind.FLOAT64
-    return ElemKind.UINT64 if elem.dtype.kind == "u" else I64
+#: numpy dtype kind of the indices -> the kind the kernel compares them in (int64 for the others,
+#: bfloat16 included: its numpy kind is "V", so the kernel truncates it to int64 like a Cast)
+_ONE_HOT_COMPARE: dict[str, ElemKind] = {"f": ElemKind.FLOAT64, "u": ElemKind.UINT64}
 
 
 @lowering("OneHot")
@@ -141,7 +138,7 @@ def _one_hot(b: Builder, node: Node) -> list[Value]:
     idx, values = b.input(0), b.input(1)
     depth, axis = int(node.attrs["depth"]), int(node.attrs["axis"])
     ishape = idx.type.shape
-    wide = _one_hot_index_kind(idx.type.elem)
+    wide = _ONE_HOT_COMPARE.get(idx.type.dtype.kind, I64)
     i = b.cast(idx, wide)
     if wide != ElemKind.UINT64:
         zero = b.scalar(0, wide)

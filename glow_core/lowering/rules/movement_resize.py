@@ -25,7 +25,8 @@ input; the kernel uses float64 throughout) and cast back once at the end.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ def _compute_kind(elem: ElemKind) -> ElemKind:
 # -- the rule -----------------------------------------------------------------------------------------
 
 def _resize_axis(b: Builder, x: Value, axis: int, n_out: int, scale: float, roi: tuple[float, float],
-                 attrs: Attrs) -> Value:
+                 attrs: Attrs) -> Value | None:
     n_in = x.type.shape[axis]
     rank = x.type.rank
     coord = attrs["coordinate_transformation_mode"]
@@ -103,15 +104,25 @@ def _resize_axis(b: Builder, x: Value, axis: int, n_out: int, scale: float, roi:
         w = weights.astype(x.type.dtype).reshape((1,) * axis + weights.shape + (1,) * (rank - axis - 1))
         res = b.reduce("ReduceSum", b.mul(gathered, b.const(w)), (axis + 1,), keepdims=False)
     if coord == "tf_crop_and_resize":
+        value = _extrapolation_value(attrs, x.type.dtype)
+        if value is None:
+            return None
         mask = outside(src, n_in).reshape((1,) * axis + (n_out,) + (1,) * (rank - axis - 1))
         if mask.any():
-            value = np.asarray(attrs["extrapolation_value"], x.type.dtype)  # as the kernel converts it
             res = b.where(b.const(mask), b.const(value), res)
     return res
 
 
+def _extrapolation_value(attrs: Attrs, dtype: np.dtype) -> np.ndarray | None:
+    """The extrapolation value converted as the kernel converts it, or None where that conversion fails."""
+    try:
+        return np.asarray(attrs["extrapolation_value"], dtype)
+    except (OverflowError, ValueError):
+        return None
+
+
 @lowering("Resize")
-def _resize(b: Builder, node: Node) -> list[Value]:
+def _resize(b: Builder, node: Node) -> list[Value] | None:
     attrs = node.attrs
     x = b.input(0)
     sizes, scales, roi = attrs["sizes"], attrs["scales"], attrs["roi"]
@@ -125,5 +136,10 @@ def _resize(b: Builder, node: Node) -> list[Value]:
         box = (roi[axis], roi[axis + rank]) if roi else (0.0, 1.0)
         if _is_identity(res.type.shape[axis], sizes[axis], scales[axis], box, attrs):
             continue
-        res = _resize_axis(b, res, axis, int(sizes[axis]), float(scales[axis]), box, attrs)
+        resized = _resize_axis(b, res, axis, int(sizes[axis]), float(scales[axis]), box, attrs)
+        if resized is None:
+            # an extrapolation value the data's kind cannot hold (say -1 for uint8): the kernel
+            # fails at run time on it, there is no result to reproduce
+            return None
+        res = resized
     return [b.cast(res, out_elem)]

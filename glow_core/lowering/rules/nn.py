@@ -168,7 +168,7 @@ def _lppool(b: Builder, node: Node) -> list[Value]:
     x = widen(b, b.input(0))
     ct = x.type.elem
     out = b.out_type().shape
-    n, c = x.type.shape[:2]
+    c = x.type.shape[1]
     nd = x.type.rank - 2
     p = node.attrs["p"]
     xa = b.unary("Abs", x)

@@ -13,7 +13,8 @@ sequence lengths turned into run-time masks (Less + Where).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -90,8 +91,8 @@ def _attention_bias(b: Builder, node: Node, wt: ElemKind, bsz: int, sq: int, tot
             m = b.concat([m, b.broadcast(b.scalar(neg, wt, m.type.rank), m.type.shape[:-1] + (short,))],
                          m.type.rank - 1)
         terms.append(b.reshape(m, (1,) * (4 - m.type.rank) + m.type.shape))
-    keys = b.const(np.arange(total, dtype=np.int64).reshape(1, total))
     if nonpad is not None:
+        keys = b.const(np.arange(total, dtype=np.int64).reshape(1, total))
         padded = b.binary("LessOrEqual", b.reshape(nonpad, (bsz, 1)), keys)  # key j >= valid count
         terms.append(b.reshape(b.where(padded, b.scalar(neg, wt, 2), b.scalar(0.0, wt, 2)), (bsz, 1, 1, total)))
     if node.attrs["is_causal"]:
@@ -104,8 +105,8 @@ def _attention_bias(b: Builder, node: Node, wt: ElemKind, bsz: int, sq: int, tot
             terms.append(b.where(seen, b.scalar(0.0, wt, 4), b.scalar(neg, wt, 4)))
         else:
             k = b.input(1)
-            offset = total - (k.type.shape[-2] if k.type.rank == 4 else k.type.shape[1])
-            terms.append(b.const(np.where(cols <= rows + offset, 0, neg).astype(wt.dtype)))
+            shift = total - (k.type.shape[-2] if k.type.rank == 4 else k.type.shape[1])
+            terms.append(b.const(np.where(cols <= rows + shift, 0, neg).astype(wt.dtype)))
     if not terms:
         return None
     bias = terms[0]
@@ -234,7 +235,7 @@ _ACTIVATIONS: dict[str, Act] = {
 class _Acts:
     """The activation functions of one direction, applied after clipping."""
 
-    def __init__(self, b: Builder, attrs: dict, direction: int, per_dir: int) -> None:  # type: ignore[type-arg]
+    def __init__(self, b: Builder, attrs: Mapping[str, Any], direction: int, per_dir: int) -> None:
         lo = direction * per_dir
         self.b = b
         self.fns = list(zip(attrs["activations"][lo:lo + per_dir], attrs["alphas"][lo:lo + per_dir],
@@ -328,7 +329,7 @@ def _recurrent(b: Builder, node: Node) -> list[Value]:
     ys, hs, cs = [], [], []
     for d in range(dirs):
         reverse = node.attrs["direction"] == "reverse" or (node.attrs["direction"] == "bidirectional" and d == 1)
-        act = _Acts(b, node.attrs, d, per_dir)  # type: ignore[arg-type]
+        act = _Acts(b, node.attrs, d, per_dir)
         wd = _Dir(b, node, d, wt)
         xw = matmul(b, xs, b.transpose(wd.w, (1, 0)))  # T, B, G*H
         if wd.wb is not None:
@@ -409,7 +410,7 @@ def _linear_attention(b: Builder, node: Node) -> list[Value]:
 @lowering("CausalConvWithState")
 def _causal_conv(b: Builder, node: Node) -> list[Value]:
     x, w, bias, past = b.input(0), b.input(1), b.opt_input(2), b.opt_input(3)
-    bs, c, length = x.type.shape
+    bs, c = x.type.shape[:2]
     k = w.type.shape[2]
     xf = b.cast(x, F32)
     if k > 1:

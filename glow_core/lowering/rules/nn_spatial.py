@@ -165,7 +165,7 @@ def _grid_taps(b: Builder, v: Value, size: int, mode: str, padding: str, align: 
 def _grid_sample(b: Builder, node: Node) -> list[Value]:
     x, grid = b.input(0), b.input(1)
     ct = F64 if x.type.elem == F64 else F32
-    n, c, *sizes = x.type.shape
+    n, _, *sizes = x.type.shape
     r = len(sizes)
     s = math.prod(sizes)
     mode, padding, align = node.attrs["mode"], node.attrs["padding_mode"], node.attrs["align_corners"]
@@ -207,6 +207,8 @@ def _sample_counts(node: Node, rois: Value, ct: ElemKind) -> tuple[np.ndarray, n
     w, h = roi[:, 2] - roi[:, 0], roi[:, 3] - roi[:, 1]
     if not a["half_pixel"]:
         w, h = np.maximum(w, dt(1)), np.maximum(h, dt(1))
+    if not (np.isfinite(w).all() and np.isfinite(h).all()):
+        return None  # the kernel cannot size the sample grid of a non-finite RoI either
     with np.errstate(all="ignore"):
         gh = [math.ceil(v / a["output_height"]) for v in h]
         gw = [math.ceil(v / a["output_width"]) for v in w]
@@ -231,16 +233,16 @@ def _bilinear_taps(b: Builder, pos: Value, size: int) -> tuple[Value, Value, Val
 
 
 @lowering("RoiAlign")
-def _roi_align(b: Builder, node: Node) -> list[Value]:
+def _roi_align(b: Builder, node: Node) -> list[Value] | None:
     x, rois, batch = b.input(0), b.input(1), b.input(2)
     ct = F64 if x.type.elem == F64 else F32
     counts = _sample_counts(node, rois, ct)
     if counts is None:
         # sampling_ratio 0 with run-time RoIs: the number of samples per bin depends on the RoI values,
         # so the sampled tensor has no static shape
-        return None  # type: ignore[return-value]
+        return None
     gh_np, gw_np = counts
-    _, c, h, w = x.type.shape
+    h, w = x.type.shape[2:]
     nr = rois.type.shape[0]
     oh, ow = node.attrs["output_height"], node.attrs["output_width"]
     gmh, gmw = max(int(gh_np.max(initial=0)), 1), max(int(gw_np.max(initial=0)), 1)
@@ -288,7 +290,7 @@ def _roi_align(b: Builder, node: Node) -> list[Value]:
         if ragged:
             best = b.where(b.const(used), best, _c(b, -np.inf, best))
         res = b.reduce("ReduceMax", best, (2, 4), keepdims=False)
-        empty = (gh_np * gw_np == 0).reshape(nr, 1, 1, 1)
+        empty = ((gh_np <= 0) | (gw_np <= 0)).reshape(nr, 1, 1, 1)  # no samples: 0
         if empty.any():
             res = b.where(b.const(empty), _c(b, 0.0, res), res)
     res = b.cast(b.transpose(res, (0, 3, 1, 2)), ct)  # the kernel's result array, then the result kind

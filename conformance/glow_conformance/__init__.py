@@ -1,0 +1,33 @@
+"""glow-conformance: the suite every glow backend must pass (``glow conformance --backend NAME``).
+
+Cases (see docs/conformance.md):
+
+- ``primitive/KIND/ELEM/FAMILY``: every primitive x every element kind the backend declares x shape
+  families (scalars and size-1 dims, broadcasting, odd sizes, large tensors, special values), against the
+  reference interpreter under the per-kind tolerances of ``glow_sdk.testing``;
+- ``high-level/KIND/ELEM/VARIANT``: every other node kind, lowered onto the backend's primitives (or run
+  natively where the backend declares it);
+- ``model/NAME``: the light model zoo of the installed onnx package, with seeded random weights;
+- ``runtime/...``: repeated and concurrent runs, bad inputs rejected cleanly, buffers, the device;
+- ``onnx-node/TEST``: the ONNX backend node tests, when ``--onnx-node-tests DIR`` is given.
+
+Levels: ``core`` (mandatory: the primitives at their mandatory element kinds, models, runtime) and
+``full`` (everything). Results: pass, fail, unsupported, waived.
+
+From Python::
+
+    from glow_conformance import run_suite
+    report = run_suite("xyz", level="core", report_dir="reports/xyz")
+    assert report.conformant, "\\n".join(report.summary_lines())
+
+As a pytest plugin: ``pytest --glow-backend xyz --pyargs glow_conformance`` (one test per case).
+"""
+
+from glow_conformance.model import SUITE_VERSION, Case, CaseRecord, Level, Outcome, Result
+from glow_conformance.report import Report
+from glow_conformance.suite import Suite, SuiteOptions, run_suite
+
+__version__ = SUITE_VERSION
+
+__all__ = ["SUITE_VERSION", "Case", "CaseRecord", "Level", "Outcome", "Report", "Result", "Suite", "SuiteOptions",
+           "run_suite"]

@@ -1,0 +1,188 @@
+"""Whole-model cases: the light model zoo shipped inside the onnx package, with seeded random weights.
+
+The shipped light models build every weight with ``ConstantOfShape`` (all
+0.02), so every channel computes the same thing and a comparison could catch
+little. Each model is therefore run with seeded random weights (the
+``ConstantOfShape`` weights replaced by initializers: fan-in scaled normal
+values, biases and statistics in safe ranges) and with the logits before the
+final Softmax exposed as a second output, on the backend and on the reference,
+on the same seeded input; every output is compared under the ``model``
+tolerance of ``glow_sdk.testing``.
+
+A model case is mandatory: a backend running the primitives must run it,
+since glow lowers everything else. When glow cannot lower some kind of the
+model onto the primitives (an incomplete lowering, not the backend's doing),
+the case is ``unsupported`` and not mandatory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from glow_conformance.model import Case, Context, Level, Outcome, Result
+from glow_core import zoo
+from glow_core.ir.kinds import Category
+from glow_sdk.backend import CompileOptions
+from glow_sdk.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
+
+SEED = 20240607
+#: variance gain of the random conv / gemm weights (2: He, for ReLU nets without batch norm; smaller where
+#: residual sums or fixed batch norms let activations grow)
+GAINS = {"densenet121": 1.0, "inception_v2": 1.0, "resnet50": 0.8, "shufflenet": 0.5}
+#: the models of level core; level full adds the three with large dense layers (alexnet, zfnet512, vgg19:
+#: 60 to 140 million weights each, a minute or more between them)
+CORE_MODELS = ("densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet")
+
+
+def with_random_weights(model: onnx.ModelProto, gain: float, seed: int = SEED) -> onnx.ModelProto:
+    """Replace every ``ConstantOfShape`` of an initializer shape by a random initializer; expose the logits."""
+    rng = np.random.default_rng(seed)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    first_user: dict[str, tuple[onnx.NodeProto, int]] = {}
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            first_user.setdefault(name, (node, i))
+    nodes: list[onnx.NodeProto] = []
+    weights: list[onnx.TensorProto] = []
+    for node in graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in inits:
+            nodes.append(node)
+            continue
+        shape = tuple(int(d) for d in numpy_helper.to_array(inits[node.input[0]]))
+        user, idx = first_user.get(node.output[0], (None, -1))
+        op = user.op_type if user is not None else ""
+        if (op == "BatchNormalization" and idx in (2, 3)) or (op in ("Conv", "Gemm") and idx == 2):
+            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)  # biases and means
+        elif len(shape) >= 2:
+            fan_in = int(np.prod(shape[1:]))
+            if op == "Gemm" and user is not None and not any(a.name == "transB" and a.i for a in user.attribute):
+                fan_in = shape[0]
+            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(gain / max(fan_in, 1)))
+        else:
+            w = rng.uniform(0.5, 1.5, shape).astype(np.float32)  # scales and variances
+        weights.append(numpy_helper.from_array(w, node.output[0]))
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    out.graph.initializer.extend(weights)
+    out.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in weights)
+    producer = {o: n for n in out.graph.node for o in n.output}
+    last = producer.get(out.graph.output[0].name)
+    if last is not None and last.op_type == "Softmax":
+        logits = out.graph.output.add()
+        logits.CopyFrom(out.graph.output[0])  # Softmax keeps the type of its operand
+        logits.name = last.input[0]
+    return out
+
+
+def random_feeds(model: onnx.ModelProto, seed: int = SEED) -> dict[str, np.ndarray]:
+    """Seeded inputs: floats uniform in [0, 1), integers in [0, 10)."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = tuple(d.dim_value for d in tt.shape.dim)
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[vi.name] = rng.random(shape, dtype=np.float64).astype(dtype)
+        else:
+            feeds[vi.name] = rng.integers(0, 10, shape).astype(dtype)
+    return feeds
+
+
+def _model(ctx: Context, name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    key = ("model", name)
+    if key not in ctx.cache:
+        proto = with_random_weights(onnx.load(str(zoo.model_path(name))), GAINS.get(name, 2.0), SEED + ctx.seed)
+        ctx.cache[key] = (proto, random_feeds(proto, SEED + ctx.seed))
+    cached: tuple[onnx.ModelProto, dict[str, np.ndarray]] = ctx.cache[key]
+    return cached
+
+
+def _reference_outputs(ctx: Context, name: str) -> dict[str, np.ndarray]:
+    key = ("model-reference", name)
+    if key not in ctx.cache:
+        import glow_core
+
+        proto, feeds = _model(ctx, name)
+        ctx.cache[key] = glow_core.compile(proto, ctx.reference_name).run(feeds)
+    out: dict[str, np.ndarray] = ctx.cache[key]
+    return out
+
+
+def run_model_case(ctx: Context, name: str) -> Outcome:
+    from glow_core.importer import import_model
+
+    proto, feeds = _model(ctx, name)
+    want = _reference_outputs(ctx, name)
+    fn = import_model(proto)
+    try:
+        prepare_for(fn, ctx.backend)
+    except Exception as e:  # noqa: BLE001
+        return Outcome(Result.FAIL, f"glow failed to prepare the model for the backend: {type(e).__name__}: {e}")
+    bad = unsupported_nodes(fn, ctx.backend)
+    nodes = fn.count_by_kind()
+    if bad:
+        kinds = sorted({f"{n.kind.name}({'/'.join(sorted({v.type.elem.value for v in n.inputs if v is not None}))})"
+                        for n in bad})
+        beyond = sorted({n.kind.name for n in bad if not n.kind.is_(Category.PRIMITIVE)})
+        if beyond:
+            return Outcome(Result.UNSUPPORTED, f"after lowering, {len(bad)} node(s) are not primitives the backend "
+                           f"runs: {', '.join(kinds)} (glow has no lowering of {', '.join(beyond)} onto the "
+                           "primitives: not mandatory)", details={"nodes": nodes}, mandatory=False)
+        return Outcome(Result.UNSUPPORTED, f"the backend does not declare primitive(s) the model needs: "
+                       f"{', '.join(kinds)}", details={"nodes": nodes})
+    try:
+        exe = ctx.backend.compile(fn, CompileOptions())
+        with np.errstate(all="ignore"):
+            got = exe.execute(dict(feeds))
+    except Exception as e:  # noqa: BLE001
+        return Outcome(Result.FAIL, f"{type(e).__name__}: {e}", details={"nodes": nodes})
+    errors = []
+    max_err = 0.0
+    tol_text = ""
+    for out_name, w in want.items():
+        tol = tolerance_for("", _elem_of(w), "model")
+        tol_text = tol.describe()
+        if out_name not in got:
+            errors.append(f"output {out_name} is missing")
+            continue
+        c = compare_arrays(got[out_name], w, tol)
+        max_err = max(max_err, c.max_abs_error) if np.isfinite(c.max_abs_error) else max_err
+        if not c.ok:
+            errors.append(f"output {out_name}: {c.message}")
+    details = {"nodes": nodes, "node_count": sum(nodes.values())}
+    if errors:
+        return Outcome(Result.FAIL, "; ".join(errors) + f" (glow compare zoo:{name} --backend "
+                       f"{ctx.backend_name} names the first diverging node)", max_err, tol_text, details)
+    return Outcome(Result.PASS, "", max_err, tol_text, details)
+
+
+def _elem_of(a: np.ndarray):  # type: ignore[no-untyped-def]
+    from glow_core.ir.types import ElemKind
+
+    return ElemKind.from_dtype(a.dtype)
+
+
+def model_cases(level: Level) -> list[Case]:
+    """One case per zoo model shipped by the installed onnx (level core: :data:`CORE_MODELS`)."""
+    cases = []
+    for name in zoo.names():
+        if not (zoo.zoo_dir() / f"light_{zoo.MODELS[name]}.onnx").is_file():
+            continue
+        lvl = Level.CORE if name in CORE_MODELS else Level.FULL
+        if level is Level.CORE and lvl is Level.FULL:
+            continue
+        cases.append(Case(f"model/{name}", "model", lvl, True, (lambda n: lambda ctx: run_model_case(ctx, n))(name),
+                          description=f"zoo:{name} with seeded random weights"))
+    return cases
+
+
+__all__ = ["CORE_MODELS", "model_cases", "random_feeds", "run_model_case", "with_random_weights"]

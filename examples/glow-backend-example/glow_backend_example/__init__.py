@@ -1,0 +1,6 @@
+"""The glow backend 'example' (distribution glow-backend-example).
+
+Scaffolded by glow 0.1.0 (`glow sdk new-backend example`), for glow SDK API version 1.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,67 @@
+"""``glow compile MODEL --backend NAME [--stats] [--lir]``: compile without running.
+
+Prints the compile time of each stage; ``--stats`` adds node counts by kind
+after optimization and the memory plan (arena, lower bound, naive sum of all
+activations); ``--lir`` prints the low-level IR with its memory plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from glow_core.cli.common import Command, add_model_argument, add_shape_argument, fmt_ms, shapes_from_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_argument(p)
+    add_shape_argument(p)
+    p.add_argument("-b", "--backend", default="interpreter", metavar="NAME",
+                   help="the backend to compile for (default: interpreter)")
+    p.add_argument("--stats", action="store_true",
+                   help="print node counts by kind and the memory plan's figures")
+    p.add_argument("--lir", action="store_true", help="print the low-level IR with the memory plan")
+
+
+def memory_report_text(net: object) -> str | None:
+    """The memory figures of a compiled network whose executable has a memory plan."""
+    exe = getattr(net, "executable", None)
+    report = getattr(exe, "memory", None)
+    if report is None:
+        lir = getattr(exe, "lir", None)
+        plan = getattr(lir, "plan", None)
+        report = getattr(plan, "report", None)
+    return report.format() if report is not None else None
+
+
+def run(args: argparse.Namespace) -> int:
+    import glow_core
+
+    net = glow_core.compile(args.model, args.backend, shapes_from_args(args.input_shape) or None)
+    s = net.stats
+    print(f"compiled {args.model} for {args.backend}: import {fmt_ms(s.import_s)}, "
+          f"optimize+lower {fmt_ms(s.optimize_s)}, backend {fmt_ms(s.backend_compile_s)}")
+    if args.stats:
+        print("nodes after optimization and lowering:")
+        for kind, n in sorted(s.nodes_by_kind.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {kind:28s} {n:6d}")
+        mem = memory_report_text(net)
+        print("memory plan:" if mem else "memory plan: (this backend does not report one)")
+        if mem:
+            print("  " + mem.replace("\n", "\n  "))
+    if args.lir:
+        from glow_core.lir import format_lir, lir_of
+
+        print(format_lir(lir_of(net)))
+    return 0
+
+
+COMMAND = Command(
+    name="compile",
+    help="compile a model for a backend; --stats prints node counts and memory figures",
+    description="Import, optimize, lower and compile MODEL for a backend without running it. --stats prints "
+                "the node counts by kind and the memory plan (arena size, lower bound, naive sum of activations); "
+                "--lir prints the low-level IR with the plan's offsets.",
+    epilog="examples:\n  glow compile zoo:resnet50 --stats\n  glow compile model.onnx -b interpreter --lir",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,126 @@
+"""The cpu backend: capabilities from the emitter tables, compile = LIR -> LLVM -> object code -> JIT.
+
+What it runs natively is literally the set of kinds with an emitter
+(``emit.context.EMITTERS``), each narrowed by the element kinds and the
+predicate its emitter declares; every other node is lowered to those by the
+core, and what still cannot run is reported at compile time, every node at once.
+
+``compile`` options (``glow_core.compile(..., threads=N, options={...})``):
+
+- ``threads``: worker threads (default: every core this process may run on);
+- ``cache`` (bool, default true): the on-disk object cache (``cache.py``);
+- ``parallel_threshold`` (elements, default 32768): a function that moves
+  fewer elements than this in total runs on one thread (handing work to other
+  threads costs more than it saves).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+from glow_backend_cpu import __version__
+from glow_backend_cpu import cache as object_cache
+from glow_backend_cpu.emit import load_all
+from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS
+from glow_backend_cpu.runtime import CpuExecutable, default_threads
+from glow_backend_cpu.target import Library, host_codegen
+from glow_core.errors import BackendError
+from glow_core.ir.graph import Function
+from glow_core.ir.kinds import get_kind
+from glow_core.ir.types import ElemKind
+from glow_sdk.backend import Backend, Capability, CompiledFunction, CompileOptions, DeviceInfo
+
+DEFAULT_PARALLEL_THRESHOLD = 32768
+
+
+def _work_elements(function: Function) -> int:
+    """Elements read and written by every node (a rough measure of the work)."""
+    total = 0
+    for n in function.nodes:
+        total += sum(v.type.size for v in n.inputs if v is not None) + sum(o.type.size for o in n.outputs)
+    return total
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    version = __version__
+    sdk_api_version = 1
+
+    def __init__(self) -> None:
+        load_all()
+        self._caps: list[Capability] | None = None
+        #: the last compile's stage timings (seconds), for ``glow bench`` and tests
+        self.last_compile: dict[str, Any] = {}
+
+    def capabilities(self) -> Sequence[Capability]:
+        if self._caps is None:
+            caps = []
+            for kind in sorted(EMITTERS):
+                elems = EMITTER_ELEMS.get(kind, frozenset({ElemKind.FLOAT32}))
+                declared = get_kind(kind).elems
+                elems = frozenset(elems) & (declared | {ElemKind.BOOL, ElemKind.INT32, ElemKind.INT64})
+                pred = EMITTER_PREDICATES.get(kind)
+                caps.append(Capability(kind, elems, pred[0] if pred else None, pred[1] if pred else ""))
+            self._caps = caps
+        return self._caps
+
+    def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
+        out: dict[str, frozenset[ElemKind]] = {}
+        for cap in self.capabilities():
+            out[cap.kind] = out.get(cap.kind, frozenset()) | cap.elems
+        return out
+
+    def create_device(self) -> DeviceInfo:
+        try:
+            import os
+
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover
+            mem = 8 << 30
+        return DeviceInfo(name="cpu", memory_bytes=int(mem))
+
+    def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        from glow_core.lir import build_lir
+
+        from glow_backend_cpu.codegen import generate
+
+        extra = dict(options.extra)
+        threads = int(options.threads or extra.get("threads") or default_threads())
+        use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
+        threshold = int(extra.get("parallel_threshold", DEFAULT_PARALLEL_THRESHOLD))
+        cg = host_codegen()
+        timings: dict[str, Any] = {"cached": False}
+        t0 = time.perf_counter()
+        key = object_cache.key(function, {"debug": options.debug}, cg.identity) if use_cache else ""
+        timings["key"] = time.perf_counter() - t0
+        hit = object_cache.load(key) if use_cache else None
+        lir = None
+        if hit is not None:
+            obj, layout = hit
+            lib = Library(function.name, obj)
+            timings["cached"] = True
+        else:
+            t1 = time.perf_counter()
+            lir = build_lir(function, debug=options.debug)
+            timings["lir"] = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            module, layout = generate(cg, lir, name=f"glow_{function.name}")
+            timings["irgen"] = time.perf_counter() - t2
+            lib = cg.compile_module(module)
+            timings.update(lib.timings)
+            if use_cache:
+                object_cache.store(key, lib.object_code, layout)
+        t3 = time.perf_counter()
+        cg.load(lib)
+        consts = {c.name: c.payload for c in function.constants}
+        try:
+            exe = CpuExecutable(function, lib, layout, consts, threads=threads,
+                                parallel=_work_elements(function) >= threshold)
+        except KeyError as e:  # pragma: no cover  (layout and function disagree)
+            raise BackendError(f"cpu backend: compiled code does not match the function ({e})") from e
+        timings["load"] = time.perf_counter() - t3
+        exe.lir = lir  # type: ignore[attr-defined]
+        exe.compile_timings = timings  # type: ignore[attr-defined]
+        self.last_compile = timings
+        return exe

@@ -1,0 +1,136 @@
+"""A content-addressed on-disk cache of compiled object code.
+
+The key is a SHA-256 over everything the object code depends on:
+
+- the prepared graph function (its printed text) and every constant's name,
+  type and bytes;
+- the compile options that change code;
+- the host: triple, CPU name and features, optimization level, llvmlite and
+  LLVM versions (``Codegen.identity``);
+- the versions of glow and of this backend, and a digest of the sources of
+  this backend and of the low-level IR (so editing a kernel emitter never
+  serves stale code).
+
+An entry is three files named by the key in ``$GLOW_CACHE_DIR`` (default
+``~/.cache/glow/cpu``): ``KEY.o`` (object code), ``KEY.json`` (the region
+layout) and ``KEY.bin`` (the constants emitters packed at compile time).
+Files are written to a temporary name and renamed, so a reader never sees a
+half-written entry; an unreadable entry is a miss. ``GLOW_CPU_CACHE=0``
+disables the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from glow_backend_cpu.codegen import Layout
+from glow_core.ir.graph import Function
+
+ENV_DIR = "GLOW_CACHE_DIR"
+ENV_ENABLE = "GLOW_CPU_CACHE"
+FORMAT = 1
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_ENABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get(ENV_DIR)
+    root = Path(base) if base else Path.home() / ".cache" / "glow"
+    return root / "cpu"
+
+
+@functools.lru_cache(maxsize=1)
+def sources_digest() -> str:
+    """A digest of the backend's and the LIR's source files."""
+    import glow_backend_cpu
+    import glow_core.lir
+
+    h = hashlib.sha256()
+    for pkg in (glow_backend_cpu, glow_core.lir):
+        root = Path(pkg.__file__).resolve().parent
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
+    import glow_backend_cpu
+    import glow_core
+
+    h = hashlib.sha256()
+    h.update(f"format {FORMAT}|glow {glow_core.__version__}|cpu {glow_backend_cpu.__version__}|".encode())
+    h.update(sources_digest().encode())
+    h.update(identity.encode())
+    h.update(json.dumps({k: repr(v) for k, v in sorted(options.items())}).encode())
+    h.update(function.dump().encode())
+    for c in function.constants:
+        h.update(f"|{c.name}:{c.type}|".encode())
+        h.update(memoryview(np.ascontiguousarray(c.payload)).cast("B"))
+    return h.hexdigest()
+
+
+def _layout_to_json(layout: Layout) -> dict[str, Any]:
+    d = dict(layout.__dict__)
+    d["packed"] = [[off, len(data)] for off, data in layout.packed]
+    d["io"] = [list(x) for x in layout.io]
+    return d
+
+
+def _layout_from_json(d: dict[str, Any], blob: bytes) -> Layout:
+    packed = []
+    pos = 0
+    for off, n in d.pop("packed"):
+        packed.append((int(off), blob[pos:pos + n]))
+        pos += n
+    d["io"] = [(r, n, dt, tuple(s)) for r, n, dt, s in d["io"]]
+    return Layout(packed=packed, **d)
+
+
+def load(k: str) -> tuple[bytes, Layout] | None:
+    """The object code and layout stored under ``k``, or None."""
+    d = cache_dir()
+    try:
+        obj = (d / f"{k}.o").read_bytes()
+        meta = json.loads((d / f"{k}.json").read_text())
+        blob = (d / f"{k}.bin").read_bytes()
+        return obj, _layout_from_json(meta, blob)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def store(k: str, object_code: bytes, layout: Layout) -> bool:
+    """Store an entry (the metadata last, so a complete .json means a complete entry); False on failure."""
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        _write(d / f"{k}.o", object_code)
+        _write(d / f"{k}.bin", b"".join(data for _, data in layout.packed))
+        _write(d / f"{k}.json", json.dumps(_layout_to_json(layout)).encode())
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,409 @@
+"""LIR -> LLVM IR: one native entry point per compiled function.
+
+In: a planned :class:`~glow_core.lir.LIRFunction`. Out: an ``llvmlite.ir.Module``
+with the entry point
+
+    void glow_main(i8** regions, i64 tid, i64 nthreads)
+
+that every worker thread calls once per inference (SPMD), plus the
+:class:`Layout` the runtime needs to set up the regions:
+
+- ``regions[0]`` constants: the function's weights and the constants emitters
+  add (packed filters, tables), each at a 64-byte aligned offset;
+- ``regions[1]`` the activation arena of the memory plan;
+- ``regions[2]`` scratch: ``scratch_stride`` bytes per thread;
+- ``regions[3 + k]`` the k-th input or output (caller memory, 64-byte aligned).
+
+Each compute instruction becomes a call of a kernel function emitted by its
+emitter (``emit.context.EMITTERS``); kernels whose IR is identical (same kind,
+shapes, attributes, alignment; pointers are arguments, emitter constants go
+through a per-call table) are emitted once. Consecutive element-wise
+instructions where each result feeds the next and dies there are fused into
+one loop (:func:`find_steps`). A spin barrier separates instructions that
+touch the same bytes (read after write, write after read or write); the
+arena reuses bytes of dead activations, so hazards are tracked on byte ranges,
+not on values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+import numpy as np
+from llvmlite import ir
+
+from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
+from glow_backend_cpu.emit.dtypes import storage_type
+from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
+from glow_backend_cpu.helpers import I8P, I64, VOID, i64, memcpy, partition_blocks
+from glow_backend_cpu.sync import emit_barrier_function, emit_error_functions
+from glow_backend_cpu.target import Codegen
+from glow_core.errors import UnsupportedError
+from glow_core.lir import ALIGNMENT, LIRFunction, LValue, View, Weight
+from glow_core.lir.instructions import Effect
+from glow_core.lir.ir import Activation
+from glow_core.lir.ir import Instr as LInstr
+
+REGION_CONST, REGION_ARENA, REGION_SCRATCH, REGION_IO = 0, 1, 2, 3
+ENTRY = "glow_main"
+
+
+def align_up(n: int, to: int = ALIGNMENT) -> int:
+    return (n + to - 1) // to * to
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a region lives: region number, byte offset, byte size."""
+
+    region: int
+    offset: int
+    nbytes: int
+
+    def overlaps(self, other: Loc) -> bool:
+        return (self.region == other.region and self.nbytes > 0 and other.nbytes > 0
+                and self.offset < other.offset + other.nbytes and other.offset < self.offset + self.nbytes)
+
+
+@dataclass
+class Layout:
+    """What the runtime needs besides the object code (JSON-serializable through ``as_dict``)."""
+
+    const_bytes: int = 0
+    #: constant weight name -> byte offset in the constant region (graph payloads are copied there)
+    const_offsets: dict[str, int] = field(default_factory=dict)
+    #: (offset, byte payload) of the constants emitters added (packed at compile time)
+    packed: list[tuple[int, bytes]] = field(default_factory=list)
+    arena_bytes: int = 0
+    scratch_stride: int = 0
+    #: (role, io name, dtype, shape) per io region, in region order from REGION_IO
+    io: list[tuple[str, str, str, tuple[int, ...]]] = field(default_factory=list)
+    kernels: int = 0
+    kernels_emitted: int = 0
+    barriers: int = 0
+    fused: int = 0
+
+
+@dataclass
+class _Step:
+    """One call of the entry point: a kernel over some LIR instructions."""
+
+    instrs: list[LInstr]
+    reads: list[Loc]
+    writes: list[Loc]
+    kind: str
+
+
+class LIRCodegen:
+    """Builds the module of one LIR function (see the module doc)."""
+
+    def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow") -> None:
+        self.cg = codegen
+        self.lir = lir
+        self.module = codegen.new_module(name)
+        self.layout = Layout()
+        self.loc_of_root: dict[int, Loc] = {}
+        self.payload_of: dict[int, np.ndarray] = {}
+        self._kernel_text: dict[str, ir.Function] = {}
+        self._calls: list[tuple[ir.Function, list[tuple[int, int, ir.Type]], list[int], bool]] = []
+        self._layout_regions()
+
+    # -- regions -----------------------------------------------------------------------------------
+    def _layout_regions(self) -> None:
+        lay = self.layout
+        off = 0
+        for w in self.lir.weights:
+            if w.role == Weight.CONSTANT:
+                self.loc_of_root[id(w)] = Loc(REGION_CONST, off, w.nbytes)
+                lay.const_offsets[w.io_name] = off
+                if w.payload is not None:
+                    self.payload_of[id(w)] = w.payload
+                off = align_up(off + max(w.nbytes, 1))
+            else:
+                region = REGION_IO + len(lay.io)
+                self.loc_of_root[id(w)] = Loc(region, 0, w.nbytes)
+                lay.io.append((w.role, w.io_name, w.type.dtype.str if w.type.elem.name != "BFLOAT16" else "bfloat16",
+                               tuple(w.type.shape)))
+        lay.const_bytes = off
+        plan = self.lir.plan
+        assert plan is not None, "the LIR function needs a memory plan"
+        for a in self.lir.activations:
+            if id(a) in plan.offsets:
+                self.loc_of_root[id(a)] = Loc(REGION_ARENA, plan.offsets[id(a)], a.nbytes)
+        lay.arena_bytes = plan.arena_bytes
+
+    def loc(self, v: LValue) -> Loc:
+        root = v.root
+        base = self.loc_of_root.get(id(root))
+        if base is None:
+            raise UnsupportedError(f"cpu codegen: %{v.name} has no memory location (root %{root.name})")
+        return Loc(base.region, base.offset + v.root_offset, v.nbytes)
+
+    def const_value(self, v: LValue) -> np.ndarray | None:
+        root = v.root
+        if not isinstance(root, Weight) or root.role != Weight.CONSTANT:
+            return None
+        payload = self.payload_of.get(id(root))
+        if payload is None:
+            return None
+        raw = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+        off = v.root_offset
+        return raw[off:off + v.nbytes].view(v.type.dtype).reshape(v.type.shape)
+
+    def add_constant(self, array: np.ndarray) -> int:
+        """Place an emitter's constant in the constant region; returns its byte offset."""
+        data = np.ascontiguousarray(array).tobytes()
+        off = self.layout.const_bytes
+        self.layout.packed.append((off, data))
+        self.layout.const_bytes = align_up(off + max(len(data), 1))
+        return off
+
+    # -- steps ---------------------------------------------------------------------------------------
+    def find_steps(self) -> list[_Step]:
+        """Group the compute instructions into kernels, fusing element-wise chains."""
+        instrs = [ins for ins in self.lir.instrs if ins.effect in (Effect.COMPUTE, Effect.COPY)]
+        later_reads: list[set[int]] = [set() for _ in instrs]
+        seen: set[int] = set()
+        for i in reversed(range(len(instrs))):
+            later_reads[i] = set(seen)
+            for op in instrs[i].ins:
+                if op.value is not None:
+                    seen.add(id(op.value.root))
+        steps: list[_Step] = []
+        i = 0
+        while i < len(instrs):
+            chain = [instrs[i]]
+            while self._elementwise(chain[-1]) and i + len(chain) < len(instrs):
+                nxt = instrs[i + len(chain)]
+                if not self._can_fuse(chain, nxt, later_reads[i + len(chain)]):
+                    break
+                chain.append(nxt)
+            steps.append(self._make_step(chain))
+            i += len(chain)
+        return steps
+
+    @staticmethod
+    def _elementwise(ins: LInstr) -> bool:
+        return ins.effect is Effect.COMPUTE and EMITTERS.get(ins.kind) is emit_single and ins.n_out == 1
+
+    def _can_fuse(self, chain: list[LInstr], nxt: LInstr, reads_after: set[int]) -> bool:
+        prev = chain[-1]
+        if not self._elementwise(nxt):
+            return False
+        v = prev.outs[0].value
+        out = nxt.outs[0].value
+        if not isinstance(v, Activation) or v.type.shape != out.type.shape:  # type: ignore[union-attr]
+            return False
+        ins = [op.value for op in nxt.ins]
+        if not any(x is v for x in ins):
+            return False
+        if any(x is not None and x is not v and x.root is v for x in ins):
+            return False
+        rewritten = out is not None and out.root is v and out.root_offset == 0 and out.nbytes >= v.nbytes
+        if id(v) in reads_after and not rewritten:
+            return False
+        # every operand the fused loop reads from memory must not overlap the final output at another index
+        out_loc = self.loc(out)  # type: ignore[arg-type]
+        externals = [op.value for ins_ in chain + [nxt] for op in ins_.ins
+                     if op.value is not None and not any(op.value is c.outs[0].value for c in chain)]
+        for x in externals:
+            xl = self.loc(x)
+            if xl.overlaps(out_loc) and not (xl == out_loc and x.type.shape == out.type.shape):  # type: ignore[union-attr]
+                return False
+        return True
+
+    def _make_step(self, chain: list[LInstr]) -> _Step:
+        reads: list[Loc] = []
+        writes: list[Loc] = []
+        produced = {id(c.outs[0].value) for c in chain[:-1]} if len(chain) > 1 else set()
+        for ins in chain:
+            for op in ins.ins:
+                if op.value is not None and id(op.value) not in produced:
+                    reads.append(self.loc(op.value))
+        for op in chain[-1].outs:
+            if op.value is not None:
+                writes.append(self.loc(op.value))
+        kind = chain[0].kind if len(chain) == 1 else "+".join(c.kind for c in chain)
+        return _Step(chain, reads, writes, kind)
+
+    # -- kernels -------------------------------------------------------------------------------------
+    def _operand(self, v: LValue | None, arg: ir.Value | None) -> Operand | None:
+        if v is None or arg is None:
+            return None
+        off = self.loc(v).offset
+        align = ALIGNMENT if off % ALIGNMENT == 0 else math.gcd(off, ALIGNMENT)
+        return Operand(arg, v.type, align, self.const_value(v))
+
+    def emit_step(self, index: int, step: _Step) -> None:
+        values: list[LValue] = []
+        for ins in step.instrs:
+            for op in ins.operands:
+                if op.value is not None and not any(op.value is x for x in values):
+                    values.append(op.value)
+        if len(step.instrs) > 1:  # a fused chain: the intermediates stay in registers
+            inter = {id(c.outs[0].value) for c in step.instrs[:-1]}
+            values = [v for v in values if id(v) not in inter]
+        locs = [self.loc(v) for v in values]
+        disjoint = all(not a.overlaps(b) for i, a in enumerate(locs) for b in locs[i + 1:])
+        arg_types = [storage_type(v.type.elem).as_pointer() for v in values]
+        fnty = ir.FunctionType(VOID, [I64, I64, I8P, I8P.as_pointer()] + arg_types)
+        fn = ir.Function(self.module, fnty, name=f"k{index}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        tid, nthreads, scratch_arg, cargs = fn.args[:4]
+        ptr_args = fn.args[4:]
+        for a in ptr_args:
+            if disjoint:
+                a.add_attribute("noalias")
+        entry = fn.append_basic_block("entry")
+        body = fn.append_basic_block("body")
+        eb = ir.IRBuilder(entry)
+        term = eb.branch(body)
+        eb.position_before(term)
+        b = ir.IRBuilder(body)
+        const_offsets: list[int] = []
+        scratch_used = [0]
+
+        def add_constant(array: np.ndarray, name: str = "const") -> ir.Value:
+            k = len(const_offsets)
+            const_offsets.append(self.add_constant(array))
+            p = eb.load(eb.gep(cargs, [i64(k)], inbounds=True))
+            return eb.bitcast(p, storage_type_of(array).as_pointer())
+
+        def scratch(nbytes: int) -> ir.Value:
+            off = scratch_used[0]
+            scratch_used[0] = align_up(off + int(nbytes))
+            return eb.gep(scratch_arg, [i64(off)], inbounds=True)
+
+        ctx = EmitContext(self.module, b, self.cg.target, tid, nthreads, fn, add_constant, scratch)
+        argmap = {id(v): a for v, a in zip(values, ptr_args)}
+        first = step.instrs[0]
+        if first.effect is Effect.COPY:
+            self._emit_copy(ctx, argmap[id(first.outs[0].value)], argmap[id(first.ins[0].value)],
+                            first.outs[0].value.nbytes)  # type: ignore[union-attr]
+        elif len(step.instrs) > 1:
+            self._emit_chain(ctx, step.instrs, argmap)
+        else:
+            instr = Instr(first.kind, first.attrs,
+                          [self._operand(op.value, argmap.get(id(op.value))) for op in first.outs],  # type: ignore[misc]
+                          [self._operand(op.value, argmap.get(id(op.value)) if op.value is not None else None)
+                           for op in first.ins], name=first.name)
+            EMITTERS[first.kind](ctx, instr)
+        b.ret_void()
+        self.layout.scratch_stride = max(self.layout.scratch_stride, scratch_used[0])
+        fn = self._dedup(fn)
+        slots = [(loc.region, loc.offset, t) for loc, t in zip(locs, arg_types)]
+        self._calls.append((fn, slots, const_offsets, True))
+
+    def _emit_chain(self, ctx: EmitContext, chain: list[LInstr], argmap: dict[int, ir.Value]) -> None:
+        externals: list[Operand] = []
+        ext_index: dict[int, int] = {}
+        steps: list[Step] = []
+        produced: dict[int, int] = {}
+        for j, ins in enumerate(chain):
+            args: list[tuple[str, int]] = []
+            for op in ins.ins:
+                v = op.value
+                assert v is not None
+                if id(v) in produced:
+                    args.append(("step", produced[id(v)]))
+                    continue
+                if id(v) not in ext_index:
+                    ext_index[id(v)] = len(externals)
+                    externals.append(self._operand(v, argmap[id(v)]))  # type: ignore[arg-type]
+                args.append(("ext", ext_index[id(v)]))
+            out = ins.outs[0].value
+            assert out is not None
+            steps.append(Step(ins.kind, ins.attrs, out.type.elem, args))
+            produced[id(out)] = j
+        last = chain[-1].outs[0].value
+        emit_chain(ctx, steps, externals, self._operand(last, argmap[id(last)]))  # type: ignore[arg-type]
+        self.layout.fused += len(chain) - 1
+
+    @staticmethod
+    def _emit_copy(ctx: EmitContext, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+        if nbytes == 0:
+            return
+        b = ctx.builder
+        block = 64 * 1024 if nbytes > 256 * 1024 else nbytes
+        start, end = partition_blocks(b, nbytes, block, ctx.tid, ctx.nthreads)
+        with b.if_then(b.icmp_signed("<", start, end)):
+            d = b.gep(b.bitcast(dst, I8P), [start])
+            s = b.gep(b.bitcast(src, I8P), [start])
+            memcpy(b, d, s, b.sub(end, start))
+
+    def _dedup(self, fn: ir.Function) -> ir.Function:
+        text = str(fn).replace(f'@"{fn.name}"', "@K", 1).replace(f"@{fn.name}(", "@K(", 1)
+        prev = self._kernel_text.get(text)
+        if prev is not None:
+            del self.module.globals[fn.name]
+            return prev
+        self._kernel_text[text] = fn
+        self.layout.kernels_emitted += 1
+        return fn
+
+    # -- the entry point -----------------------------------------------------------------------------
+    def build(self) -> ir.Module:
+        steps = self.find_steps()
+        missing = sorted({s.instrs[0].kind for s in steps
+                          if s.instrs[0].effect is Effect.COMPUTE and s.instrs[0].kind not in EMITTERS})
+        if missing:
+            where = {k: [s.instrs[0].where() for s in steps if s.instrs[0].kind == k][:3] for k in missing}
+            raise UnsupportedError("the cpu backend has no emitter for: " + "; ".join(
+                f"{k} ({', '.join(w)})" for k, w in where.items()), hint="choose another backend")
+        for i, step in enumerate(steps):
+            self.emit_step(i, step)
+        self.layout.kernels = len(steps)
+        barrier = emit_barrier_function(self.module, self.cg.is_x86)
+        emit_error_functions(self.module)
+        self._emit_main(steps, barrier)
+        return self.module
+
+    def _emit_main(self, steps: list[_Step], barrier: ir.Function) -> None:
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64]), name=ENTRY)
+        regions, tid, nthreads = fn.args
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        n_regions = REGION_IO + len(self.layout.io)
+        bases = [b.load(b.gep(regions, [i64(r)], inbounds=True), name=f"region{r}") for r in range(n_regions)]
+        scratch = b.gep(bases[REGION_SCRATCH], [b.mul(tid, i64(self.layout.scratch_stride))], inbounds=True)
+        max_cargs = max((len(c[2]) for c in self._calls), default=0)
+        cargs = b.alloca(I8P, size=max(max_cargs, 1), name="cargs")
+        pending_r: list[Loc] = []
+        pending_w: list[Loc] = []
+        for step, (kfn, slots, const_offsets, _) in zip(steps, self._calls):
+            hazard = any(w.overlaps(p) for w in step.writes for p in pending_r + pending_w) or \
+                any(r.overlaps(p) for r in step.reads for p in pending_w)
+            if hazard:
+                b.call(barrier, [nthreads])
+                self.layout.barriers += 1
+                pending_r, pending_w = [], []
+            for k, off in enumerate(const_offsets):
+                b.store(b.gep(bases[REGION_CONST], [i64(off)], inbounds=True),
+                        b.gep(cargs, [i64(k)], inbounds=True))
+            args = [tid, nthreads, scratch, cargs]
+            for region, off, t in slots:
+                args.append(b.bitcast(b.gep(bases[region], [i64(off)], inbounds=True), t))
+            b.call(kfn, args)
+            pending_r += step.reads
+            pending_w += step.writes
+        b.call(barrier, [nthreads])
+        self.layout.barriers += 1
+        b.ret_void()
+
+
+def storage_type_of(array: np.ndarray) -> ir.Type:
+    from glow_core.ir.types import ElemKind
+
+    return storage_type(ElemKind.from_dtype(array.dtype)) if array.dtype.name != "bfloat16" else storage_type(
+        ElemKind.BFLOAT16)
+
+
+def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow") -> tuple[ir.Module, Layout]:
+    """The LLVM module and region layout of ``lir``."""
+    g = LIRCodegen(codegen, lir, name)
+    return g.build(), g.layout
+
+
+__all__ = ["ENTRY", "LIRCodegen", "Layout", "Loc", "generate"]

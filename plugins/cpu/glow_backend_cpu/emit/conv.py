@@ -1,0 +1,448 @@
+"""Conv / FusedConv emitters.
+
+float32 with 1 or 2 spatial axes takes one of two vectorized paths:
+
+- **GEMM** (``Mg = M/group >= 4``): per batch image and group,
+  ``Y[Mg, OH*OW] = F[Mg, Cg*KH*KW] x im2col(X)[Cg*KH*KW, OH*OW]``. The filter
+  is packed at compile time into MR-row panels (``pack.pack_a_panels``); the
+  im2col operand is never materialized: each thread packs one
+  ``K-block x NR`` tile at a time into its scratch, reading each (ic, kh, kw)
+  row of a tile as one masked vector load per output-row segment (stride 1
+  contiguous, strides 2..4 as a wide load plus a lane shuffle, larger ones as a
+  gather; padding lanes masked off). A 1x1 stride-1 unpadded convolution packs
+  plain rows of the input. Bias and activation run in the micro-kernel's
+  epilogue. K blocks are whole input channels (at most ``KC_MAX`` rows).
+- **direct** (depthwise and other narrow groups): each thread computes whole
+  output rows, vectorized over the output width, with the filter taps as
+  broadcast scalars.
+
+Other element kinds, and 3 or more spatial axes, use a scalar loop nest that
+follows the interpreter's arithmetic (float16 / bfloat16 accumulate in float32
+and round once; the activation sees the rounded value).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+from llvmlite import ir
+
+from glow_backend_cpu.emit import dtypes
+from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
+from glow_backend_cpu.emit.gemm import (
+    KC_MAX, F32P, Geometry, GemmPlan, activation, c64, emit_gemm, fma, geometry, gep, load_maybe_masked, masked_store,
+    pack_rows, store_maybe_masked, strided_masked_load, vty,
+)
+from glow_backend_cpu.helpers import I1, I64, for_range, iota, partition, smax, smin, splat
+from glow_backend_cpu.pack import conv_filter_matrix, even_blocks, pack_a_panels
+from glow_core.ir.types import ElemKind
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A convolution with 1 or 2 spatial axes seen as 2-D (a 1-D one has H = KH = OH = 1)."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    M: int
+    KH: int
+    KW: int
+    OH: int
+    OW: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    G: int
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.G
+
+    @property
+    def Mg(self) -> int:
+        return self.M // self.G
+
+    @property
+    def K(self) -> int:
+        return self.Cg * self.KH * self.KW
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.M * self.OH * self.OW * self.K
+
+    def col_range(self, kw: int) -> tuple[int, int]:
+        """Output columns ``[lo, hi)`` whose input column for tap ``kw`` lies inside the row."""
+        off = kw * self.dw - self.pw
+        lo = max(0, -(off // self.sw)) if off < 0 else 0
+        while lo < self.OW and lo * self.sw + off < 0:
+            lo += 1
+        hi = self.OW
+        while hi > lo and (hi - 1) * self.sw + off >= self.W:
+            hi -= 1
+        return lo, hi
+
+
+def conv_shape(x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...], attrs: Mapping[str, Any]) -> ConvShape:
+    st, pads, dil = attrs["strides"], attrs["pads"], attrs["dilations"]
+    if len(x) == 3:
+        return ConvShape(x[0], x[1], 1, x[2], w[0], 1, w[2], 1, y[2], 1, st[0], 0, pads[0], 1, dil[0],
+                         attrs["group"])
+    return ConvShape(x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1], pads[0], pads[1],
+                     dil[0], dil[1], attrs["group"])
+
+
+def act_of(attrs: Mapping[str, Any], elem: ElemKind = ElemKind.FLOAT32) -> tuple[str, float, float]:
+    """The fused activation and its bounds rounded to the element kind (as the interpreter's Clip does)."""
+    act = attrs.get("activation", "none")
+    lo, hi = attrs.get("clip_min", -math.inf), attrs.get("clip_max", math.inf)
+    if act == "clip":
+        if math.isinf(lo) and math.isinf(hi):
+            return "none", lo, hi
+        dt = elem.dtype
+        lo = -math.inf if math.isinf(lo) else float(np.asarray(lo).astype(dt).astype(np.float64))
+        hi = math.inf if math.isinf(hi) else float(np.asarray(hi).astype(dt).astype(np.float64))
+    return act, lo, hi
+
+
+def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None]:
+    ins = list(instr.ins) + [None] * 3
+    return ins[0], ins[1], ins[2]  # type: ignore[return-value]
+
+
+@EMITTERS.register("Conv", "FusedConv")
+def emit_conv(ctx: EmitContext, instr: Instr) -> None:
+    y = instr.outs[0]
+    x, w, bias = _ins(instr)
+    elem = y.type.elem
+    nd = x.type.rank - 2
+    if y.type.size == 0:
+        return
+    if elem is not ElemKind.FLOAT32 or nd not in (1, 2) or ctx.target.vector_lanes < 4:
+        emit_conv_scalar(ctx, instr)
+        return
+    s = conv_shape(x.type.shape, w.type.shape, y.type.shape, instr.attrs)
+    act, lo, hi = act_of(instr.attrs)
+    if s.Mg >= 4 and s.K >= 4:
+        emit_conv_gemm(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
+    else:
+        emit_conv_direct(ctx, s, x, w, bias, y, act, lo, hi)
+
+
+# -- GEMM path --------------------------------------------------------------------------------------------------
+
+def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
+              act: str, lo: float, hi: float, name: str = "") -> GemmPlan:
+    geo = geometry(ctx.target.vector_lanes)
+    MR = geo.mr
+    K, Mg, G = s.K, s.Mg, s.G
+    OHW, HW = s.OH * s.OW, s.H * s.W
+    b = ctx.builder
+    xp, yp = x.ptr, y.ptr
+
+    if w.const_value is not None:
+        packed = pack_a_panels(conv_filter_matrix(np.asarray(w.const_value, dtype=np.float32), G), MR)
+        aw = b.bitcast(ctx.add_constant(packed, f"{name or 'conv'}.filter.packed"), F32P)
+        mp = packed.shape[1]
+
+        def a_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value) -> tuple[ir.Value, ir.Value]:
+            g = b.urem(bg, c64(G))
+            return gep(b, aw, b.add(b.mul(g, c64(mp * K * MR)), b.mul(m0, c64(K)))), c64(K * MR)
+        a_packed = True
+    else:
+        wp = w.ptr
+
+        def a_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value) -> tuple[ir.Value, ir.Value]:
+            g = b.urem(bg, c64(G))
+            return gep(b, wp, b.mul(b.add(b.mul(g, c64(Mg)), m0), c64(K))), c64(K)
+        a_packed = False
+
+    def c_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
+        # bg = nb * G + g and channel = g * Mg + m0: (nb * M + g * Mg + m0) = bg * Mg + m0
+        return gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), m0), c64(OHW)), n0))
+
+    bias_ptr = None
+    if bias is not None:
+        bp = bias.ptr
+
+        def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
+            return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
+
+    def x_group(b: ir.IRBuilder, bg: ir.Value) -> ir.Value:
+        # (nb * C + g * Cg) * HW = bg * Cg * HW
+        return gep(b, xp, b.mul(bg, c64(s.Cg * HW)))
+
+    pointwise = s.KH == 1 and s.KW == 1 and s.sh == 1 and s.sw == 1 and s.ph == 0 and s.pw == 0 \
+        and s.OH == s.H and s.OW == s.W
+    if pointwise:
+        def b_pack(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, width: ir.Value, k0: ir.Value, kc: ir.Value,
+                   kb: ir.Value, dst: ir.Value) -> None:
+            src = gep(b, x_group(b, bg), b.add(b.mul(k0, c64(HW)), n0))
+            pack_rows(b, geo, src, HW, kc, width, dst, full_width=OHW % geo.nr == 0)
+        k_blocks = even_blocks(K, KC_MAX)
+    else:
+        b_pack = _im2col_packer(s, geo, x_group)
+        k_blocks = even_blocks(K, KC_MAX, s.KH * s.KW)
+    return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
+                    ldc=OHW, b_pack=b_pack, k_blocks=k_blocks, bias="row" if bias is not None else "none",
+                    bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
+
+
+def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
+                   act: str, lo: float, hi: float, name: str = "") -> None:
+    plan = conv_plan(ctx, s, x, w, bias, y, act, lo, hi, name)
+    scratch = ctx.builder.bitcast(ctx.scratch(plan.scratch_bytes), F32P)
+    emit_gemm(ctx.builder, plan, ctx.tid, ctx.nthreads, scratch)
+
+
+def _im2col_packer(s: ConvShape, geo: Geometry, x_group: Any) -> Any:
+    W, NR = geo.lanes, geo.nr
+    nvs = min(geo.nvec, -(-s.OW // W))  # vectors per output-row segment
+    KHKW = s.KH * s.KW
+    unroll_kh = KHKW * nvs <= 72
+    ranges = [s.col_range(kw) for kw in range(s.KW)]
+
+    def pack(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, width: ir.Value, k0: ir.Value, kc: ir.Value,
+             kb: ir.Value, dst: ir.Value) -> None:
+        xg = x_group(b, bg)
+        c0 = b.udiv(k0, c64(KHKW))
+        nch = b.udiv(kc, c64(KHKW))
+        oh_first = b.udiv(n0, c64(s.OW))
+        oh_end = b.add(b.udiv(b.sub(b.add(n0, width), c64(1)), c64(s.OW)), c64(1))
+        with for_range(b, oh_first, oh_end, name="seg") as oh:
+            row0 = b.mul(oh, c64(s.OW))
+            ow_a = smax(b, b.sub(n0, row0), c64(0))
+            ow_b = smin(b, b.sub(b.add(n0, width), row0), c64(s.OW))
+            seg_dst = gep(b, dst, b.sub(b.add(row0, ow_a), n0))
+            owv = [b.add(splat(b, b.add(ow_a, c64(v * W)), W), iota(W)) for v in range(nvs)]
+            smask = [b.icmp_signed("<", owv[v], splat(b, ow_b, W)) for v in range(nvs)]
+            lmask = []
+            for kw in range(s.KW):
+                lo, hi = ranges[kw]
+                row = []
+                for v in range(nvs):
+                    m = smask[v]
+                    if lo > 0:
+                        m = b.and_(m, b.icmp_signed(">=", owv[v], splat(b, c64(lo), W)))
+                    if hi < s.OW:
+                        m = b.and_(m, b.icmp_signed("<", owv[v], splat(b, c64(hi), W)))
+                    row.append(m)
+                lmask.append(row)
+            src_col = b.sub(b.mul(ow_a, c64(s.sw)), c64(s.pw))
+            ih0 = b.sub(b.mul(oh, c64(s.sh)), c64(s.ph))
+
+            def taps(b: ir.IRBuilder, xc: ir.Value, ic: ir.Value, kh: ir.Value | int) -> None:
+                khv = c64(kh) if isinstance(kh, int) else kh
+                ih = b.add(ih0, b.mul(khv, c64(s.dh)))
+                valid = b.icmp_unsigned("<", ih, c64(s.H))
+                vmask = splat(b, valid, W)
+                src_row = gep(b, xc, b.add(b.mul(ih, c64(s.W)), src_col))
+                drow = gep(b, seg_dst, b.mul(b.add(b.mul(ic, c64(KHKW)), b.mul(khv, c64(s.KW))), c64(NR)))
+                for kw in range(s.KW):
+                    for v in range(nvs):
+                        src = gep(b, src_row, v * W * s.sw + kw * s.dw)
+                        val = strided_masked_load(b, src, b.and_(lmask[kw][v], vmask), s.sw)
+                        masked_store(b, val, gep(b, drow, kw * NR + v * W), smask[v])
+
+            with for_range(b, 0, nch, name="ic") as ic:
+                xc = gep(b, xg, b.mul(b.add(c0, ic), c64(s.H * s.W)))
+                if unroll_kh:
+                    for kh in range(s.KH):
+                        taps(b, xc, ic, kh)
+                else:
+                    with for_range(b, 0, s.KH, name="kh") as kh:
+                        taps(b, xc, ic, kh)
+    return pack
+
+
+# -- direct path (depthwise and narrow groups) ------------------------------------------------------------------
+
+def emit_conv_direct(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
+                     act: str, lo: float, hi: float) -> None:
+    b = ctx.builder
+    W = ctx.target.vector_lanes
+    nvo = -(-s.OW // W)
+    CH = min(nvo, 8)  # vectors per chunk
+    nchunks = -(-nvo // CH)
+    KHKW = s.KH * s.KW
+    ranges = [s.col_range(kw) for kw in range(s.KW)]
+    unroll_kh = KHKW * CH <= 128
+    xp, wp, yp = x.ptr, w.ptr, y.ptr
+    rows = s.N * s.M * s.OH
+    r0, r1 = partition(b, rows, ctx.tid, ctx.nthreads)
+    with for_range(b, r0, r1, name="row") as r:
+        oh = b.urem(r, c64(s.OH))
+        nm = b.udiv(r, c64(s.OH))  # nb * M + oc
+        oc = b.urem(nm, c64(s.M))
+        nb = b.udiv(nm, c64(s.M))
+        g = b.udiv(oc, c64(s.Mg))
+        xg = gep(b, xp, b.mul(b.add(b.mul(nb, c64(s.C)), b.mul(g, c64(s.Cg))), c64(s.H * s.W)))
+        wrow = gep(b, wp, b.mul(oc, c64(s.Cg * KHKW)))
+        yrow = gep(b, yp, b.mul(r, c64(s.OW)))
+        ih0 = b.sub(b.mul(oh, c64(s.sh)), c64(s.ph))
+        bias_v = None
+        if bias is not None:
+            bias_v = splat(b, b.load(gep(b, bias.ptr, oc), align=4), W)
+        with for_range(b, 0, nchunks, name="chunk") as ch:
+            ow0 = b.mul(ch, c64(CH * W))
+            owv = [b.add(splat(b, b.add(ow0, c64(v * W)), W), iota(W)) for v in range(CH)]
+            lmask = []
+            for kw in range(s.KW):
+                lo_c, hi_c = ranges[kw]
+                lmask.append([b.and_(b.icmp_signed(">=", owv[v], splat(b, c64(lo_c), W)),
+                                     b.icmp_signed("<", owv[v], splat(b, c64(hi_c), W))) for v in range(CH)])
+            src_col = b.sub(b.mul(ow0, c64(s.sw)), c64(s.pw))
+            fn = b.block.function
+            pre = b.block
+            hdr = fn.append_basic_block("ic.hdr")
+            body = fn.append_basic_block("ic.body")
+            done = fn.append_basic_block("ic.end")
+            b.branch(hdr)
+            b.position_at_end(hdr)
+            ic = b.phi(I64)
+            ic.add_incoming(c64(0), pre)
+            acc = [b.phi(vty(W)) for _ in range(CH)]
+            for a in acc:
+                a.add_incoming(ir.Constant(vty(W), None), pre)
+            b.cbranch(b.icmp_signed("<", ic, c64(s.Cg)), body, done)
+            b.position_at_end(body)
+            xc = gep(b, xg, b.mul(ic, c64(s.H * s.W)))
+            wc = gep(b, wrow, b.mul(ic, c64(KHKW)))
+            cur: list[ir.Value] = list(acc)
+
+            def taps(b: ir.IRBuilder, kh: ir.Value | int, cur: list[ir.Value]) -> list[ir.Value]:
+                khv = c64(kh) if isinstance(kh, int) else kh
+                ih = b.add(ih0, b.mul(khv, c64(s.dh)))
+                vmask = splat(b, b.icmp_unsigned("<", ih, c64(s.H)), W)
+                src_row = gep(b, xc, b.add(b.mul(ih, c64(s.W)), src_col))
+                out = list(cur)
+                for kw in range(s.KW):
+                    wv = splat(b, b.load(gep(b, wc, b.add(b.mul(khv, c64(s.KW)), c64(kw))), align=4), W)
+                    for v in range(CH):
+                        val = strided_masked_load(b, gep(b, src_row, v * W * s.sw + kw * s.dw),
+                                                  b.and_(lmask[kw][v], vmask), s.sw)
+                        out[v] = fma(b, wv, val, out[v])
+                return out
+
+            if unroll_kh:
+                for kh in range(s.KH):
+                    cur = taps(b, kh, cur)
+            else:
+                khdr = fn.append_basic_block("kh.hdr")
+                kbody = fn.append_basic_block("kh.body")
+                kdone = fn.append_basic_block("kh.end")
+                kpre = b.block
+                b.branch(khdr)
+                b.position_at_end(khdr)
+                kh = b.phi(I64)
+                kh.add_incoming(c64(0), kpre)
+                kacc = [b.phi(vty(W)) for _ in range(CH)]
+                for a, v0 in zip(kacc, cur):
+                    a.add_incoming(v0, kpre)
+                b.cbranch(b.icmp_signed("<", kh, c64(s.KH)), kbody, kdone)
+                b.position_at_end(kbody)
+                nxt = taps(b, kh, list(kacc))
+                kh.add_incoming(b.add(kh, c64(1)), b.block)
+                for a, v1 in zip(kacc, nxt):
+                    a.add_incoming(v1, b.block)
+                b.branch(khdr)
+                b.position_at_end(kdone)
+                cur = list(kacc)
+            ic.add_incoming(b.add(ic, c64(1)), b.block)
+            for a, v1 in zip(acc, cur):
+                a.add_incoming(v1, b.block)
+            b.branch(hdr)
+            b.position_at_end(done)
+            for v in range(CH):
+                val = acc[v]
+                if bias_v is not None:
+                    val = b.fadd(val, bias_v)
+                val = activation(b, val, act, lo, hi)
+                smask = b.icmp_signed("<", owv[v], splat(b, c64(s.OW), W))
+                masked_store(b, val, gep(b, yrow, b.add(ow0, c64(v * W))), smask)
+
+
+# -- scalar path (any element kind, any number of spatial axes) --------------------------------------------------
+
+def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
+    b = ctx.builder
+    y = instr.outs[0]
+    x, w, bias = _ins(instr)
+    elem = y.type.elem
+    ct = dtypes.compute_type(elem)
+    a = instr.attrs
+    xs, ws, ys = x.type.shape, w.type.shape, y.type.shape
+    nd = len(xs) - 2
+    G = a["group"]
+    C, M = xs[1], ws[0]
+    Cg, Mg = C // G, M // G
+    sp_in, kern, sp_out = xs[2:], ws[2:], ys[2:]
+    KP = math.prod(kern)
+    OP = math.prod(sp_out)
+    IP = math.prod(sp_in)
+    act, lo, hi = act_of(a, elem)
+    total = ys[0] * M * OP
+    zero = ir.Constant(ct, 0.0)
+    e0, e1 = partition(b, total, ctx.tid, ctx.nthreads)
+    with for_range(b, e0, e1, name="o") as e:
+        o = b.urem(e, c64(OP))
+        nm = b.udiv(e, c64(OP))
+        oc = b.urem(nm, c64(M))
+        nb = b.udiv(nm, c64(M))
+        g = b.udiv(oc, c64(Mg))
+        ocoord = []
+        rem = o
+        for d in reversed(range(nd)):
+            ocoord.append(b.urem(rem, c64(sp_out[d])))
+            rem = b.udiv(rem, c64(sp_out[d]))
+        ocoord.reverse()
+        accp = b.alloca(ct)
+        b.store(zero, accp)
+        with for_range(b, 0, Cg, name="ic") as ic:
+            cin = b.add(b.mul(nb, c64(C)), b.add(b.mul(g, c64(Cg)), ic))
+            with for_range(b, 0, KP, name="kk") as kk:
+                rem = kk
+                kc = []
+                for d in reversed(range(nd)):
+                    kc.append(b.urem(rem, c64(kern[d])))
+                    rem = b.udiv(rem, c64(kern[d]))
+                kc.reverse()
+                inb = ir.Constant(I1, 1)
+                flat = c64(0)
+                for d in range(nd):
+                    i = b.add(b.sub(b.mul(ocoord[d], c64(a["strides"][d])), c64(a["pads"][d])),
+                              b.mul(kc[d], c64(a["dilations"][d])))
+                    inb = b.and_(inb, b.icmp_unsigned("<", i, c64(sp_in[d])))
+                    flat = b.add(b.mul(flat, c64(sp_in[d])), i)
+                with b.if_then(inb):
+                    xv = dtypes.to_compute(b, b.load(gep(b, x.ptr, b.add(b.mul(cin, c64(IP)), flat))), elem)
+                    wv = dtypes.to_compute(b, b.load(gep(b, w.ptr, b.add(b.mul(b.add(b.mul(oc, c64(Cg)), ic),
+                                                                                   c64(KP)), kk))), elem)
+                    b.store(b.fadd(b.load(accp), b.fmul(xv, wv)), accp)
+        r = b.load(accp)
+        if bias is not None:
+            r = b.fadd(r, dtypes.to_compute(b, b.load(gep(b, bias.ptr, oc)), elem))
+        r = dtypes.round_trip(b, r, elem)
+        if act != "none":
+            r = _scalar_act(b, r, act, lo, hi)
+        b.store(dtypes.to_storage(b, r, elem), gep(b, y.ptr, e))
+
+
+def _scalar_act(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> ir.Value:
+    zero = ir.Constant(v.type, 0.0)
+    if act == "relu":
+        return b.select(b.fcmp_ordered("<", v, zero), zero, v)
+    if not math.isinf(lo):
+        c = ir.Constant(v.type, lo)
+        v = b.select(b.fcmp_ordered("<", v, c), c, v)
+    if not math.isinf(hi):
+        c = ir.Constant(v.type, hi)
+        v = b.select(b.fcmp_ordered(">", v, c), c, v)
+    return v

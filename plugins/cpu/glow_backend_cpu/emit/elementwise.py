@@ -1,0 +1,218 @@
+"""Element-wise loops: one instruction, or a fused chain of them (operator stacking).
+
+A chain is a list of :class:`Step` s; each step applies an operation of
+``ew_ops.EW_OPS`` to *external* operands (memory: activations, weights,
+inputs) and to results of earlier steps (registers). Only the last step's
+result is stored. The code generator fuses consecutive element-wise
+instructions where each result feeds the next and dies there
+(``codegen.find_chains``); a single instruction is a chain of one step.
+
+The loop nest is specialized at compile time:
+
+- the output shape and every operand's broadcast strides are coalesced into
+  the fewest dimensions (``[C, H*W]`` for a per-channel bias on NCHW);
+- the innermost dimension runs in vectors of ``target.vector_lanes``, with a
+  masked tail; an operand that is constant along it is loaded once per row and
+  splat; a constant operand whose elements are all equal becomes an immediate;
+- rows (and, when there are few, blocks of the innermost dimension) are the
+  work items, partitioned over the threads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
+from glow_backend_cpu.emit.dtypes import compute_type, round_trip, to_compute, to_storage
+from glow_backend_cpu.emit.ew_ops import EW_ELEMS, EW_OPS
+from glow_backend_cpu.helpers import (
+    I64,
+    elem_ptr,
+    for_range,
+    i64,
+    lane_mask,
+    masked_vload,
+    masked_vstore,
+    partition,
+    smin,
+    splat,
+    vload,
+    vstore,
+)
+from glow_core.ir.types import ElemKind
+
+#: below this many elements a loop is one work item (one thread; no point in splitting)
+MIN_PARALLEL_ELEMS = 4096
+#: aim for at least this many work items so threads balance
+TARGET_ITEMS = 64
+
+
+@dataclass
+class Step:
+    """One operation of a chain: ``args`` are ``("ext", k)`` (external operand k) or ``("step", j)``."""
+
+    kind: str
+    attrs: Mapping[str, Any]
+    out_elem: ElemKind
+    args: list[tuple[str, int]]
+
+
+@dataclass
+class _Dim:
+    size: int
+    strides: list[int] = field(default_factory=list)  # per operand: [out, ext0, ext1, ...]
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Element strides of a contiguous ``shape`` read broadcast to ``out_shape`` (0 on broadcast axes)."""
+    rank = len(out_shape)
+    full = [1] * (rank - len(shape)) + list(shape)
+    strides = [0] * rank
+    acc = 1
+    for d in reversed(range(rank)):
+        strides[d] = acc if full[d] != 1 else 0
+        acc *= full[d]
+    return strides
+
+
+def coalesce(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> list[_Dim]:
+    """Drop unit dimensions and merge neighbours that every operand walks contiguously."""
+    dims = [_Dim(s, [st[d] for st in strides]) for d, s in enumerate(shape) if s != 1]
+    out: list[_Dim] = []
+    for d in dims:
+        if out and all(p == c * d.size for p, c in zip(out[-1].strides, d.strides)):
+            out[-1] = _Dim(out[-1].size * d.size, list(d.strides))
+        else:
+            out.append(d)
+    return out or [_Dim(1, [0] * len(strides))]
+
+
+def splat_value(op: Operand) -> Any | None:
+    """The single value of a constant operand whose elements are all equal (None otherwise)."""
+    v = op.const_value
+    if v is None or v.size == 0 or v.size > 1 << 16:
+        return None
+    flat = np.asarray(v).reshape(-1)
+    first = flat[0]
+    if flat.dtype.kind == "f" or flat.dtype.name == "bfloat16":
+        f = flat.astype(np.float64)
+        if np.isnan(f[0]):
+            return None
+        if not np.all(f == f[0]) or not np.all(np.signbit(f) == np.signbit(f[0])):
+            return None
+        return float(f[0])
+    if not np.all(flat == first):
+        return None
+    return bool(first) if flat.dtype == np.bool_ else int(first)
+
+
+def _immediate(value: Any, elem: ElemKind) -> ir.Constant:
+    t = compute_type(elem)
+    if isinstance(t, ir.IntType):
+        return ir.Constant(t, int(value) & ((1 << t.width) - 1))
+    return ir.Constant(t, float(value))
+
+
+def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Operand], out: Operand) -> None:
+    """Emit the loop of a chain whose last step writes ``out`` (see the module doc)."""
+    b = ctx.builder
+    out_shape = out.type.shape
+    total = math.prod(out_shape)
+    if total == 0:
+        return
+    lanes = ctx.target.vector_lanes
+    strides = [broadcast_strides(out_shape, out_shape)] + [broadcast_strides(e.type.shape, out_shape)
+                                                            for e in externals]
+    dims = coalesce(out_shape, strides)
+    inner, outer = dims[-1], dims[:-1]
+    length = inner.size
+    rows = math.prod(d.size for d in outer)
+    if total < MIN_PARALLEL_ELEMS:
+        nblk, chunk = 1, length
+    else:
+        want = max(1, -(-TARGET_ITEMS // rows))
+        chunk = max(lanes * 4, -(-length // want))
+        chunk = -(-chunk // lanes) * lanes
+        nblk = -(-length // chunk)
+    items = rows * nblk if total >= MIN_PARALLEL_ELEMS else 1
+    immediates = [splat_value(e) for e in externals]
+
+    start, end = partition(b, items, ctx.tid, ctx.nthreads)
+    with for_range(b, start, end, name="item") as w:
+        if items == 1:
+            r, blk = i64(0), i64(0)
+        else:
+            r, blk = b.udiv(w, i64(nblk)), b.urem(w, i64(nblk))
+        # row base offsets of every operand (outer dims, innermost last)
+        offs = [i64(0)] * (1 + len(externals))
+        rem = r
+        for d in reversed(outer):
+            idx = b.urem(rem, i64(d.size)) if d is not outer[0] else rem
+            rem = b.udiv(rem, i64(d.size))
+            offs = [o if s == 0 else b.add(o, b.mul(idx, i64(s))) for o, s in zip(offs, d.strides)]
+        c0 = b.mul(blk, i64(chunk))
+        c1 = smin(b, b.add(c0, i64(chunk)), i64(length)) if nblk > 1 else i64(length)
+        # operands constant along the row: one load, splat
+        row_vals: list[ir.Value | None] = []
+        for k, e in enumerate(externals):
+            if immediates[k] is not None:
+                row_vals.append(_immediate(immediates[k], e.type.elem))
+            elif inner.strides[k + 1] == 0:
+                v = b.load(elem_ptr(b, e.ptr, offs[k + 1]), align=e.type.elem.itemsize)
+                row_vals.append(to_compute(b, v, e.type.elem))
+            else:
+                row_vals.append(None)
+
+        def body(c: ir.Value, n_lanes: int, mask: ir.Value | None) -> None:
+            vals: list[ir.Value] = []
+            for k, e in enumerate(externals):
+                rv = row_vals[k]
+                if rv is not None:
+                    vals.append(splat(b, rv, n_lanes))
+                    continue
+                idx = b.add(offs[k + 1], c)
+                if mask is not None:
+                    raw = masked_vload(b, e.ptr, idx, mask, n_lanes, e.type.elem.itemsize)
+                else:
+                    raw = vload(b, e.ptr, idx, n_lanes, e.type.elem.itemsize)
+                vals.append(to_compute(b, raw, e.type.elem))
+            results: list[ir.Value] = []
+            for st in steps:
+                args = [vals[i] if src == "ext" else results[i] for src, i in st.args]
+                elems = [externals[i].type.elem if src == "ext" else steps[i].out_elem for src, i in st.args]
+                res = EW_OPS[st.kind](b, args, elems, st.out_elem, st.attrs)
+                results.append(round_trip(b, res, st.out_elem))
+            value = to_storage(b, results[-1], steps[-1].out_elem)
+            idx = b.add(offs[0], c)
+            if mask is not None:
+                masked_vstore(b, value, out.ptr, idx, mask, out.type.elem.itemsize)
+            else:
+                vstore(b, value, out.ptr, idx, out.type.elem.itemsize)
+
+        n_lanes = lanes if length > 1 else 1
+        span = b.sub(c1, c0)
+        nfull = b.udiv(span, i64(n_lanes))
+        with for_range(b, 0, nfull, name="vec") as j:
+            body(b.add(c0, b.mul(j, i64(n_lanes))), n_lanes, None)
+        if n_lanes > 1 and (nblk > 1 or length % n_lanes):
+            tail = b.sub(span, b.mul(nfull, i64(n_lanes)))
+            with b.if_then(b.icmp_signed(">", tail, i64(0))):
+                body(b.add(c0, b.mul(nfull, i64(n_lanes))), n_lanes, lane_mask(b, tail, n_lanes))
+
+
+def emit_single(ctx: EmitContext, instr: Instr) -> None:
+    """The emitter of one element-wise instruction: a chain of one step."""
+    ins = [op for op in instr.ins if op is not None]
+    step = Step(instr.kind, instr.attrs, instr.outs[0].type.elem, [("ext", k) for k in range(len(ins))])
+    emit_chain(ctx, [step], ins, instr.outs[0])
+
+
+for _kind, _elems in EW_ELEMS.items():
+    register_emitter(_kind, elems=_elems)(emit_single)
+
+__all__ = ["Step", "broadcast_strides", "coalesce", "emit_chain", "emit_single", "I64"]

@@ -1,0 +1,92 @@
+"""Math functions for element-wise code: a vectorized ``exp`` and libm calls lane by lane.
+
+``exp`` on float32 is a vectorized polynomial (Cephes' ``expf``: range
+reduction by ``n = round(x / ln 2)`` with a two-part ``ln 2``, a degree-6
+polynomial, then ``2^n`` built in the exponent bits in two halves so results
+down to the denormals are right); it stays within about one ulp of libm.
+Everything else (and every float64 function) calls the C library's function
+for each lane (:func:`libm_call`), which is what the interpreter's numpy
+computes to within a few ulps.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from glow_backend_cpu.helpers import F32, F64, I32, call_intrinsic, const_like, i32, intrinsic, lanes_of, scalar_type, vec_type
+
+
+def libm_call(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+    """``name(args...)`` of the C math library, applied lane by lane to vectors.
+
+    ``name`` is the double-precision name (``exp``); float32 operands call the
+    ``f``-suffixed function.
+    """
+    st = scalar_type(args[0].type)
+    cname = name + ("f" if isinstance(st, ir.FloatType) else "")
+    fn = intrinsic(b.module, cname, st, [st] * len(args))
+    lanes = lanes_of(args[0].type)
+    if lanes == 1:
+        return b.call(fn, args)
+    out = ir.Constant(args[0].type, ir.Undefined)
+    for j in range(lanes):
+        parts = [b.extract_element(a, i32(j)) for a in args]
+        out = b.insert_element(out, b.call(fn, parts), i32(j))
+    return out
+
+
+def libm_call_f64(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+    """Compute ``name`` in float64 and round back to the operands' type (as the interpreter's Erf)."""
+    st = scalar_type(args[0].type)
+    if isinstance(st, ir.DoubleType):
+        return libm_call(b, name, args)
+    wide = [b.fpext(a, vec_type(F64, lanes_of(a.type))) for a in args]
+    return b.fptrunc(libm_call(b, name, wide), args[0].type)
+
+
+def fmul_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    """``x * y + z`` with one rounding (llvm.fma)."""
+    return call_intrinsic(b, "fma", [x, y, z])
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 ``exp`` (scalar or vector operand)."""
+    t = x.type
+    lanes = lanes_of(t)
+    it = vec_type(I32, lanes)
+
+    def c(v: float) -> ir.Constant:
+        return const_like(t, v)
+
+    n = call_intrinsic(b, "roundeven", [b.fmul(x, c(1.44269504088896341))])
+    r = fmul_add(b, n, c(-0.693359375), x)
+    r = fmul_add(b, n, c(2.12194440e-4), r)
+    p = c(1.9875691500e-4)
+    for coef in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = fmul_add(b, p, r, c(coef))
+    r2 = b.fmul(r, r)
+    y = fmul_add(b, p, r2, b.fadd(r, c(1.0)))
+    # 2^n in two halves: n in [-150, 128] after clamping, each half a normal power of two
+    nc = b.select(b.fcmp_ordered("<", n, c(-150.0)), c(-150.0), n)
+    nc = b.select(b.fcmp_ordered(">", nc, c(128.0)), c(128.0), nc)
+    ni = b.fptosi(nc, it)
+    n1 = b.ashr(ni, const_like(it, 1))
+    n2 = b.sub(ni, n1)
+
+    def pow2(k: ir.Value) -> ir.Value:
+        return b.bitcast(b.shl(b.add(k, const_like(it, 127)), const_like(it, 23)), t)
+
+    y = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
+    y = b.select(b.fcmp_ordered(">", x, c(88.72283935546875)), c(float("inf")), y)
+    y = b.select(b.fcmp_ordered("<", x, c(-103.97208404541016)), c(0.0), y)
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
+def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    if isinstance(scalar_type(x.type), ir.FloatType):
+        return exp_f32(b, x)
+    return libm_call(b, "exp", [x])
+
+
+def is_f32(v: ir.Value) -> bool:
+    return scalar_type(v.type) == F32

@@ -1,0 +1,556 @@
+"""Register-blocked fp32 GEMM machinery shared by the Conv and MatMul emitters.
+
+``C[m, n] (+)= sum_k A[m, k] * B[k, n]`` over ``BG`` independent problems
+(batch x group). The emitted code follows BLIS:
+
+- a **micro-kernel** (one internal LLVM function per variant) keeps an
+  ``rows x (nvec * lanes)`` block of C in vector registers (6 x 64 with
+  AVX-512: 24 ``<16 x float>`` accumulators); per k it loads ``nvec`` vectors
+  of B, broadcasts one element of A per row and issues one FMA per
+  accumulator. Its epilogue adds the bias (per row or per column) and applies
+  the activation (none / relu / clip) before the only store of the block;
+- **A** is either packed at compile time into MR-row panels (``[panel][K][MR]``,
+  zero-padded) when it is a constant (a filter, an FC weight), or read in place
+  (row stride ``lda``);
+- **B** is either packed at compile time into NR-column panels
+  (``[panel][K][NR]``) when constant, read in place, or packed per tile and
+  K-block into this thread's scratch by a caller-supplied packer (plain rows
+  for MatMul and 1x1 convolutions, im2col for the others);
+- the **driver** splits the ``BG x N-tiles x M-panels`` work items evenly
+  over the threads (M-panels innermost, so a thread packs each B tile once and
+  a problem with a single N tile still splits over M), and blocks K so a
+  packed B tile (at most ``KC_MAX x NR`` floats) stays in L2.
+
+Everything is specialized on compile-time shapes; only the thread id and the
+thread count are run-time values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from glow_backend_cpu.helpers import F32, I1, I32, I64, for_range, i32, i64, intrinsic, iota, partition, smin, splat
+
+F32P = F32.as_pointer()
+
+#: K is blocked so a packed B tile holds at most this many rows (KC_MAX x NR floats: 256 KiB at NR=64)
+KC_MAX = 1024
+
+c64 = i64
+c32 = i32
+
+
+def cf(v: float) -> ir.Constant:
+    return ir.Constant(F32, float(v))
+
+
+def vty(lanes: int, elem: ir.Type = F32) -> ir.VectorType:
+    return ir.VectorType(elem, lanes)
+
+
+def module_of(b: ir.IRBuilder) -> ir.Module:
+    return b.block.function.module  # type: ignore[no-any-return]
+
+
+def unique_name(mod: ir.Module, base: str) -> str:
+    name, i = base, 0
+    while name in mod.globals:
+        i += 1
+        name = f"{base}.{i}"
+    return name
+
+
+def fn_cache(mod: ir.Module) -> dict[object, ir.Function]:
+    """Per-module cache of generated helper functions (micro-kernels, ...)."""
+    cache = getattr(mod, "_glow_linalg_fns", None)
+    if cache is None:
+        cache = {}
+        setattr(mod, "_glow_linalg_fns", cache)
+    return cache  # type: ignore[no-any-return]
+
+
+# -- vectors -----------------------------------------------------------------------------------------------
+
+def iota_step(lanes: int, step: int = 1) -> ir.Constant:
+    return ir.Constant(vty(lanes, I64), [i * step for i in range(lanes)])
+
+
+def lane_mask(lanes: int, valid: int) -> ir.Constant:
+    return ir.Constant(vty(lanes, I1), [1 if i < valid else 0 for i in range(lanes)])
+
+
+def vptr(b: ir.IRBuilder, p: ir.Value, lanes: int) -> ir.Value:
+    return b.bitcast(p, vty(lanes).as_pointer())
+
+
+def vload(b: ir.IRBuilder, p: ir.Value, lanes: int, align: int = 4) -> ir.Value:
+    return b.load(vptr(b, p, lanes), align=align)
+
+
+def vstore(b: ir.IRBuilder, v: ir.Value, p: ir.Value, align: int = 4) -> None:
+    b.store(v, vptr(b, p, v.type.count), align=align)
+
+
+def masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, align: int = 4) -> ir.Value:
+    """Load the lanes of ``mask`` from ``p`` (others 0.0); masked-off lanes are never accessed."""
+    lanes = mask.type.count
+    t = vty(lanes)
+    fn = intrinsic(module_of(b), f"llvm.masked.load.v{lanes}f32.p0", t, [t.as_pointer(), I32, mask.type, t])
+    return b.call(fn, [vptr(b, p, lanes), c32(align), mask, ir.Constant(t, None)])
+
+
+def masked_store(b: ir.IRBuilder, v: ir.Value, p: ir.Value, mask: ir.Value, align: int = 4) -> None:
+    lanes = mask.type.count
+    t = vty(lanes)
+    fn = intrinsic(module_of(b), f"llvm.masked.store.v{lanes}f32.p0", ir.VoidType(),
+                   [t, t.as_pointer(), I32, mask.type])
+    b.call(fn, [v, vptr(b, p, lanes), c32(align), mask])
+
+
+def load_maybe_masked(b: ir.IRBuilder, p: ir.Value, lanes: int, valid: int, align: int = 4) -> ir.Value:
+    if valid >= lanes:
+        return vload(b, p, lanes, align)
+    return masked_load(b, p, lane_mask(lanes, valid), align)
+
+
+def store_maybe_masked(b: ir.IRBuilder, v: ir.Value, p: ir.Value, valid: int, align: int = 4) -> None:
+    lanes = v.type.count
+    if valid >= lanes:
+        vstore(b, v, p, align)
+    else:
+        masked_store(b, v, p, lane_mask(lanes, valid), align)
+
+
+def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: int) -> ir.Value:
+    """Lanes ``p[i * stride]`` for the set lanes of ``mask`` (0.0 elsewhere)."""
+    lanes = mask.type.count
+    if stride == 1:
+        return masked_load(b, p, mask)
+    if stride <= 4:  # one wide masked load, then keep every stride-th lane
+        wide = lanes * stride
+        idx = []
+        for i in range(wide):
+            idx.append(i // stride if i % stride == 0 else lanes)
+        false = ir.Constant(vty(lanes, I1), None)
+        wmask = b.shuffle_vector(mask, false, ir.Constant(vty(wide, I32), idx))
+        v = masked_load(b, p, wmask)
+        keep = ir.Constant(vty(lanes, I32), [i * stride for i in range(lanes)])
+        return b.shuffle_vector(v, ir.Constant(vty(wide), ir.Undefined), keep)
+    base = b.ptrtoint(p, I64)
+    addrs = b.add(splat(b, base, lanes), iota_step(lanes, 4 * stride))
+    ptrs = b.inttoptr(addrs, vty(lanes, F32P))
+    t = vty(lanes)
+    fn = intrinsic(module_of(b), f"llvm.masked.gather.v{lanes}f32.v{lanes}p0", t, [ptrs.type, I32, mask.type, t])
+    return b.call(fn, [ptrs, c32(4), mask, ir.Constant(t, None)])
+
+
+def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    t = x.type
+    name = f"llvm.fma.v{t.count}f32" if isinstance(t, ir.VectorType) else "llvm.fma.f32"
+    return b.call(intrinsic(module_of(b), name, t, [t, t, t]), [x, y, z])
+
+
+def activation(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> ir.Value:
+    """relu: ``max(v, 0)``; clip: ``min(max(v, lo), hi)`` as numpy does them (NaN stays NaN, ties keep v)."""
+    if act == "none":
+        return v
+    zero = ir.Constant(v.type, None)
+    if act == "relu":
+        return b.select(b.fcmp_ordered("<", v, zero), zero, v)
+    if act == "clip":
+        if not math.isinf(lo):
+            c = ir.Constant(v.type, [lo] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(lo)
+            v = b.select(b.fcmp_ordered("<", v, c), c, v)
+        if not math.isinf(hi):
+            c = ir.Constant(v.type, [hi] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(hi)
+            v = b.select(b.fcmp_ordered(">", v, c), c, v)
+        return v
+    raise ValueError(f"unknown activation {act!r}")
+
+
+# -- addressing --------------------------------------------------------------------------------------------
+
+def gep(b: ir.IRBuilder, p: ir.Value, off: ir.Value | int) -> ir.Value:
+    return b.gep(p, [c64(off) if isinstance(off, int) else off])
+
+
+# -- the micro-kernel -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Geometry:
+    """Register blocking for a vector width: MR rows x NVEC vectors of ``lanes`` floats."""
+
+    lanes: int
+    mr: int
+    nvec: int
+
+    @property
+    def nr(self) -> int:
+        return self.lanes * self.nvec
+
+
+def geometry(lanes: int) -> Geometry:
+    if lanes >= 16:  # 32 zmm registers: 24 accumulators, 4 B vectors, broadcasts
+        return Geometry(16, 6, 4)
+    if lanes == 8:  # 16 ymm registers: 12 accumulators
+        return Geometry(8, 6, 2)
+    return Geometry(4, 4, 2)
+
+
+@dataclass(frozen=True)
+class UKernel:
+    """One micro-kernel variant; emitted once per module as an internal function.
+
+    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs)`` with flags bit 0
+    "first K block" (start from 0 instead of loading C) and bit 1 "last K block"
+    (apply bias and activation). A element (i, k): ``a[(i // mr_panel) * a_stride +
+    k * mr_panel + i % mr_panel]`` when packed, ``a[i * a_stride + k]`` otherwise.
+    B element (k, j): ``b[k * ldb + j]``. Bias "row": ``bias[i * bias_rs]``; "col":
+    ``bias[i * bias_rs + j]``.
+    """
+
+    lanes: int
+    rows: int
+    nvec: int
+    tail: int  # valid lanes of the last vector
+    a_packed: bool
+    mr_panel: int
+    ldb: int
+    b_align: int
+    bias: str = "none"
+    act: str = "none"
+    lo: float = -math.inf
+    hi: float = math.inf
+    unroll: int = 4
+
+
+UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64]
+
+
+def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
+    cache = fn_cache(mod)
+    fn = cache.get(spec)
+    if fn is None:
+        fn = _build_ukernel(mod, spec)
+        cache[spec] = fn
+    return fn
+
+
+def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
+    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{'p' if s.a_packed else 'r'}")
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), UK_ARGS), name)
+    fn.linkage = "internal"
+    for i in (0, 2, 3, 7):
+        fn.args[i].add_attribute("noalias")
+    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs = fn.args
+    W, R, V = s.lanes, s.rows, s.nvec
+    vt = vty(W)
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+
+    def vvalid(j: int) -> int:
+        return s.tail if j == V - 1 else W
+
+    # row pointers of A and C
+    a_rows = []
+    for i in range(R):
+        if s.a_packed:
+            off = b.add(b.mul(c64(i // s.mr_panel), a_stride), c64(i % s.mr_panel))
+        else:
+            off = b.mul(c64(i), a_stride)
+        a_rows.append(gep(b, a, off))
+    c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
+    a_step = s.mr_panel if s.a_packed else 1
+
+    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
+    init_zero = fn.append_basic_block("init.zero")
+    init_load = fn.append_basic_block("init.load")
+    main_hdr = fn.append_basic_block("main.hdr")
+    b.cbranch(first, init_zero, init_load)
+    b.position_at_end(init_load)
+    loaded = [[load_maybe_masked(b, gep(b, c_rows[i], j * W), W, vvalid(j)) for j in range(V)] for i in range(R)]
+    b.branch(main_hdr)
+    b.position_at_end(init_zero)
+    b.branch(main_hdr)
+
+    U = max(1, s.unroll)
+
+    def k_step(b: ir.IRBuilder, k: ir.Value, acc: list[list[ir.Value]]) -> list[list[ir.Value]]:
+        brow = gep(b, bp, b.mul(k, c64(s.ldb)))
+        bv = [vload(b, gep(b, brow, j * W), W, min(s.b_align, 64) if j == 0 else min(s.b_align, W * 4))
+              for j in range(V)]
+        ka = b.mul(k, c64(a_step))
+        out = []
+        for i in range(R):
+            av = splat(b, b.load(gep(b, a_rows[i], ka), align=4), W)
+            out.append([fma(b, av, bv[j], acc[i][j]) for j in range(V)])
+        return out
+
+    def k_loop(b: ir.IRBuilder, pre_blocks: list[tuple[ir.Block, list[list[ir.Value]]]], start: ir.Value,
+               stop: ir.Value, step: int, tag: str) -> list[list[ir.Value]]:
+        """A loop over k carrying the accumulators in phis; returns their values after it."""
+        hdr = fn.append_basic_block(f"{tag}.hdr")
+        body = fn.append_basic_block(f"{tag}.body")
+        done = fn.append_basic_block(f"{tag}.end")
+        b.branch(hdr)
+        b.position_at_end(hdr)
+        k = b.phi(I64)
+        accs = [[b.phi(vt) for _ in range(V)] for _ in range(R)]
+        for blk, vals in pre_blocks:
+            k.add_incoming(start, blk)
+            for i in range(R):
+                for j in range(V):
+                    accs[i][j].add_incoming(vals[i][j], blk)
+        b.cbranch(b.icmp_signed("<", k, stop), body, done)
+        b.position_at_end(body)
+        cur = [[p for p in row] for row in accs]
+        for u in range(step):
+            cur = k_step(b, b.add(k, c64(u)) if u else k, cur)
+        k.add_incoming(b.add(k, c64(step)), b.block)
+        for i in range(R):
+            for j in range(V):
+                accs[i][j].add_incoming(cur[i][j], b.block)
+        b.branch(hdr)
+        b.position_at_end(done)
+        return [[p for p in row] for row in accs]
+
+    # main.hdr is a trampoline merging the two initializations
+    b.position_at_end(main_hdr)
+    zeros = [[ir.Constant(vt, None)] * V for _ in range(R)]
+    init = [[b.phi(vt) for _ in range(V)] for _ in range(R)]
+    for i in range(R):
+        for j in range(V):
+            init[i][j].add_incoming(zeros[i][j], init_zero)
+            init[i][j].add_incoming(loaded[i][j], init_load)
+    kmain = b.mul(b.sdiv(kc, c64(U)), c64(U))
+    acc = k_loop(b, [(main_hdr, init)], c64(0), kmain, U, "kmain")
+    if U > 1:
+        acc = k_loop(b, [(b.block, acc)], kmain, kc, 1, "krest")
+
+    last = b.icmp_signed("!=", b.and_(flags, c64(2)), c64(0))
+    epi = fn.append_basic_block("epilogue")
+    store = fn.append_basic_block("store")
+    pre_epi = b.block
+    b.cbranch(last, epi, store)
+    b.position_at_end(epi)
+    fin = []
+    for i in range(R):
+        row = []
+        for j in range(V):
+            v = acc[i][j]
+            if s.bias == "row":
+                v = b.fadd(v, splat(b, b.load(gep(b, bias, b.mul(c64(i), bias_rs)), align=4), W))
+            elif s.bias == "col":
+                bptr = gep(b, gep(b, bias, b.mul(c64(i), bias_rs)), j * W)
+                v = b.fadd(v, load_maybe_masked(b, bptr, W, vvalid(j)))
+            row.append(activation(b, v, s.act, s.lo, s.hi))
+        fin.append(row)
+    epi_end = b.block
+    b.branch(store)
+    b.position_at_end(store)
+    phis = [[b.phi(vt) for _ in range(V)] for _ in range(R)]
+    for i in range(R):
+        for j in range(V):
+            phis[i][j].add_incoming(acc[i][j], pre_epi)
+            phis[i][j].add_incoming(fin[i][j], epi_end)
+    for i in range(R):
+        for j in range(V):
+            store_maybe_masked(b, phis[i][j], gep(b, c_rows[i], j * W), vvalid(j))
+    b.ret_void()
+    return fn
+
+
+# -- the driver -------------------------------------------------------------------------------------------------
+
+#: (builder, bg, m0) -> pointer to A element (m0, k0=0) and the a_stride argument
+APtr = Callable[[ir.IRBuilder, ir.Value, ir.Value], tuple[ir.Value, ir.Value]]
+#: (builder, bg, n0, nt, k0) -> pointer to B element (k0, n0) in a [k][ldb] layout (constant or in place)
+BPtr = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]
+#: (builder, bg, n0, width, k0, kc, kb, dst): pack B rows k0..k0+kc, columns n0..n0+width into dst[k][NR]
+BPack = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value, ir.Value, ir.Value, ir.Value], None]
+#: (builder, bg, m0, n0) -> pointer (C or bias) for the block at (m0, n0)
+CPtr = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
+
+
+@dataclass
+class GemmPlan:
+    """A batch of ``BG`` GEMMs ``C[M, N] = A[M, K] B[K, N]`` and how to reach their operands."""
+
+    geo: Geometry
+    BG: int
+    M: int
+    N: int
+    K: int
+    a_ptr: APtr
+    a_packed: bool
+    c_ptr: CPtr
+    ldc: int
+    #: B: constant/in place (b_ptr, with ldb) or packed per tile (b_pack)
+    b_ptr: BPtr | None = None
+    ldb: int = 0
+    b_align: int = 4
+    b_pack: BPack | None = None
+    #: K block boundaries (k0 values, strictly increasing, first 0); default: even blocks of at most KC_MAX
+    k_blocks: list[int] | None = None
+    bias: str = "none"
+    bias_ptr: CPtr | None = None
+    bias_rs: int = 0
+    act: str = "none"
+    lo: float = -math.inf
+    hi: float = math.inf
+
+    def blocks(self) -> list[int]:
+        if self.k_blocks is not None:
+            return self.k_blocks
+        mp = -(-self.M // self.geo.mr)
+        if mp == 1 and self.b_pack is None:
+            return [0]
+        nb = max(1, -(-self.K // KC_MAX))
+        kc = -(-self.K // nb)
+        return list(range(0, self.K, kc)) or [0]
+
+    @property
+    def scratch_bytes(self) -> int:
+        if self.b_pack is None:
+            return 0
+        kb = self.blocks() + [self.K]
+        kc = max(kb[i + 1] - kb[i] for i in range(len(kb) - 1))
+        return kc * self.geo.nr * 4
+
+
+def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value,
+              scratch: ir.Value | None) -> None:
+    """Emit this thread's share of ``plan`` at the builder's position."""
+    geo = plan.geo
+    W, MR, NR = geo.lanes, geo.mr, geo.nr
+    M, N, K = plan.M, plan.N, plan.K
+    if M == 0 or N == 0 or plan.BG == 0:
+        return
+    MP = -(-M // MR)
+    NT = -(-N // NR)
+    m_tail = M - (MP - 1) * MR
+    n_tail = N - (NT - 1) * NR
+    n_tail_vec = -(-n_tail // W)
+    kbs = plan.blocks() + [K]
+    mod = module_of(b)
+
+    def uk(rows: int, nvec: int, tail: int) -> ir.Function:
+        return get_ukernel(mod, UKernel(
+            lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
+            ldb=NR if plan.b_pack is not None else plan.ldb,
+            b_align=64 if plan.b_pack is not None else plan.b_align,
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi))
+
+    # variants by (n tail?, m tail?)
+    variants = {}
+    for nt_last in (False, True):
+        for mp_last in (False, True):
+            rows = m_tail if mp_last else MR
+            nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
+            variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
+
+    total = plan.BG * NT * MP
+    lo, hi = partition(b, total, tid, nthreads)
+    fn = b.block.function
+    pre = b.block
+    hdr = fn.append_basic_block("gemm.items")
+    body = fn.append_basic_block("gemm.item")
+    done = fn.append_basic_block("gemm.done")
+    b.branch(hdr)
+    b.position_at_end(hdr)
+    p = b.phi(I64, name="p")
+    p.add_incoming(lo, pre)
+    b.cbranch(b.icmp_signed("<", p, hi), body, done)
+    b.position_at_end(body)
+    pair = b.udiv(p, c64(MP))
+    mp0 = b.sub(p, b.mul(pair, c64(MP)))
+    cnt = smin(b, b.sub(c64(MP), mp0), b.sub(hi, p))
+    mp1 = b.add(mp0, cnt)
+    bg = b.udiv(pair, c64(NT))
+    nt = b.sub(pair, b.mul(bg, c64(NT)))
+    n0 = b.mul(nt, c64(NR))
+    width = smin(b, c64(NR), b.sub(c64(N), n0))
+    nt_last = b.icmp_signed("==", nt, c64(NT - 1))
+
+    with for_range(b, 0, len(kbs) - 1, name="kb") as kb:
+        bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
+        gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
+        gv.linkage = "internal"
+        gv.global_constant = True
+        gv.initializer = bounds
+        k0 = b.load(b.gep(gv, [c32(0), kb]))
+        k1 = b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
+        kc = b.sub(k1, k0)
+        if plan.b_pack is not None:
+            assert scratch is not None
+            plan.b_pack(b, bg, n0, width, k0, kc, kb, scratch)
+            btile = scratch
+        else:
+            assert plan.b_ptr is not None
+            btile = plan.b_ptr(b, bg, n0, nt, k0)
+        flags = b.or_(b.zext(b.icmp_signed("==", kb, c64(0)), I64),
+                      b.shl(b.zext(b.icmp_signed("==", kb, c64(len(kbs) - 2)), I64), c64(1)))
+        with for_range(b, mp0, mp1, name="mp") as mp:
+            m0 = b.mul(mp, c64(MR))
+            aptr, astride = plan.a_ptr(b, bg, m0)
+            aptr = gep(b, aptr, b.mul(k0, c64(MR)) if plan.a_packed else k0)
+            cptr = plan.c_ptr(b, bg, m0, n0)
+            bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
+            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs)]
+            mp_last = b.icmp_signed("==", mp, c64(MP - 1))
+            _dispatch(b, variants, nt_last, mp_last, args, NT, MP, n_tail == NR, m_tail == MR)
+    p.add_incoming(b.add(p, cnt), b.block)
+    b.branch(hdr)
+    b.position_at_end(done)
+
+
+def _dispatch(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,
+              mp_last: ir.Value, args: list[ir.Value], NT: int, MP: int, n_full: bool, m_full: bool) -> None:
+    """Call the variant for (last N tile?, last M panel?), branching only where they differ."""
+    n_cases = [False] if n_full else [False, True]
+    m_cases = [False] if m_full else [False, True]
+
+    def call_m(nl: bool) -> None:
+        if len(m_cases) == 1:
+            b.call(variants[(nl, False)], args)
+            return
+        with b.if_else(mp_last) as (then, other):
+            with then:
+                b.call(variants[(nl, True)], args)
+            with other:
+                b.call(variants[(nl, False)], args)
+
+    if len(n_cases) == 1:
+        call_m(False)
+        return
+    with b.if_else(nt_last) as (then, other):
+        with then:
+            call_m(True)
+        with other:
+            call_m(False)
+
+
+# -- B packers ----------------------------------------------------------------------------------------------------
+
+def pack_rows(b: ir.IRBuilder, geo: Geometry, src: ir.Value, ld: int, kc: ir.Value, width: ir.Value,
+              dst: ir.Value, full_width: bool) -> None:
+    """dst[k][0:width] = src[k * ld + 0:width] for k < kc (width <= NR; the rest of each dst row is junk)."""
+    W, V, NR = geo.lanes, geo.nvec, geo.nr
+    if full_width:
+        masks = None
+    else:
+        lanes = splat(b, width, W)
+        masks = [b.icmp_signed("<", b.add(iota(W), splat(b, c64(j * W), W)), lanes) for j in range(V)]
+    with for_range(b, 0, kc, name="pk") as k:
+        s = gep(b, src, b.mul(k, c64(ld)))
+        d = gep(b, dst, b.mul(k, c64(NR)))
+        for j in range(V):
+            if masks is None:
+                v = vload(b, gep(b, s, j * W), W)
+            else:
+                v = masked_load(b, gep(b, s, j * W), masks[j])
+            vstore(b, v, gep(b, d, j * W), align=64)

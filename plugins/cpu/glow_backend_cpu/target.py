@@ -1,0 +1,205 @@
+"""The code generator of one target (the host): LLVM target machine, pass builder, object code, JIT.
+
+One :class:`Codegen` per process and host (numba's ``CPUCodegen``): it knows
+the triple, CPU name and features (AVX-512 / AVX2 / FMA when present, a
+portable path otherwise), owns the target machine and data layout, and turns
+one compilation unit (an ``llvmlite.ir.Module``) into object code:
+
+    add IR -> parse -> verify -> optimize (new pass manager, O3) -> verify -> emit object
+
+:meth:`Codegen.load` puts object code into an MCJIT engine and returns the
+address of the entry point. Object code is what the on-disk cache stores
+(``cache.py``), so a cached compile skips the first four steps.
+
+External symbols the generated code calls (libm functions, ``sched_yield``)
+are registered with LLVM explicitly (``llvm.add_symbol``), so resolving them
+never depends on how the process was linked.
+
+``GLOW_CPU_FEATURES`` (``avx512`` / ``avx2`` / ``generic``) restricts the
+features used, to exercise the narrower paths on an AVX-512 host.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import llvmlite
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from glow_backend_cpu.emit.context import CpuTarget
+from glow_core.errors import BackendError
+
+#: the C functions generated code may call: name -> library (None: the C library)
+EXTERNAL_SYMBOLS: dict[str, str] = {
+    **{f: "m" for f in (
+        "expf", "logf", "sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "sinhf", "coshf", "tanhf",
+        "asinhf", "acoshf", "atanhf", "erff", "powf", "fmodf", "log1pf", "expm1f",
+        "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+        "asinh", "acosh", "atanh", "erf", "pow", "fmod", "log1p", "expm1",
+    )},
+    "sched_yield": "c",
+}
+
+FEATURES_ENV = "GLOW_CPU_FEATURES"
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _init_llvm() -> None:
+    global _initialized
+    with _init_lock:
+        if _initialized:
+            return
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _register_externals()
+        _initialized = True
+
+
+def _register_externals() -> None:
+    libs: dict[str, ctypes.CDLL] = {}
+    for name, lib in EXTERNAL_SYMBOLS.items():
+        if lib not in libs:
+            path = ctypes.util.find_library(lib)
+            libs[lib] = ctypes.CDLL(path) if path else ctypes.CDLL(None)
+        try:
+            fn = getattr(libs[lib], name)
+        except AttributeError:
+            continue
+        llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+def _restrict_features(features: str, level: str) -> str:
+    """Turn off the feature families above ``level`` (``avx512``, ``avx2`` or ``generic``)."""
+    if level in ("", "native", "avx512"):
+        return features
+    out = []
+    for f in features.split(","):
+        name = f[1:]
+        off = name.startswith("avx512") or (level == "generic" and (
+            name.startswith(("avx", "fma", "f16c", "vaes", "vpclmul", "gfni", "bmi")) or name == "xop"))
+        out.append("-" + name if off and f.startswith("+") else f)
+    return ",".join(out)
+
+
+@dataclass
+class Library:
+    """One compiled unit: object code and, once loaded, its execution engine."""
+
+    name: str
+    object_code: bytes
+    engine: llvm.ExecutionEngine | None = None
+    #: seconds per stage (parse, optimize, codegen)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def address(self, symbol: str) -> int:
+        assert self.engine is not None
+        addr = int(self.engine.get_function_address(symbol))
+        if not addr:
+            raise BackendError(f"compiled library {self.name} has no symbol {symbol!r}")
+        return addr
+
+
+class Codegen:
+    """LLVM for the host: target machine, data layout, pass builder, JIT."""
+
+    def __init__(self, opt_level: int = 3) -> None:
+        _init_llvm()
+        self.triple = llvm.get_process_triple()
+        self.cpu_name = llvm.get_host_cpu_name()
+        level = os.environ.get(FEATURES_ENV, "").strip().lower()
+        self.features = _restrict_features(llvm.get_host_cpu_features().flatten(), level)
+        if level == "generic":
+            self.cpu_name = "x86-64" if self.triple.startswith("x86_64") else "generic"
+        self.opt_level = opt_level
+        target = llvm.Target.from_triple(self.triple)
+        self.tm = target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=opt_level,
+                                               reloc="static", codemodel="jitdefault")
+        self.data_layout = str(self.tm.target_data)
+        feats = set(f[1:] for f in self.features.split(",") if f.startswith("+"))
+        lanes = 16 if "avx512f" in feats else 8 if "avx" in feats else 4
+        self.target = CpuTarget(
+            triple=self.triple, cpu_name=self.cpu_name, features=self.features, vector_lanes=lanes,
+            has_fma="fma" in feats or "avx512f" in feats,
+        )
+        self.is_x86 = self.triple.startswith(("x86_64", "i686", "i386"))
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        """What object code depends on besides the IR (for cache keys)."""
+        return f"{self.triple}|{self.cpu_name}|{self.features}|O{self.opt_level}|llvmlite {llvmlite.__version__}" \
+               f"|llvm {'.'.join(map(str, llvm.llvm_version_info))}"
+
+    def new_module(self, name: str) -> ir.Module:
+        m = ir.Module(name=name)
+        m.triple = self.triple
+        m.data_layout = self.data_layout
+        return m
+
+    def compile_module(self, module: ir.Module, *, optimize: bool = True) -> Library:
+        """add IR -> parse -> verify -> optimize -> verify -> object code."""
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        text = str(module)
+        try:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+        except RuntimeError as e:
+            raise BackendError(f"generated LLVM IR of {module.name} is invalid: {e}",
+                               hint="this is a bug in the cpu backend") from e
+        timings["parse"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if optimize:
+            with self._lock:
+                pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
+                pto.loop_vectorization = True
+                pto.slp_vectorization = True
+                pb = llvm.create_pass_builder(self.tm, pto)
+                pb.getModulePassManager().run(mod, pb)
+            try:
+                mod.verify()
+            except RuntimeError as e:  # pragma: no cover
+                raise BackendError(f"LLVM IR of {module.name} is invalid after optimization: {e}") from e
+        timings["optimize"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        obj = self.tm.emit_object(mod)
+        timings["codegen"] = time.perf_counter() - t2
+        return Library(module.name, bytes(obj), timings=timings)
+
+    def assembly(self, module: ir.Module) -> str:
+        """Optimized assembly of a module (debugging)."""
+        mod = llvm.parse_assembly(str(module))
+        pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
+        pb = llvm.create_pass_builder(self.tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return str(self.tm.emit_assembly(mod))
+
+    def load(self, lib: Library) -> Library:
+        """Put the library's object code into an MCJIT engine of its own."""
+        empty = llvm.parse_assembly(f'target triple = "{self.triple}"\ntarget datalayout = "{self.data_layout}"\n')
+        ee = llvm.create_mcjit_compiler(empty, self.tm)
+        ee.add_object_file(llvm.ObjectFileRef.from_data(lib.object_code))
+        ee.finalize_object()
+        lib.engine = ee
+        return lib
+
+
+_codegen: Codegen | None = None
+_codegen_lock = threading.Lock()
+
+
+def host_codegen() -> Codegen:
+    """The process-wide code generator for the host."""
+    global _codegen
+    with _codegen_lock:
+        if _codegen is None:
+            _codegen = Codegen()
+        return _codegen
