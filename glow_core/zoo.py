@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import onnx
 
 from glow_core.errors import ModelError
 
@@ -112,5 +115,77 @@ def describe(model: str | os.PathLike[str]) -> str:
     return os.fspath(model)
 
 
-__all__ = ["MODELS", "PREFIX", "canonical_name", "describe", "is_zoo_ref", "model_path", "names", "resolve",
-           "resolve_model", "zoo_dir"]
+#: variance gain of the random conv / gemm weights per model (2: He, for ReLU nets without batch norm;
+#: smaller where residual sums or fixed batch norms let activations grow)
+RANDOM_WEIGHT_GAINS: dict[str, float] = {"densenet121": 1.0, "inception_v2": 1.0, "resnet50": 0.8, "shufflenet": 0.5}
+
+
+def with_random_weights(model: onnx.ModelProto, gain: float = 2.0, seed: int = 0,
+                        expose_logits: bool = False) -> onnx.ModelProto:
+    """A copy of a light model with seeded random weights.
+
+    The light models build every weight with ``ConstantOfShape`` (all 0.02), so every
+    class gets the same score whatever the input. This replaces each
+    ``ConstantOfShape`` of an initializer shape by a random initializer: filters with
+    fan-in scaled normal values, biases and means small, scales and variances in
+    [0.5, 1.5]. With ``expose_logits``, the operand of a final Softmax becomes a second
+    output.
+    """
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    first_user: dict[str, tuple[onnx.NodeProto, int]] = {}
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            first_user.setdefault(name, (node, i))
+    nodes: list[onnx.NodeProto] = []
+    weights: list[onnx.TensorProto] = []
+    for node in graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in inits:
+            nodes.append(node)
+            continue
+        shape = tuple(int(d) for d in numpy_helper.to_array(inits[node.input[0]]))
+        user, idx = first_user.get(node.output[0], (None, -1))
+        op = user.op_type if user is not None else ""
+        if (op == "BatchNormalization" and idx in (2, 3)) or (op in ("Conv", "Gemm") and idx == 2):
+            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)  # biases and means
+        elif len(shape) >= 2:
+            fan_in = int(np.prod(shape[1:]))
+            if op == "Gemm" and user is not None and not any(a.name == "transB" and a.i for a in user.attribute):
+                fan_in = shape[0]
+            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(gain / max(fan_in, 1)))
+        else:
+            w = rng.uniform(0.5, 1.5, shape).astype(np.float32)  # scales and variances
+        weights.append(numpy_helper.from_array(w, node.output[0]))
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    out.graph.initializer.extend(weights)
+    out.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in weights)
+    if expose_logits:
+        producer = {o: n for n in out.graph.node for o in n.output}
+        last = producer.get(out.graph.output[0].name)
+        if last is not None and last.op_type == "Softmax":
+            logits = out.graph.output.add()
+            logits.CopyFrom(out.graph.output[0])  # Softmax keeps the type of its operand
+            logits.name = last.input[0]
+    return out
+
+
+def load_with_random_weights(name: str, seed: int = 0, expose_logits: bool = False) -> onnx.ModelProto:
+    """Zoo model ``name`` with seeded random weights (gain chosen per model)."""
+    import onnx
+
+    canon = canonical_name(name.removeprefix(PREFIX))
+    model = onnx.load(str(model_path(canon)))
+    return with_random_weights(model, RANDOM_WEIGHT_GAINS.get(canon, 2.0), seed, expose_logits)
+
+
+__all__ = ["MODELS", "PREFIX", "RANDOM_WEIGHT_GAINS", "canonical_name", "describe", "is_zoo_ref",
+           "load_with_random_weights", "model_path", "names", "resolve", "resolve_model", "with_random_weights",
+           "zoo_dir"]

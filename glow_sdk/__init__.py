@@ -21,6 +21,15 @@ from glow_sdk.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from glow_sdk.version import SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
 
 __all__ = [
-    "Backend", "BackendSpec", "Capability", "CompileOptions", "CompiledFunction", "DeviceInfo", "PROJECT_NAME",
-    "SDK_API_VERSION", "SUPPORTED_SDK_API_VERSIONS", "hookimpl", "hookspec",
+    "PROJECT_NAME",
+    "SDK_API_VERSION",
+    "SUPPORTED_SDK_API_VERSIONS",
+    "Backend",
+    "BackendSpec",
+    "Capability",
+    "CompileOptions",
+    "CompiledFunction",
+    "DeviceInfo",
+    "hookimpl",
+    "hookspec",
 ]

@@ -26,8 +26,9 @@ reported as unsupported, every offending node at once.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,7 @@ class BackendSpec:
     """
 
     name: str
-    factory: Callable[[], "Backend"]
+    factory: Callable[[], Backend]
     sdk_api_version: int
     version: str = "0"
     description: str = ""

@@ -62,10 +62,10 @@ class CapabilityReport:
         prims = [k for k in self.kinds if k.primitive]
         others = [k for k in self.kinds if not k.primitive]
         out = [f"backend {self.backend} {self.version} (SDK API {self.sdk_api_version}); device {dev}",
-               f"primitives: {self.count('complete')} of {len(prims)} complete, {self.count('partial')} partial, "
-               f"{self.count('missing')} missing",
-               f"high-level kinds: {self.count('native')} native, {self.count('lowered')} lowered, "
-               f"{self.count('unsupported')} unsupported", ""]
+               (f"primitives: {self.count('complete')} of {len(prims)} complete, "
+                f"{self.count('partial')} partial, {self.count('missing')} missing"),
+               (f"high-level kinds: {self.count('native')} native, {self.count('lowered')} lowered, "
+                f"{self.count('unsupported')} unsupported"), ""]
         width = max((len(k.kind) for k in self.kinds), default=4)
         out.append(f"{'KIND':<{width}}  {'STATUS':<11}  ELEMENT KINDS")
         for k in prims + others:
@@ -90,9 +90,6 @@ def capability_report(backend: Backend) -> CapabilityReport:
         declared.setdefault(c.kind, set()).update(e.value for e in c.elems)
         if c.when is not None:
             why.setdefault(c.kind, []).append(c.why or "a predicate")
-    if type(backend).supports_node is not Backend.supports_node:
-        for k in declared:
-            why.setdefault(k, []).append("supports_node()")
     try:
         device: DeviceInfo | None = backend.create_device()
     except Exception:  # noqa: BLE001  (a report of a broken backend still lists its kinds)

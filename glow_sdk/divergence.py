@@ -16,8 +16,9 @@ optimization the exposed run did not make.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -77,8 +78,8 @@ class DivergenceReport:
 
     def lines(self) -> list[str]:
         """The human-readable report."""
-        out = [f"compared {len(self.values)} values of the graph on '{self.backend}' and the reference "
-               f"'{self.reference}' ({self.tolerance.describe()})"]
+        out = [(f"compared {len(self.values)} values of the graph on '{self.backend}' and the reference "
+                f"'{self.reference}' ({self.tolerance.describe()})")]
         first = self.first
         if first is not None:
             c = first.comparison
@@ -95,8 +96,8 @@ class DivergenceReport:
         else:
             out.append("no divergence: every value agrees")
         for name, c in self.outputs:
-            out.append(f"model output {name}: " + ("agrees" if c.ok else f"differs: {c.message}")
-                       + f" (max abs error {c.max_abs_error:.3g})")
+            out.append(f"model output {name}: " + (f"agrees (max abs error {c.max_abs_error:.3g})" if c.ok
+                                                   else f"differs: {c.message}"))
         return out
 
 
@@ -133,7 +134,7 @@ def random_feeds(types: Mapping[str, TensorType], seed: int) -> dict[str, np.nda
     return feeds
 
 
-def _import(model: "str | os.PathLike[str] | onnx.ModelProto",
+def _import(model: str | os.PathLike[str] | onnx.ModelProto,
             input_shapes: Mapping[str, Sequence[int]] | None) -> Function:
     from glow_core import zoo
     from glow_core.importer import import_model
@@ -142,7 +143,7 @@ def _import(model: "str | os.PathLike[str] | onnx.ModelProto",
     return import_model(ref, input_shapes)
 
 
-def first_divergence(model: "str | os.PathLike[str] | onnx.ModelProto", backend: str, reference: str = "interpreter",
+def first_divergence(model: str | os.PathLike[str] | onnx.ModelProto, backend: str, reference: str = "interpreter",
                      *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                      feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0,
                      tolerance: Tolerance | None = None) -> DivergenceReport:

@@ -12,7 +12,8 @@ register through exactly this path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -26,7 +27,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def glow_backends() -> Sequence["BackendSpec"]:
+def glow_backends() -> Sequence[BackendSpec]:
     """Return the backends this plugin provides.
 
     Each :class:`~glow_sdk.backend.BackendSpec` names the backend (the name
@@ -34,5 +35,14 @@ def glow_backends() -> Sequence["BackendSpec"]:
     that creates the :class:`~glow_sdk.backend.Backend` object. The factory is
     called lazily, the first time the backend is used, so listing backends
     (``glow backends``) stays cheap.
+
+    Called once per process. What the host does with the result: a spec whose
+    SDK API version this glow cannot load is listed as ``incompatible`` (with
+    :func:`glow_sdk.version.incompatibility_message`: which versions work, what
+    to upgrade) and never created; a name another distribution already
+    provides is refused (the first one wins); anything that is not a
+    ``BackendSpec``, and any exception raised here, is recorded with its root
+    cause and the plugin skipped, while every other backend keeps working.
+    docs/hooks-reference.md is the full reference.
     """
     raise NotImplementedError  # pragma: no cover

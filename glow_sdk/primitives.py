@@ -13,8 +13,8 @@ natively); the conformance suite then tests those too, as non-mandatory cases.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from glow_core.ir.kinds import Category, all_kinds, get_kind, kinds_in
 from glow_core.ir.types import ElemKind

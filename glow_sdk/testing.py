@@ -24,14 +24,15 @@ as light as the rest of the SDK.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from glow_core.errors import UnsupportedError
-from glow_core.ir.graph import Function, Node
+from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import Category, get_kind
 from glow_core.ir.types import ElemKind, TensorType
 
@@ -289,7 +290,7 @@ def array_stats(a: np.ndarray) -> ArrayStats:
 
 # -- running one node / one function ------------------------------------------------------
 
-def _backend(backend: "str | Backend") -> "Backend":
+def _backend(backend: str | Backend) -> Backend:
     if isinstance(backend, str):
         from glow_core.plugin_host import get_backend
 
@@ -312,7 +313,7 @@ def one_node_function(kind: str, operands: Sequence[np.ndarray | None], attrs: M
     None omits an optional operand). ``types`` overrides operand types (quantized kinds). Outputs: ``out{j}``."""
     operands = pad_operands(kind, operands)
     fn = Function("main")
-    values = []
+    values: list[Value | None] = []
     for i, a in enumerate(operands):
         if a is None:
             values.append(None)
@@ -332,11 +333,11 @@ def feeds_of(fn: Function, operands: Sequence[np.ndarray | None]) -> dict[str, n
     return {f"in{i}": a for i, a in enumerate(operands) if a is not None and f"in{i}" in names}
 
 
-def unsupported_nodes(fn: Function, backend: "Backend") -> list[Node]:
+def unsupported_nodes(fn: Function, backend: Backend) -> list[Node]:
     return [n for n in fn.nodes if not backend.supports(n)]
 
 
-def prepare_for(fn: Function, backend: "str | Backend", *, lower_all: bool = False) -> Function:
+def prepare_for(fn: Function, backend: str | Backend, *, lower_all: bool = False) -> Function:
     """Optimize and lower ``fn`` for ``backend`` in place (``lower_all``: lower every high-level kind)."""
     from glow_core.api import prepare_function
     from glow_core.passes import PassContext
@@ -346,7 +347,7 @@ def prepare_for(fn: Function, backend: "str | Backend", *, lower_all: bool = Fal
     return prepare_function(fn, be, ctx=ctx)
 
 
-def run_function(fn: Function, backend: "str | Backend", feeds: Mapping[str, np.ndarray], *,
+def run_function(fn: Function, backend: str | Backend, feeds: Mapping[str, np.ndarray], *,
                  lower_all: bool = False, prepared: bool = False) -> dict[str, np.ndarray]:
     """Prepare (unless ``prepared``), check support (every offending node at once), compile and run ``fn``."""
     from glow_core.api import check_support
@@ -390,7 +391,7 @@ class NodeCheck:
         return "; ".join(bad) if bad else "matches the reference"
 
 
-def check_node(backend: "str | Backend", kind: str, operands: Sequence[np.ndarray | None],
+def check_node(backend: str | Backend, kind: str, operands: Sequence[np.ndarray | None],
                attrs: Mapping[str, Any] | None = None, *, tolerance: Tolerance | None = None,
                types: Sequence[TensorType | None] | None = None, lower_all: bool = False) -> NodeCheck:
     """Run one ``kind`` node on ``backend`` (through the real pipeline) and on the reference; compare.
@@ -412,7 +413,7 @@ def check_node(backend: "str | Backend", kind: str, operands: Sequence[np.ndarra
     return check
 
 
-def assert_matches_reference(backend: "str | Backend", kind: str, operands: Sequence[np.ndarray | None],
+def assert_matches_reference(backend: str | Backend, kind: str, operands: Sequence[np.ndarray | None],
                              attrs: Mapping[str, Any] | None = None, **kw: Any) -> NodeCheck:
     """:func:`check_node`, raising AssertionError with the comparison message when a result differs."""
     check = check_node(backend, kind, operands, attrs, **kw)

@@ -289,3 +289,16 @@ def test_run_zoo_squeezenet(tmp_path: Path) -> None:
     with np.load(tmp_path / "sq.npz") as f:
         (out,) = [f[k] for k in f.files]
     assert np.isfinite(out).all()
+
+
+def test_run_zoo_model_with_random_weights_gives_informative_outputs() -> None:
+    r = glow(["run", "zoo:squeezenet", "--backend", "interpreter", "--random-weights"])
+    assert r.returncode == 0, r.stderr
+    top = r.stdout.split("top-5:")[1].splitlines()[0]
+    scores = [float(tok.strip("()")) for tok in top.split() if tok.startswith("(")]
+    assert len(scores) == 5 and len(set(scores)) > 1, top
+
+
+def test_random_weights_only_for_zoo_models(work: Path) -> None:
+    r = glow(["run", str(work / "addrelu.onnx"), "--backend", "interpreter", "--random-weights"])
+    assert r.returncode == 1 and "zoo:NAME models only" in r.error_line()

@@ -17,6 +17,8 @@ the case is ``unsupported`` and not mandatory.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -171,6 +173,10 @@ def _elem_of(a: np.ndarray):  # type: ignore[no-untyped-def]
     return ElemKind.from_dtype(a.dtype)
 
 
+def _run_model(name: str, ctx: Context) -> Outcome:
+    return run_model_case(ctx, name)
+
+
 def model_cases(level: Level) -> list[Case]:
     """One case per zoo model shipped by the installed onnx (level core: :data:`CORE_MODELS`)."""
     cases = []
@@ -180,7 +186,7 @@ def model_cases(level: Level) -> list[Case]:
         lvl = Level.CORE if name in CORE_MODELS else Level.FULL
         if level is Level.CORE and lvl is Level.FULL:
             continue
-        cases.append(Case(f"model/{name}", "model", lvl, True, (lambda n: lambda ctx: run_model_case(ctx, n))(name),
+        cases.append(Case(f"model/{name}", "model", lvl, True, functools.partial(_run_model, name),
                           description=f"zoo:{name} with seeded random weights"))
     return cases
 

@@ -9,6 +9,7 @@ Not mandatory: they measure coverage of the ONNX operator set.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from glow_conformance.model import Case, Context, Level, Outcome, Result
@@ -27,7 +28,11 @@ def node_test_cases(root: Path) -> list[Case]:
     if not folders:
         raise GlowError(f"--onnx-node-tests '{root}' holds no test_*/model.onnx case folders")
     return [Case(f"onnx-node/{p.name}", "onnx-node", Level.CORE, False,
-                 (lambda path: lambda ctx: run_node_test(ctx, path))(p)) for p in folders]
+                 functools.partial(_run, p)) for p in folders]
+
+
+def _run(path: Path, ctx: Context) -> Outcome:
+    return run_node_test(ctx, path)
 
 
 def run_node_test(ctx: Context, path: Path) -> Outcome:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import traceback
 import zlib
-from typing import Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def run_node_case(ctx: Context, case_id: str, kind: str, build: Build, lower_all
 
 
 def compare_outputs(kind: str, got: Mapping[str, np.ndarray], want: list[np.ndarray], elems: list[ElemKind],
-                    tolerance_class: str | None, details: dict[str, object]) -> Outcome:
+                    tolerance_class: str | None, details: dict[str, Any]) -> Outcome:
     errors: list[str] = []
     max_err = 0.0
     tols = []

@@ -24,7 +24,7 @@ def options_from_args(args: argparse.Namespace) -> SuiteOptions:
     progress = None if args.progress == "auto" else args.progress
     return SuiteOptions(level=Level(args.level), filters=tuple(args.filter or ()), waivers=args.waivers,
                         onnx_node_tests=args.onnx_node_tests, force_lowering=args.force_lowering, seed=args.seed,
-                        reference=args.reference, progress=progress)
+                        reference=args.reference, progress=progress, isolate=not args.no_isolate)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"glow-conformance {SUITE_VERSION} (level {opts.level.value}): backend '{b['name']}' {b['version']} "
           f"({b['distribution']} {b['distribution_version']}, SDK API {b['sdk_api_version']}); "
           f"reference '{rep.reference['name']}'; glow {rep.glow_version}")
-    if suite.waiver_source:
+    if suite.waivers:
         print(f"waivers: {len(suite.waivers)} from {suite.waiver_source}")
     if args.list:
         for c in suite.cases:
@@ -54,10 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m glow_conformance``: the same options as ``glow conformance``."""
-    from glow_core.cli import cmd_conformance
     from glow_core.cli.main import main as glow_main
 
-    _ = cmd_conformance
     return glow_main(["conformance", *(sys.argv[1:] if argv is None else argv)])
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: The suite's version: printed and recorded in every report; bumped whenever cases, generators,
 #: tolerances or verdict rules change (a backend's results are comparable within one version).
@@ -65,7 +66,7 @@ class Case:
     category: str
     level: Level
     mandatory: bool
-    run: Callable[["Context"], Outcome]
+    run: Callable[[Context], Outcome]
     kind: str = ""
     elem: str = ""
     variant: str = ""

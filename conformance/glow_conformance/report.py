@@ -143,7 +143,6 @@ class Report:
 
     # -- JUnit XML -----------------------------------------------------------------------------
     def junit_xml(self) -> bytes:
-        totals = self.counts()
         root = ET.Element("testsuites", name="glow-conformance", tests=str(len(self.records)),
                           failures=str(len(self.blockers)), time=f"{self.seconds:.3f}")
         for cat in CATEGORIES:
@@ -173,7 +172,6 @@ class Report:
                                                          f"{r.message})"[:1000])
                 elif r.result is Result.UNSUPPORTED:
                     ET.SubElement(tc, "skipped", message=f"unsupported: {r.message}"[:1000])
-        _ = totals
         ET.indent(root)
         return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -184,12 +182,12 @@ class Report:
                  f"**{self.verdict()}**", "",
                  "| | |", "|---|---|",
                  f"| suite | glow-conformance {self.suite_version}, level `{self.level}` |",
-                 f"| backend | `{b.get('name')}` {b.get('version', '')} ({b.get('distribution', '')} "
-                 f"{b.get('distribution_version', '')}), SDK API {b.get('sdk_api_version', '')} |",
+                 (f"| backend | `{b.get('name')}` {b.get('version', '')} ({b.get('distribution', '')} "
+                  f"{b.get('distribution_version', '')}), SDK API {b.get('sdk_api_version', '')} |"),
                  f"| reference | `{self.reference.get('name')}` {self.reference.get('version', '')} |",
                  f"| glow | {self.glow_version} |",
-                 f"| platform | {self.platform.get('python', '')}, {self.platform.get('system', '')} "
-                 f"{self.platform.get('machine', '')}, numpy {self.platform.get('numpy', '')} |",
+                 (f"| platform | {self.platform.get('python', '')}, {self.platform.get('system', '')} "
+                  f"{self.platform.get('machine', '')}, numpy {self.platform.get('numpy', '')} |"),
                  f"| started | {self.started} ({self.seconds:.1f} s) |", "",
                  "## Summary", "", "| category | total | pass | fail | unsupported | waived | mandatory |",
                  "|---|---:|---:|---:|---:|---:|---:|"]

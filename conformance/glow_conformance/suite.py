@@ -48,6 +48,8 @@ class SuiteOptions:
     #: progress on stderr: None (auto: a bar on a terminal, lines otherwise), "bar", "lines", "off"
     progress: str | None = "off"
     node_test_timeout: float = 60.0
+    #: run the cases in worker processes: a backend that crashes the process fails the case, not the suite
+    isolate: bool = False
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -146,10 +148,10 @@ def _platform() -> dict[str, str]:
 def run_suite(backend: str, level: str | Level = Level.CORE, *, filters: Sequence[str] = (),
               waivers: str | Path | None = None, onnx_node_tests: str | Path | None = None,
               report_dir: str | Path | None = None, progress: str | None = "off", force_lowering: bool = False,
-              seed: int = 0, reference: str | None = None) -> Report:
+              seed: int = 0, reference: str | None = None, isolate: bool = False) -> Report:
     """Run the suite on backend ``backend`` (by registry name); write the reports when ``report_dir`` is given."""
     opts = SuiteOptions(Level(level), tuple(filters), waivers, onnx_node_tests, force_lowering, seed, reference,
-                        progress)
+                        progress, isolate=isolate)
     return Suite(backend, opts).run(report_dir)
 
 
@@ -166,17 +168,25 @@ class Suite:
                              _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                              options={"filters": list(options.filters), "force_lowering": options.force_lowering,
                                       "seed": options.seed, "onnx_node_tests": str(options.onnx_node_tests or ""),
-                                      "waivers": self.waiver_source},
+                                      "waivers": self.waiver_source, "isolate": options.isolate},
                              kinds_without_generator=sorted(self.missing))
 
     def run(self, report_dir: str | Path | None = None) -> Report:
         t0 = time.perf_counter()
         prog = Progress(len(self.cases), self.options.progress)
-        for case in self.cases:
-            out, seconds = run_case(case, self.ctx)
+
+        def done(case: Case, out: Outcome, seconds: float) -> None:
             rec = record(case, out, seconds, self.waivers)
             self.report.records.append(rec)
             prog.update(case.id, rec.blocks_conformance)
+
+        if self.options.isolate:
+            from glow_conformance.isolation import run_isolated
+
+            run_isolated(self.backend_name, self.options, self.cases, done)
+        else:
+            for case in self.cases:
+                done(case, *run_case(case, self.ctx))
         prog.close()
         self.report.seconds = time.perf_counter() - t0
         self.report.waivers = {

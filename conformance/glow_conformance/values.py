@@ -13,7 +13,7 @@ floats; extremes and their neighbours for integers.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -86,10 +86,10 @@ def random_array(elem: ElemKind, shape: tuple[int, ...], rng: np.random.Generato
     lo_i, hi_i = max(lo_i, int(info.min)), min(hi_i, int(info.max))
     if dt.itemsize == 1 and domain == "any":  # keep 8-bit sums and products mostly in range
         lo_i, hi_i = max(lo_i, -60), min(hi_i, 60)
-    x = rng.integers(lo_i, hi_i, size=shape, endpoint=True)
+    ints = rng.integers(lo_i, hi_i, size=shape, endpoint=True)
     if domain == "nonzero" and info.min < 0:
-        x = x * np.where(rng.random(shape) < 0.5, -1, 1)
-    return x.astype(dt)
+        ints = ints * np.where(rng.random(shape) < 0.5, -1, 1)
+    return ints.astype(dt)
 
 
 def _float_specials(dt: np.dtype) -> list[float]:

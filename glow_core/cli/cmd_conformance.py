@@ -39,13 +39,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", choices=("auto", "bar", "lines", "off"), default="auto",
                    help="progress on stderr: a bar on a terminal, a line per 10%% otherwise (default: auto)")
     p.add_argument("--list", action="store_true", help="list the selected cases without running them")
+    p.add_argument("--no-isolate", action="store_true",
+                   help="run the cases in this process (faster to debug; by default they run in a worker process, "
+                        "so a backend that crashes the process fails a case instead of the whole suite)")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         suite = importlib.import_module(SUITE_MODULE)
     except ModuleNotFoundError as e:
-        if e.name is not None and e.name.split(".")[0] == "glow_conformance":
+        if e.name is not None and (SUITE_MODULE == e.name or SUITE_MODULE.startswith(e.name + ".")):
             raise GlowError("the conformance suite is not installed",
                             hint="pip install glow-conformance (from a checkout: pip install ./conformance)") from None
         raise

@@ -22,6 +22,7 @@ from glow_core.cli.common import (
     input_spec,
     load_array,
     load_model_ref,
+    note,
     model_inputs,
     positive_int,
     random_feeds,
@@ -45,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="threads the backend may use (default: the backend's choice)")
     p.add_argument("--seed", metavar="S", type=int, default=0,
                    help="seed of the random inputs (default 0)")
+    p.add_argument("--random-weights", action="store_true",
+                   help="zoo models only: replace their constant placeholder weights with seeded random ones, "
+                        "so the outputs are informative")
 
 
 def _given_inputs(specs: list[tuple[str, Path]], proto_inputs: list[str]) -> dict[str, tuple[Path, np.ndarray]]:
@@ -97,7 +101,17 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.suffix != ".npz":
         raise GlowError(f"--output '{args.output}' must end in .npz", hint="outputs are saved as a numpy .npz archive")
     get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
+    from glow_core import zoo
+
     proto, label = load_model_ref(args.model)
+    if args.random_weights:
+        if not zoo.is_zoo_ref(args.model):
+            raise GlowError("--random-weights applies to zoo:NAME models only")
+        proto = zoo.load_with_random_weights(args.model, seed=args.seed)
+        label += " with random weights"
+    elif zoo.is_zoo_ref(args.model):
+        note("the light zoo models carry no trained weights (every weight is 0.02), so all classes score "
+             "alike; add --random-weights for informative outputs")
     shapes = shapes_from_args(args.input_shape)
     vis = {vi.name: vi for vi in model_inputs(proto)}
     given = _given_inputs(args.input, list(vis))

@@ -52,10 +52,11 @@ def _new_backend(args: argparse.Namespace) -> int:
         if registry().record(n.name) is not None:
             print(f"glow: warning: a backend named '{n.name}' is already installed; installing this package "
                   "would duplicate the name", file=sys.stderr)
-    except Exception:  # noqa: BLE001  (only a courtesy check)
+    except Exception:  # noqa: BLE001, S110  (only a courtesy check)
         pass
+    where = str(sc.root) if sc.root.is_absolute() or str(sc.root).startswith(".") else f"./{sc.root}"
     print("next:")
-    print(f"  pip install {sc.root}                      # or pip install -e {sc.root}")
+    print(f"  pip install {where}        (for development: pip install -e {where})")
     print(f"  glow conformance --backend {n.name}")
     return 0
 

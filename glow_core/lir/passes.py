@@ -22,83 +22,33 @@ Passes here:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from glow_core.errors import GlowError, PassError
 from glow_core.lir.instructions import ALLOC, COPY, DEALLOC, Dir, Effect, instr_kind
 from glow_core.lir.ir import Activation, Instr, LIRFunction, LValue, Operand, View, Weight, tensorview
 from glow_core.lir.lifetimes import is_body, last_uses, relayout
 from glow_core.lir.verify import expand_decls
+from glow_core.passes.manager import FixedPoint, PassContext, PassManager, PassRegistry, Step
 
 
-@dataclass
-class LIRPassContext:
-    debug: bool = False
-    dump_before: frozenset[str] = frozenset()
-    dump_after: frozenset[str] = frozenset()
-    dumps: list[tuple[str, str]] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    changes: dict[str, int] = field(default_factory=dict)
-    runs: dict[str, int] = field(default_factory=dict)
-
-
-LIRPassFn = Callable[[LIRFunction, LIRPassContext], bool]
-
-
-@dataclass(frozen=True)
-class LIRPass:
-    name: str
-    fn: LIRPassFn
-    doc: str = ""
-
-
-_PASSES: dict[str, LIRPass] = {}
-
-
-def lir_pass(name: str) -> Callable[[LIRPassFn], LIRPassFn]:
-    """Register an LIR pass under a unique name; its docstring documents it."""
-
-    def deco(fn: LIRPassFn) -> LIRPassFn:
-        if name in _PASSES:
-            raise GlowError(f"LIR pass {name!r} registered twice")
-        _PASSES[name] = LIRPass(name, fn, (fn.__doc__ or "").strip())
-        return fn
-
-    return deco
-
-
-def _ensure_loaded() -> None:
+def _load_lir_passes() -> None:
     import glow_core.lir.schedule  # noqa: F401  (registers "schedule")
 
 
-def get_lir_pass(name: str) -> LIRPass:
-    _ensure_loaded()
-    try:
-        return _PASSES[name]
-    except KeyError:
-        raise PassError(f"unknown LIR pass '{name}'; choose one of: {', '.join(sorted(_PASSES))}") from None
+#: the LIR passes: the graph optimizer's pass machinery over another IR
+LIR_PASSES = PassRegistry("LIR pass", _load_lir_passes)
+_PASSES = LIR_PASSES.passes
+LIRPassContext = PassContext
+LIRPassFn = Callable[[LIRFunction, PassContext], bool]
+lir_pass = LIR_PASSES.register
+get_lir_pass = LIR_PASSES.get
+all_lir_passes = LIR_PASSES.all
 
 
-def all_lir_passes() -> dict[str, LIRPass]:
-    _ensure_loaded()
-    return dict(_PASSES)
-
-
-@dataclass(frozen=True)
-class Repeat:
+def Repeat(*steps: Step, limit: int = 4) -> FixedPoint:
     """Run ``steps`` again until none of them changes anything (at most ``limit`` rounds)."""
+    return FixedPoint(*steps, limit=limit)
 
-    steps: tuple[Step, ...]
-    limit: int = 4
-
-    def __init__(self, *steps: Step, limit: int = 4) -> None:
-        object.__setattr__(self, "steps", tuple(steps))
-        object.__setattr__(self, "limit", limit)
-
-
-Step = str | Repeat
 
 DEFAULT_PIPELINE: tuple[Step, ...] = (
     "dead-store-elim",
@@ -109,62 +59,19 @@ DEFAULT_PIPELINE: tuple[Step, ...] = (
 )
 
 
-class LIRPassManager:
+class LIRPassManager(PassManager):
+    """The pass manager over the low-level IR (verifies the input too in debug mode)."""
+
+    registry = LIR_PASSES
+
     def __init__(self, pipeline: Sequence[Step] = DEFAULT_PIPELINE) -> None:
-        self.pipeline = tuple(pipeline)
-        for name in self.pass_names():
-            get_lir_pass(name)
+        super().__init__(pipeline, name="lir")
 
-    def pass_names(self) -> list[str]:
-        def flat(steps: Sequence[Step]) -> list[str]:
-            return [n for s in steps for n in (flat(s.steps) if isinstance(s, Repeat) else [s])]
-
-        return flat(self.pipeline)
-
-    def run(self, lir: LIRFunction, ctx: LIRPassContext | None = None) -> bool:
-        ctx = ctx or LIRPassContext()
+    def run(self, lir: LIRFunction, ctx: PassContext | None = None) -> bool:  # type: ignore[override]
+        ctx = ctx or PassContext()
         if ctx.debug:
             lir.verify()
-        return self._steps(self.pipeline, lir, ctx)
-
-    def _steps(self, steps: Sequence[Step], lir: LIRFunction, ctx: LIRPassContext) -> bool:
-        changed = False
-        for step in steps:
-            if isinstance(step, Repeat):
-                for _ in range(step.limit):
-                    if not self._steps(step.steps, lir, ctx):
-                        break
-                    changed = True
-            else:
-                changed |= self.run_pass(step, lir, ctx)
-        return changed
-
-    def run_pass(self, name: str, lir: LIRFunction, ctx: LIRPassContext) -> bool:
-        p = get_lir_pass(name)
-        if name in ctx.dump_before:
-            ctx.dumps.append((f"before {name}", lir.dump()))
-        t0 = time.perf_counter()
-        try:
-            changed = bool(p.fn(lir, ctx))
-        except PassError:
-            raise
-        except GlowError as e:
-            raise type(e)(f"in LIR pass '{name}': {e}", hint=e.hint) from e
-        except Exception as e:
-            raise PassError(f"LIR pass '{name}' failed on function {lir.name}: {type(e).__name__}: {e}") from e
-        finally:
-            ctx.timings[name] = ctx.timings.get(name, 0.0) + time.perf_counter() - t0
-            ctx.runs[name] = ctx.runs.get(name, 0) + 1
-        if changed:
-            ctx.changes[name] = ctx.changes.get(name, 0) + 1
-        if ctx.debug:
-            try:
-                lir.verify()
-            except GlowError as e:
-                raise PassError(f"LIR pass '{name}' left function {lir.name} invalid: {e}") from e
-        if name in ctx.dump_after:
-            ctx.dumps.append((f"after {name}", lir.dump()))
-        return changed
+        return super().run(lir, ctx)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -366,7 +273,7 @@ def _eliminate_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], f
 
 __all__ = [
     "DEFAULT_PIPELINE",
-    "LIRPass",
+    "LIR_PASSES",
     "LIRPassContext",
     "LIRPassManager",
     "Operand",

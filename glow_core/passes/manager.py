@@ -11,11 +11,11 @@ failing pass in any error.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from glow_core.errors import GlowError, PassError
-from glow_core.ir.graph import Function
 
 if TYPE_CHECKING:
     from glow_sdk.backend import Backend
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class PassContext:
     """What passes may consult: the target backend, options, and the manager's records."""
 
-    backend: "Backend | None" = None
+    backend: Backend | None = None
     debug: bool = False
     dump_before: frozenset[str] = frozenset()
     dump_after: frozenset[str] = frozenset()
@@ -37,7 +37,7 @@ class PassContext:
     options: dict[str, object] = field(default_factory=dict)
 
 
-PassFn = Callable[[Function, PassContext], bool]
+PassFn = Callable[[Any, PassContext], bool]
 
 
 @dataclass(frozen=True)
@@ -47,46 +47,75 @@ class Pass:
     doc: str = ""
 
 
-_PASSES: dict[str, Pass] = {}
+class PassRegistry:
+    """Named passes over one kind of IR (the graph IR here; the low-level IR reuses it).
+
+    ``what`` names the passes in messages ("pass", "LIR pass"); ``loader`` imports
+    the modules whose registrations fill the registry.
+    """
+
+    def __init__(self, what: str, loader: Callable[[], None] | None = None) -> None:
+        self.what = what
+        self.passes: dict[str, Pass] = {}
+        self._loader = loader
+
+    def register(self, name: str) -> Callable[[PassFn], PassFn]:
+        """Register a pass under a unique name; its docstring documents it."""
+
+        def deco(fn: PassFn) -> PassFn:
+            if name in self.passes:
+                raise GlowError(f"{self.what} {name!r} registered twice")
+            self.passes[name] = Pass(name, fn, (fn.__doc__ or "").strip())
+            return fn
+
+        return deco
+
+    def _load(self) -> None:
+        if self._loader is not None:
+            self._loader()
+
+    def get(self, name: str) -> Pass:
+        self._load()
+        try:
+            return self.passes[name]
+        except KeyError:
+            raise PassError(f"unknown {self.what} '{name}'; choose one of: {', '.join(sorted(self.passes))}") from None
+
+    def all(self) -> dict[str, Pass]:
+        self._load()
+        return dict(self.passes)
+
+
+def _load_graph_passes() -> None:
+    import glow_core.passes.registry  # noqa: F401  (imports every pass module)
+
+
+#: the graph-IR passes
+GRAPH_PASSES = PassRegistry("pass", _load_graph_passes)
+_PASSES = GRAPH_PASSES.passes
 
 
 def graph_pass(name: str) -> Callable[[PassFn], PassFn]:
     """Register a graph pass under a unique name; its docstring documents it."""
-
-    def deco(fn: PassFn) -> PassFn:
-        if name in _PASSES:
-            raise GlowError(f"pass {name!r} registered twice")
-        _PASSES[name] = Pass(name, fn, (fn.__doc__ or "").strip())
-        return fn
-
-    return deco
+    return GRAPH_PASSES.register(name)
 
 
 def get_pass(name: str) -> Pass:
-    _ensure_loaded()
-    try:
-        return _PASSES[name]
-    except KeyError:
-        raise PassError(f"unknown pass '{name}'; choose one of: {', '.join(sorted(_PASSES))}") from None
+    return GRAPH_PASSES.get(name)
 
 
 def all_passes() -> dict[str, Pass]:
-    _ensure_loaded()
-    return dict(_PASSES)
-
-
-def _ensure_loaded() -> None:
-    import glow_core.passes.registry  # noqa: F401  (imports every pass module)
+    return GRAPH_PASSES.all()
 
 
 @dataclass(frozen=True)
 class FixedPoint:
     """Run ``steps`` repeatedly until none of them changes anything (at most ``limit`` rounds)."""
 
-    steps: tuple["Step", ...]
+    steps: tuple[Step, ...]
     limit: int = 8
 
-    def __init__(self, *steps: "Step", limit: int = 8) -> None:
+    def __init__(self, *steps: Step, limit: int = 8) -> None:
         object.__setattr__(self, "steps", tuple(steps))
         object.__setattr__(self, "limit", limit)
 
@@ -95,11 +124,17 @@ Step = Union[str, FixedPoint]
 
 
 class PassManager:
-    def __init__(self, pipeline: Sequence[Step], name: str = "pipeline") -> None:
+    """Runs a pipeline of passes from ``registry`` over an IR object with ``verify()`` and ``dump()``."""
+
+    registry: PassRegistry = GRAPH_PASSES
+
+    def __init__(self, pipeline: Sequence[Step], name: str = "pipeline", registry: PassRegistry | None = None) -> None:
         self.pipeline = tuple(pipeline)
         self.name = name
+        if registry is not None:
+            self.registry = registry
         for step in self._flatten(self.pipeline):
-            get_pass(step)  # unknown names fail early
+            self.registry.get(step)  # unknown names fail early
 
     def _flatten(self, steps: Sequence[Step]) -> list[str]:
         out: list[str] = []
@@ -110,11 +145,11 @@ class PassManager:
     def pass_names(self) -> list[str]:
         return self._flatten(self.pipeline)
 
-    def run(self, fn: Function, ctx: PassContext | None = None) -> bool:
+    def run(self, fn: Any, ctx: PassContext | None = None) -> bool:
         ctx = ctx or PassContext()
         return self._run_steps(self.pipeline, fn, ctx)
 
-    def _run_steps(self, steps: Sequence[Step], fn: Function, ctx: PassContext) -> bool:
+    def _run_steps(self, steps: Sequence[Step], fn: Any, ctx: PassContext) -> bool:
         changed = False
         for step in steps:
             if isinstance(step, FixedPoint):
@@ -126,8 +161,9 @@ class PassManager:
                 changed |= self.run_pass(step, fn, ctx)
         return changed
 
-    def run_pass(self, name: str, fn: Function, ctx: PassContext) -> bool:
-        p = get_pass(name)
+    def run_pass(self, name: str, fn: Any, ctx: PassContext) -> bool:
+        p = self.registry.get(name)
+        what = self.registry.what
         if name in ctx.dump_before:
             ctx.dumps.append((f"before {name}", fn.dump()))
         t0 = time.perf_counter()
@@ -136,9 +172,9 @@ class PassManager:
         except PassError:
             raise
         except GlowError as e:
-            raise type(e)(f"in pass '{name}': {e}", hint=e.hint) from e
-        except Exception as e:  # noqa: BLE001
-            raise PassError(f"pass '{name}' failed on function {fn.name}: {type(e).__name__}: {e}") from e
+            raise type(e)(f"in {what} '{name}': {e}", hint=e.hint) from e
+        except Exception as e:
+            raise PassError(f"{what} '{name}' failed on function {fn.name}: {type(e).__name__}: {e}") from e
         finally:
             ctx.timings[name] = ctx.timings.get(name, 0.0) + time.perf_counter() - t0
             ctx.runs[name] = ctx.runs.get(name, 0) + 1
@@ -148,7 +184,7 @@ class PassManager:
             try:
                 fn.verify()
             except GlowError as e:
-                raise PassError(f"pass '{name}' left function {fn.name} invalid: {e}") from e
+                raise PassError(f"{what} '{name}' left function {fn.name} invalid: {e}") from e
         if name in ctx.dump_after:
             ctx.dumps.append((f"after {name}", fn.dump()))
         return changed

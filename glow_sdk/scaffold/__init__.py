@@ -46,7 +46,7 @@ class BackendNames:
     cls: str  # backend class
 
     @staticmethod
-    def of(name: str) -> "BackendNames":
+    def of(name: str) -> BackendNames:
         if not NAME_RE.match(name):
             raise ScaffoldError(
                 f"'{name}' is not a valid backend name",

@@ -71,7 +71,7 @@ class Executable(CompiledFunction):
             try:
                 with np.errstate(all="ignore"):
                     res = fn(node.attrs, out_types, *[get(v) for v in node.inputs])
-            except Exception as e:  # noqa: BLE001  (name the node in the error)
+            except Exception as e:
                 raise ExecutionError(f"{node.where()}: kernel failed: {type(e).__name__}: {e}") from e
             results = list(res) if isinstance(res, tuple) else [res]
             for o, r, t in zip(node.outputs, results, out_types):
@@ -130,5 +130,3 @@ class TemplateBackend(Backend):
             res = fn(attrs, list(out_types), *inputs)
         return list(res) if isinstance(res, tuple) else [res]
 
-
-__all__ = ["BACKEND_NAME", "Executable", "TemplateBackend"]

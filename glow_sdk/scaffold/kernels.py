@@ -336,7 +336,6 @@ def _pad_spatial(x: np.ndarray, pads: Sequence[int], out_spatial: Sequence[int],
 
 @kernel("Conv")
 def _conv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    n, c = x.shape[:2]
     m, cg = w.shape[:2]
     g = attrs["group"]
     mg = m // g

@@ -15,8 +15,9 @@ node-kind table must have one (the suite's own tests check it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

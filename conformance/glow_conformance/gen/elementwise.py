@@ -47,7 +47,7 @@ def _unary_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> di
     if kind == "IsInf":
         for attrs in ({"detect_positive": False}, {"detect_negative": False}):
             name = "special-" + ("negative" if "detect_positive" in attrs else "positive") + "-only"
-            out[name] = (lambda a: lambda rng: Variant([specials(elem)], dict(a)))(attrs)
+            out[name] = _fixed_build([specials(elem)], attrs)
     return out
 
 
@@ -93,7 +93,7 @@ def _binary_build(kind: str, elem: ElemKind, shapes: tuple[tuple[int, ...], tupl
 
 
 def _binary_special(kind: str, elem: ElemKind, attrs: dict[str, Any]) -> Build:
-    da, db = BINARY_DOMAINS[kind]
+    db = BINARY_DOMAINS[kind][1]
 
     def build(rng: np.random.Generator) -> Variant:
         a = specials(elem)
@@ -191,17 +191,24 @@ def _cast_special(src: ElemKind, dst: ElemKind) -> np.ndarray | None:
     return specials(src)
 
 
+def _cast_build(src: ElemKind, dst: ElemKind, shape: tuple[int, ...]) -> Build:
+    return lambda rng: Variant([_cast_source(src, dst, shape, rng)], {"to": dst})
+
+
+def _fixed_build(operands: list[np.ndarray | None], attrs: dict[str, Any]) -> Build:
+    return lambda rng: Variant(list(operands), dict(attrs))
+
+
 @generator("Cast", elems=PLAIN)
 def _cast_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     out: dict[str, Build] = {}
     for dst in sorted(avail & PLAIN, key=lambda e: e.value):
         to = f"to-{dst.value}"
         for fam, shape in (("scalar", ()), ("odd", (3, 5, 7)), ("large", (64, 1031))):
-            out[f"{to}-{fam}"] = (lambda d, s: lambda rng: Variant([_cast_source(elem, d, s, rng)], {"to": d}))(
-                dst, shape)
+            out[f"{to}-{fam}"] = _cast_build(elem, dst, shape)
         sp = _cast_special(elem, dst)
         if sp is not None:
-            out[f"{to}-special"] = (lambda d, v: lambda rng: Variant([v], {"to": d}))(dst, sp)
+            out[f"{to}-special"] = _fixed_build([sp], {"to": dst})
     return out
 
 
@@ -214,10 +221,9 @@ def _bitcast_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> 
         to = f"to-{dst.value}"
         for fam, shape in (("scalar", ()), ("odd", (3, 5, 7)), ("large", (64, 1031))):
             dom = "any" if elem.is_float else "full"
-            out[f"{to}-{fam}"] = (lambda d, s, dm: lambda rng: Variant([random_array(elem, s, rng, dm)],
-                                                                       {"to": d}))(dst, shape, dom)
+            out[f"{to}-{fam}"] = simple(elem, [shape], [dom], {"to": dst})
         if elem.is_float and not dst.is_float:  # the bits of every special value, NaN included
-            out[f"{to}-special"] = (lambda d: lambda rng: Variant([specials(elem)], {"to": d}))(dst)
+            out[f"{to}-special"] = _fixed_build([specials(elem)], {"to": dst})
     return out
 
 

@@ -8,7 +8,6 @@ import numpy as np
 
 from glow_conformance.gen import Build, Variant, generator
 from glow_conformance.gen.common import ALL, FLOATS, NUMERIC, PLAIN, arr, simple, types_for
-from glow_conformance.values import random_array
 from glow_core.ir.types import ElemKind
 
 E = ElemKind
@@ -24,12 +23,12 @@ def _with_specials(elem: ElemKind, shape: tuple[int, ...], attrs: dict[str, Any]
     def build(rng: np.random.Generator) -> Variant:
         from glow_conformance.values import special_values
 
-        a = arr(elem, shape, rng).reshape(-1)
+        flat = arr(elem, shape, rng).reshape(-1)
         if not elem.is_quantized:
             sp = special_values(elem)
-            n = min(sp.size, a.size)
-            a[:n] = sp[:n]
-        a = a.reshape(shape)
+            n = min(sp.size, flat.size)
+            flat[:n] = sp[:n]
+        a = flat.reshape(shape)
         return Variant([a], dict(attrs), types_for([a], elem))
 
     return build
@@ -289,6 +288,3 @@ def _max_unpool(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[s
 
     return {"basic": build}
 
-
-__all__: list[str] = []
-_ = random_array

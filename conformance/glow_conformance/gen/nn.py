@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from glow_conformance.gen import Build, Variant, generator
-from glow_conformance.gen.common import F32, FLOATS, NUMERIC, arr, simple
+from glow_conformance.gen.common import FLOATS, NUMERIC, arr, simple
 from glow_core.ir.types import ElemKind
 
 E = ElemKind
@@ -96,9 +96,13 @@ def _maxpool_argmax(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> di
     out = pool_variants("MaxPool", elem)
     del out["large"]
     for name, b in list(out.items()):
-        out[name] = (lambda bb: lambda rng: _add_attrs(bb(rng), storage_order=0))(b)
+        out[name] = _with_storage_order(b, 0)
     out["column-major"] = lambda rng: _add_attrs(pool_variants("MaxPool", elem)["odd"](rng), storage_order=1)
     return out
+
+
+def _with_storage_order(build: Build, order: int) -> Build:
+    return lambda rng: _add_attrs(build(rng), storage_order=order)
 
 
 def _add_attrs(v: Variant, **attrs: Any) -> Variant:
@@ -255,7 +259,6 @@ def _layernorm(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[st
     def build(axis: int, bias: bool) -> Build:
         def b(rng: np.random.Generator) -> Variant:
             shape = (2, 3, 4)
-            scale, b_ = _params(elem, rng, 1)
             pshape = shape[axis:]
             return Variant([arr(elem, shape, rng), arr(elem, pshape, rng, "positive"),
                             arr(elem, pshape, rng) if bias else None], {"axis": axis, "epsilon": 1e-5})
@@ -304,6 +307,3 @@ def _nll(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Bui
     return {"mean-weighted": build("mean", True, None), "sum": build("sum", False, None),
             "none-ignore": build("none", True, 1)}
 
-
-__all__: list[str] = []
-_ = F32

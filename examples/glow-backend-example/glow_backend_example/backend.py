@@ -25,7 +25,7 @@ from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
 from glow_sdk import Backend, Capability, CompiledFunction, CompileOptions, DeviceInfo
 
-from .kernels import KERNELS
+from .kernels import KERNELS, Kernel
 
 #: the name users pass as --backend
 BACKEND_NAME = "example"
@@ -42,10 +42,10 @@ DEVICE_MEMORY = 4 << 30
 class Executable(CompiledFunction):
     """Runs the nodes of a function in order with the kernels, freeing each value after its last use."""
 
-    def __init__(self, function: Function) -> None:
+    def __init__(self, function: Function, kernels: Mapping[str, Kernel] = KERNELS) -> None:
         super().__init__(function)
         self.function = function
-        self.steps = [(node, KERNELS[node.kind.name]) for node in function.nodes]
+        self.steps = [(node, kernels[node.kind.name]) for node in function.nodes]
         last: dict[int, int] = {}
         for i, node in enumerate(function.nodes):
             for v in node.inputs:
@@ -71,7 +71,7 @@ class Executable(CompiledFunction):
             try:
                 with np.errstate(all="ignore"):
                     res = fn(node.attrs, out_types, *[get(v) for v in node.inputs])
-            except Exception as e:  # noqa: BLE001  (name the node in the error)
+            except Exception as e:
                 raise ExecutionError(f"{node.where()}: kernel failed: {type(e).__name__}: {e}") from e
             results = list(res) if isinstance(res, tuple) else [res]
             for o, r, t in zip(node.outputs, results, out_types):
@@ -93,6 +93,8 @@ class ExampleBackend(Backend):
     name = BACKEND_NAME
     version = VERSION
     sdk_api_version = SDK_API
+    #: kind name -> kernel: what this backend runs
+    kernels: Mapping[str, Kernel] = KERNELS
 
     def capabilities(self) -> Sequence[Capability]:
         """Every kind with a kernel, for the element kinds of :data:`ELEMS` it is defined for.
@@ -101,13 +103,13 @@ class ExampleBackend(Backend):
         ``Capability("Conv", f32, when=lambda n: n.attrs["group"] == 1, why="group 1 only")``:
         a node it rejects is lowered (or reported unsupported).
         """
-        return [Capability(kind, ELEMS & get_kind(kind).elems) for kind in sorted(KERNELS)]
+        return [Capability(kind, ELEMS & get_kind(kind).elems) for kind in sorted(self.kernels)]
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in KERNELS})
+        missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in self.kernels})
         if missing:
             raise UnsupportedError(f"backend {self.name} has no kernel for: {', '.join(missing)}")
-        return Executable(function)
+        return Executable(function, self.kernels)
 
     def create_device(self) -> DeviceInfo:
         return DeviceInfo(name=f"{self.name}0", memory_bytes=DEVICE_MEMORY)
@@ -121,12 +123,10 @@ class ExampleBackend(Backend):
 
     def evaluate(self, kind: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray | None],
                  out_types: Sequence[TensorType]) -> list[np.ndarray]:
-        fn = KERNELS.get(kind)
+        fn = self.kernels.get(kind)
         if fn is None:
             raise UnsupportedError(f"backend {self.name} has no kernel for {kind}")
         with np.errstate(all="ignore"):
             res = fn(attrs, list(out_types), *inputs)
         return list(res) if isinstance(res, tuple) else [res]
 
-
-__all__ = ["BACKEND_NAME", "Executable", "ExampleBackend"]

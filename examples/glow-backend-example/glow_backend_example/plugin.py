@@ -7,9 +7,8 @@ factory, on first use.
 
 from __future__ import annotations
 
-from glow_sdk import Backend, BackendSpec, hookimpl
-
 from glow_backend_example import __version__
+from glow_sdk import Backend, BackendSpec, hookimpl
 
 #: the SDK API version this backend was written against: a glow that cannot load it says so
 SDK_API = 1

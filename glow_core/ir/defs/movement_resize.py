@@ -8,7 +8,8 @@ output shape, ``scales`` the per-axis scale used by the coordinate transform
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,51 @@ def nearest_indices(src: np.ndarray, nearest_mode: str, n_in: int) -> np.ndarray
 def outside(src: np.ndarray, n_in: int) -> np.ndarray:
     """tf_crop_and_resize: positions whose source lies outside the input (they take extrapolation_value)."""
     return (src < 0) | (src > n_in - 1)
+
+
+# -- interpolation tables: the arithmetic shared by the kernel and the lowering ------------------------
+
+def cubic_weights(d: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic convolution kernel at distances d."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def filter_taps(ratio: np.ndarray, scale: float, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
+    """Tap offsets (from the left neighbour) and weights for linear/cubic, per output position."""
+    cubic = attrs["mode"] == "cubic"
+    support = 2.0 if cubic else 1.0
+    s = min(scale, 1.0) if attrs["antialias"] else 1.0
+    start = int(np.floor(-support / s)) + 1
+    offsets = np.arange(start, 2 - start)  # symmetric window around the source coordinate
+    dist = (offsets[None, :] - ratio[:, None]) * s
+    if cubic:
+        weights = cubic_weights(dist, float(attrs["cubic_coeff_a"]))
+    else:
+        weights = np.clip(1 - np.abs(dist), 0.0, 1.0)
+    if attrs["antialias"]:
+        weights = weights / weights.sum(axis=1, keepdims=True)
+    return offsets, weights
+
+
+def interpolation_table(src: np.ndarray, n_in: int, scale: float, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
+    """Clamped tap indices [n_out, T] (int64) and their float64 weights [n_out, T] along one axis."""
+    left = np.ceil(src) - 1  # the ratio src - left lies in (0, 1]
+    offsets, weights = filter_taps(src - left, scale, attrs)
+    taps = left.astype(np.int64)[:, None] + offsets[None, :]
+    if attrs["exclude_outside"]:
+        weights = np.where((taps < 0) | (taps >= n_in), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    return np.clip(taps, 0, n_in - 1).astype(np.int64), weights
+
+
+def is_identity(n_in: int, n_out: int, scale: float, roi: tuple[float, float], attrs: Attrs) -> bool:
+    coord = attrs["coordinate_transformation_mode"]
+    return (n_in == n_out and scale == 1.0 and coord != "tf_half_pixel_for_nn"
+            and (coord != "tf_crop_and_resize" or roi == (0.0, 1.0)))
 
 
 def _resize(types: Types, attrs: Attrs) -> list[TensorType]:

@@ -18,10 +18,15 @@ from glow_core.lowering.table import lowering
 
 
 def _bound(b: Builder, value: float, like: Value) -> Value | None:
+    """A clip bound as a constant of ``like``'s kind (None when it cannot clip anything)."""
     if math.isinf(value):
         return None
-    v = int(value) if like.type.elem.is_int else value
-    return b.const(np.asarray(v, dtype=like.type.dtype))
+    if like.type.elem.is_int:
+        info = np.iinfo(like.type.dtype)
+        if not info.min < value < info.max:  # beyond the type's range: the bound never applies
+            return None
+        return b.const(np.asarray(int(value), dtype=like.type.dtype))
+    return b.const(np.asarray(value, dtype=like.type.dtype))
 
 
 def _none(b: Builder, node: Node, y: Value) -> Value:

@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.ir.defs.movement_resize import nearest_indices, outside, source_coordinates
+from glow_core.ir.defs.movement_resize import (
+    interpolation_table,
+    is_identity,
+    nearest_indices,
+    outside,
+    source_coordinates,
+)
 from glow_core.ir.graph import Node, Value
 from glow_core.ir.types import ElemKind
 from glow_core.lowering.builder import Builder
@@ -40,49 +46,6 @@ Attrs = Mapping[str, Any]
 
 
 # -- compile-time tables (the kernel's arithmetic) ---------------------------------------------------------
-
-def _cubic(d: np.ndarray, a: float) -> np.ndarray:
-    """Keys' cubic convolution kernel at distances d."""
-    d = np.abs(d)
-    near = ((a + 2) * d - (a + 3)) * d * d + 1
-    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
-
-
-def _filter_taps(ratio: np.ndarray, scale: float, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
-    """Tap offsets (from the left neighbour) and weights for linear/cubic, per output position."""
-    cubic = attrs["mode"] == "cubic"
-    support = 2.0 if cubic else 1.0
-    s = min(scale, 1.0) if attrs["antialias"] else 1.0
-    start = int(np.floor(-support / s)) + 1
-    offsets = np.arange(start, 2 - start)  # symmetric window around the source coordinate
-    dist = (offsets[None, :] - ratio[:, None]) * s
-    if cubic:
-        weights = _cubic(dist, float(attrs["cubic_coeff_a"]))
-    else:
-        weights = np.clip(1 - np.abs(dist), 0.0, 1.0)
-    if attrs["antialias"]:
-        weights = weights / weights.sum(axis=1, keepdims=True)
-    return offsets, weights
-
-
-def interpolation_table(src: np.ndarray, n_in: int, scale: float, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
-    """Clamped tap indices [n_out, T] (int64) and their float64 weights [n_out, T] along one axis."""
-    left = np.ceil(src) - 1  # the ratio src - left lies in (0, 1]
-    offsets, weights = _filter_taps(src - left, scale, attrs)
-    taps = left.astype(np.int64)[:, None] + offsets[None, :]
-    if attrs["exclude_outside"]:
-        weights = np.where((taps < 0) | (taps >= n_in), 0.0, weights)
-        total = weights.sum(axis=1, keepdims=True)
-        weights = weights / np.where(total == 0, 1.0, total)
-    return np.clip(taps, 0, n_in - 1).astype(np.int64), weights
-
-
-def _is_identity(n_in: int, n_out: int, scale: float, roi: tuple[float, float], attrs: Attrs) -> bool:
-    coord = attrs["coordinate_transformation_mode"]
-    return (n_in == n_out and scale == 1.0 and coord != "tf_half_pixel_for_nn"
-            and (coord != "tf_crop_and_resize" or roi == (0.0, 1.0)))
-
 
 def _compute_kind(elem: ElemKind) -> ElemKind:
     return ElemKind.FLOAT64 if elem == ElemKind.FLOAT64 else ElemKind.FLOAT32
@@ -134,7 +97,7 @@ def _resize(b: Builder, node: Node) -> list[Value] | None:
         res = b.cast(x, _compute_kind(x.type.elem))
     for axis in range(rank):
         box = (roi[axis], roi[axis + rank]) if roi else (0.0, 1.0)
-        if _is_identity(res.type.shape[axis], sizes[axis], scales[axis], box, attrs):
+        if is_identity(res.type.shape[axis], sizes[axis], scales[axis], box, attrs):
             continue
         resized = _resize_axis(b, res, axis, int(sizes[axis]), float(scales[axis]), box, attrs)
         if resized is None:

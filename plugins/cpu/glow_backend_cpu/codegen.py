@@ -173,11 +173,11 @@ class LIRCodegen:
         i = 0
         while i < len(instrs):
             chain = [instrs[i]]
-            while self._elementwise(chain[-1]) and i + len(chain) < len(instrs):
-                nxt = instrs[i + len(chain)]
-                if not self._can_fuse(chain, nxt, later_reads[i + len(chain)]):
-                    break
-                chain.append(nxt)
+            while self._elementwise(chain[-1]) and i + len(chain) < len(instrs) \
+                    and self._extends(chain, instrs[i + len(chain)]):
+                chain.append(instrs[i + len(chain)])
+            while len(chain) > 1 and not self._valid_chain(chain, later_reads[i + len(chain) - 1]):
+                chain.pop()
             steps.append(self._make_step(chain))
             i += len(chain)
         return steps
@@ -186,40 +186,44 @@ class LIRCodegen:
     def _elementwise(ins: LInstr) -> bool:
         return ins.effect is Effect.COMPUTE and EMITTERS.get(ins.kind) is emit_single and ins.n_out == 1
 
-    def _can_fuse(self, chain: list[LInstr], nxt: LInstr, reads_after: set[int]) -> bool:
-        prev = chain[-1]
+    def _extends(self, chain: list[LInstr], nxt: LInstr) -> bool:
+        """May ``nxt`` join the chain? Element-wise, same shape, reads a result of the chain (by identity) and
+        no other region of a result's buffer."""
         if not self._elementwise(nxt):
             return False
-        v = prev.outs[0].value
         out = nxt.outs[0].value
-        if not isinstance(v, Activation) or v.type.shape != out.type.shape:  # type: ignore[union-attr]
+        if out is None or out.type.shape != chain[0].outs[0].value.type.shape:  # type: ignore[union-attr]
             return False
-        ins = [op.value for op in nxt.ins]
-        if not any(x is v for x in ins):
+        produced = [c.outs[0].value for c in chain]
+        ins = [op.value for op in nxt.ins if op.value is not None]
+        if not any(any(x is p for p in produced) for x in ins):
             return False
-        if any(x is not None and x is not v and x.root is v for x in ins):
-            return False
-        rewritten = out is not None and out.root is v and out.root_offset == 0 and out.nbytes >= v.nbytes
-        if id(v) in reads_after and not rewritten:
-            return False
-        # every operand the fused loop reads from memory must not overlap the final output at another index
-        out_loc = self.loc(out)  # type: ignore[arg-type]
-        externals = [op.value for ins_ in chain + [nxt] for op in ins_.ins
-                     if op.value is not None and not any(op.value is c.outs[0].value for c in chain)]
-        for x in externals:
+        roots = {id(p.root) for p in produced if p is not None}
+        return all(any(x is p for p in produced) or id(x.root) not in roots for x in ins)
+
+    def _valid_chain(self, chain: list[LInstr], reads_after: set[int]) -> bool:
+        """Every intermediate result dies inside the chain, and no operand read from memory overlaps the
+        final output at another index."""
+        final = chain[-1].outs[0].value
+        assert final is not None
+        for c in chain[:-1]:
+            v = c.outs[0].value
+            if v is final:
+                continue
+            if not isinstance(v, Activation):
+                return False
+            if id(v) in reads_after and v is not final.root:
+                return False
+        out_loc = self.loc(final)
+        for x in chain_externals(chain):
             xl = self.loc(x)
-            if xl.overlaps(out_loc) and not (xl == out_loc and x.type.shape == out.type.shape):  # type: ignore[union-attr]
+            if xl.overlaps(out_loc) and not (xl == out_loc and x.type.shape == final.type.shape):
                 return False
         return True
 
     def _make_step(self, chain: list[LInstr]) -> _Step:
-        reads: list[Loc] = []
+        reads = [self.loc(v) for v in chain_externals(chain)]
         writes: list[Loc] = []
-        produced = {id(c.outs[0].value) for c in chain[:-1]} if len(chain) > 1 else set()
-        for ins in chain:
-            for op in ins.ins:
-                if op.value is not None and id(op.value) not in produced:
-                    reads.append(self.loc(op.value))
         for op in chain[-1].outs:
             if op.value is not None:
                 writes.append(self.loc(op.value))
@@ -236,13 +240,13 @@ class LIRCodegen:
 
     def emit_step(self, index: int, step: _Step) -> None:
         values: list[LValue] = []
-        for ins in step.instrs:
-            for op in ins.operands:
-                if op.value is not None and not any(op.value is x for x in values):
-                    values.append(op.value)
         if len(step.instrs) > 1:  # a fused chain: the intermediates stay in registers
-            inter = {id(c.outs[0].value) for c in step.instrs[:-1]}
-            values = [v for v in values if id(v) not in inter]
+            candidates = chain_externals(step.instrs) + [step.instrs[-1].outs[0].value]
+        else:
+            candidates = [op.value for op in step.instrs[0].operands]
+        for v in candidates:
+            if v is not None and not any(v is x for x in values):
+                values.append(v)
         locs = [self.loc(v) for v in values]
         disjoint = all(not a.overlaps(b) for i, a in enumerate(locs) for b in locs[i + 1:])
         arg_types = [storage_type(v.type.elem).as_pointer() for v in values]
@@ -391,6 +395,21 @@ class LIRCodegen:
         b.call(barrier, [nthreads])
         self.layout.barriers += 1
         b.ret_void()
+
+
+def chain_externals(chain: list[LInstr]) -> list[LValue]:
+    """The operands a chain reads from memory: every in operand not computed by an earlier step."""
+    produced: set[int] = set()
+    out: list[LValue] = []
+    for ins in chain:
+        for op in ins.ins:
+            v = op.value
+            if v is not None and id(v) not in produced and not any(v is x for x in out):
+                out.append(v)
+        for op in ins.outs:
+            if op.value is not None:
+                produced.add(id(op.value))
+    return out
 
 
 def storage_type_of(array: np.ndarray) -> ir.Type:

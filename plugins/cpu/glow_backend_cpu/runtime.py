@@ -181,6 +181,8 @@ class CpuExecutable(CompiledFunction):
             if name not in feeds:
                 raise InputError(f"missing input '{name}' ({t})")
             a = feeds[name]
+            if isinstance(a, np.generic):
+                a = np.asarray(a)
             if not isinstance(a, np.ndarray):
                 raise InputError(f"input '{name}' must be a numpy array, got {type(a).__name__}")
             if a.dtype != t.dtype or tuple(a.shape) != tuple(t.shape):
@@ -191,7 +193,7 @@ class CpuExecutable(CompiledFunction):
         with self._lock:
             keep: list[np.ndarray] = []
             for region, name, t in self._inputs:
-                a = feeds[name]
+                a = np.asarray(feeds[name])
                 if not (a.flags.c_contiguous and is_aligned(a)):
                     buf = self._staging.get(name)
                     if buf is None:
@@ -221,7 +223,8 @@ class CpuExecutable(CompiledFunction):
         pool = self._workers(n)
         entry = self._entry
         if pool is not None:
-            pool.run(lambda k: entry(regions, k, n))
+            lib = self.library  # the task keeps the code mapped until every worker has returned from it
+            pool.run(lambda k, _lib=lib: entry(regions, k, n))
         try:
             entry(regions, 0, n)
         finally:

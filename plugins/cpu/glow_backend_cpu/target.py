@@ -43,7 +43,7 @@ EXTERNAL_SYMBOLS: dict[str, str] = {
         "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
         "asinh", "acosh", "atanh", "erf", "pow", "fmod", "log1p", "expm1",
     )},
-    "sched_yield": "c",
+    "sched_yield": "c", "memcpy": "c", "memmove": "c", "memset": "c",
 }
 
 FEATURES_ENV = "GLOW_CPU_FEATURES"
@@ -119,9 +119,7 @@ class Codegen:
         if level == "generic":
             self.cpu_name = "x86-64" if self.triple.startswith("x86_64") else "generic"
         self.opt_level = opt_level
-        target = llvm.Target.from_triple(self.triple)
-        self.tm = target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=opt_level,
-                                               reloc="static", codemodel="jitdefault")
+        self.tm = self._target_machine()
         self.data_layout = str(self.tm.target_data)
         feats = set(f[1:] for f in self.features.split(",") if f.startswith("+"))
         lanes = 16 if "avx512f" in feats else 8 if "avx" in feats else 4
@@ -131,6 +129,12 @@ class Codegen:
         )
         self.is_x86 = self.triple.startswith(("x86_64", "i686", "i386"))
         self._lock = threading.Lock()
+        _install_support(self)
+
+    def _target_machine(self) -> llvm.TargetMachine:
+        target = llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=self.opt_level,
+                                            reloc="static", codemodel="jitdefault")
 
     @property
     def identity(self) -> str:
@@ -185,11 +189,25 @@ class Codegen:
     def load(self, lib: Library) -> Library:
         """Put the library's object code into an MCJIT engine of its own."""
         empty = llvm.parse_assembly(f'target triple = "{self.triple}"\ntarget datalayout = "{self.data_layout}"\n')
-        ee = llvm.create_mcjit_compiler(empty, self.tm)
+        # the engine owns (and frees) its target machine: give it one of its own
+        ee = llvm.create_mcjit_compiler(empty, self._target_machine())
         ee.add_object_file(llvm.ObjectFileRef.from_data(lib.object_code))
         ee.finalize_object()
         lib.engine = ee
         return lib
+
+
+_support_engine: llvm.ExecutionEngine | None = None
+
+
+def _install_support(cg: Codegen) -> None:
+    """The run-time support functions (``support.py``), once per process."""
+    global _support_engine
+    with _init_lock:
+        if _support_engine is None:
+            from glow_backend_cpu import support
+
+            _support_engine = support.install(cg._target_machine(), cg.triple, cg.data_layout)
 
 
 _codegen: Codegen | None = None

@@ -24,21 +24,39 @@ and round once; the activation sees the rounded value).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
 from glow_backend_cpu.emit import dtypes
-from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
+from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.gemm import (
-    KC_MAX, F32P, Geometry, GemmPlan, activation, c64, emit_gemm, fma, geometry, gep, load_maybe_masked, masked_store,
-    pack_rows, store_maybe_masked, strided_masked_load, vty,
+    F32P,
+    KC_MAX,
+    BPack,
+    GemmPlan,
+    Geometry,
+    UKernel,
+    activation,
+    c64,
+    dispatch_variant,
+    emit_gemm,
+    fma,
+    geometry,
+    gep,
+    get_ukernel,
+    masked_store,
+    pack_rows,
+    strided_masked_load,
+    vstore,
+    vty,
 )
 from glow_backend_cpu.helpers import I1, I64, for_range, iota, partition, smax, smin, splat
-from glow_backend_cpu.pack import conv_filter_matrix, even_blocks, pack_a_panels
-from glow_core.ir.types import ElemKind
+from glow_backend_cpu.pack import conv_filter_matrix, even_blocks, pack_a_panels, pack_b_panels
+from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,8 @@ def act_of(attrs: Mapping[str, Any], elem: ElemKind = ElemKind.FLOAT32) -> tuple
     if act == "clip":
         if math.isinf(lo) and math.isinf(hi):
             return "none", lo, hi
+        if not elem.is_float:  # integer bounds are converted by the integer activation itself
+            return act, lo, hi
         dt = elem.dtype
         lo = -math.inf if math.isinf(lo) else float(np.asarray(lo).astype(dt).astype(np.float64))
         hi = math.inf if math.isinf(hi) else float(np.asarray(hi).astype(dt).astype(np.float64))
@@ -117,7 +137,7 @@ def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None]:
     return ins[0], ins[1], ins[2]  # type: ignore[return-value]
 
 
-@EMITTERS.register("Conv", "FusedConv")
+@register_emitter("Conv", "FusedConv", elems=FLOAT_KINDS)
 def emit_conv(ctx: EmitContext, instr: Instr) -> None:
     y = instr.outs[0]
     x, w, bias = _ins(instr)
@@ -130,7 +150,9 @@ def emit_conv(ctx: EmitContext, instr: Instr) -> None:
         return
     s = conv_shape(x.type.shape, w.type.shape, y.type.shape, instr.attrs)
     act, lo, hi = act_of(instr.attrs)
-    if s.Mg >= 4 and s.K >= 4:
+    if transposed_fits(s, ctx.target.vector_lanes) and w.const_value is not None:
+        emit_conv_gemm_t(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
+    elif s.Mg >= 4 and s.K >= 4:
         emit_conv_gemm(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
     else:
         emit_conv_direct(ctx, s, x, w, bias, y, act, lo, hi)
@@ -143,9 +165,9 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
     geo = geometry(ctx.target.vector_lanes)
     MR = geo.mr
     K, Mg, G = s.K, s.Mg, s.G
-    OHW, HW = s.OH * s.OW, s.H * s.W
+    OHW = s.OH * s.OW
     b = ctx.builder
-    xp, yp = x.ptr, y.ptr
+    yp = y.ptr
 
     if w.const_value is not None:
         packed = pack_a_panels(conv_filter_matrix(np.asarray(w.const_value, dtype=np.float32), G), MR)
@@ -175,6 +197,21 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
         def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
             return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
 
+    b_pack, k_blocks, ld = _b_source(s, geo, x.ptr)
+    return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
+                    ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, bias="row" if bias is not None else "none",
+                    bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
+
+
+def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
+              kc_limit: int = KC_MAX) -> tuple[BPack, list[int], int]:
+    """The packer of im2col tiles of at most ``max_width`` (default NR) pixels (plain rows for a 1x1 stride-1
+    unpadded convolution), the K blocks (at most ``kc_limit`` rows, whole input channels) and the packed
+    tile's row stride (whole vectors, plus one vector for im2col tiles, whose stores may run past a row)."""
+    HW, OHW = s.H * s.W, s.OH * s.OW
+    W = geo.lanes
+    nvec = -(-(max_width or geo.nr) // W)
+
     def x_group(b: ir.IRBuilder, bg: ir.Value) -> ir.Value:
         # (nb * C + g * Cg) * HW = bg * Cg * HW
         return gep(b, xp, b.mul(bg, c64(s.Cg * HW)))
@@ -185,14 +222,10 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
         def b_pack(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, width: ir.Value, k0: ir.Value, kc: ir.Value,
                    kb: ir.Value, dst: ir.Value) -> None:
             src = gep(b, x_group(b, bg), b.add(b.mul(k0, c64(HW)), n0))
-            pack_rows(b, geo, src, HW, kc, width, dst, full_width=OHW % geo.nr == 0)
-        k_blocks = even_blocks(K, KC_MAX)
-    else:
-        b_pack = _im2col_packer(s, geo, x_group)
-        k_blocks = even_blocks(K, KC_MAX, s.KH * s.KW)
-    return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
-                    ldc=OHW, b_pack=b_pack, k_blocks=k_blocks, bias="row" if bias is not None else "none",
-                    bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
+            pack_rows(b, geo, src, HW, kc, width, dst, full_width=OHW % (nvec * W) == 0, nvec=nvec)
+        return b_pack, even_blocks(s.K, kc_limit), nvec * W
+    ld = (nvec + 1) * W
+    return _im2col_packer(s, geo, x_group, ld, nvec), even_blocks(s.K, kc_limit, s.KH * s.KW), ld
 
 
 def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
@@ -202,11 +235,125 @@ def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias:
     emit_gemm(ctx.builder, plan, ctx.tid, ctx.nthreads, scratch)
 
 
-def _im2col_packer(s: ConvShape, geo: Geometry, x_group: Any) -> Any:
-    W, NR = geo.lanes, geo.nr
-    nvs = min(geo.nvec, -(-s.OW // W))  # vectors per output-row segment
+def transposed_fits(s: ConvShape, lanes: int) -> bool:
+    """Vectorize over output channels instead of pixels: for small output planes (a 7 x 7 plane fills 49
+    of a tile's 64 lanes), and for planes whose pixel count is not a multiple of the vector (a 14 x 14
+    plane wastes 12 lanes of its last vector) when K is long enough to hide the transposed store."""
+    n = s.OH * s.OW
+    nr = geometry(lanes).nr
+    if s.Mg < 2 * lanes or s.K < 4:
+        return False
+    return n < nr - 8 or (n % lanes != 0 and s.K >= 1024 and n <= 1024 and s.OW <= 64)
+
+
+def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
+                     act: str, lo: float, hi: float, name: str = "") -> None:
+    """Small output planes (``OH*OW < NR``): ``Y^T[pixels, Mg] = im2col^T x F^T``, vectorized over channels.
+
+    The im2col tile is packed as in the GEMM path (``[K][NR]``, pixels as
+    columns) and read transposed as the broadcast operand; the filter is packed
+    at compile time into NR-channel panels. The work items (pixel panel x
+    channel panel, channels innermost) split evenly over the threads, and a
+    thread packs only the pixels of its panels; each result block goes through
+    a scratch tile (accumulated over the K blocks) and is stored transposed
+    (one strided gather per channel).
+    """
+    geo = geometry(ctx.target.vector_lanes)  # of the im2col tile
+    N, K, Mg, G = s.OH * s.OW, s.K, s.Mg, s.G
+    cgeo = transposed_geometry(geo, N)  # of the micro-kernels
+    W, MR, NR = geo.lanes, cgeo.mr, cgeo.nr
+    b = ctx.builder
+    NTc = -(-Mg // NR)
+    MPp = -(-N // MR)
+    wt = conv_filter_matrix(np.asarray(w.const_value, dtype=np.float32), G).transpose(0, 2, 1)
+    bt = b.bitcast(ctx.add_constant(pack_b_panels(wt, NR), f"{name or 'conv'}.filter.packed_t"), F32P)
+    # the whole pixel row of the tile is packed at once: keep a K block of it near 128K floats (L2)
+    tile_w = -(-N // W) * W + W
+    b_pack, k_blocks, TR = _b_source(s, geo, x.ptr, N, max(s.KH * s.KW, min(KC_MAX, (128 * 1024) // tile_w)))
+    kbs = k_blocks + [K]
+    kc_max = max(kbs[i + 1] - kbs[i] for i in range(len(kbs) - 1))
+    cs_tile = MPp * MR * NR  # floats of one channel panel's result block
+    scratch = b.bitcast(ctx.scratch((kc_max * TR + NTc * cs_tile) * 4), F32P)
+    tile, cs = scratch, gep(b, scratch, kc_max * TR)
+    oc_tail = Mg - (NTc - 1) * NR
+    tail_vec = -(-oc_tail // W)
+    m_tail = N - (MPp - 1) * MR
+    act_kw = {"bias": "col" if bias is not None else "none", "act": act, "lo": lo, "hi": hi}
+
+    variants = {}
+    for last_ot in (False, True):
+        for last_mp in (False, True):
+            nvec, tail = (tail_vec, oc_tail - (tail_vec - 1) * W) if last_ot else (cgeo.nvec, W)
+            variants[(last_ot, last_mp)] = get_ukernel(ctx.module, UKernel(
+                lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
+                ldb=NR, b_align=64, a_cols=True, **act_kw))
+
+    # work items: (image/group, pixel panel, channel panel), channel panels innermost; a thread packs the
+    # im2col columns of the pixel panels it touches, once per K block
+    per_bg = MPp * NTc
+    i0, i1 = partition(b, s.N * G * per_bg, ctx.tid, ctx.nthreads)
+    with b.if_then(b.icmp_signed("<", i0, i1)):
+        bg_first = b.udiv(i0, c64(per_bg))
+        bg_end = b.add(b.udiv(b.sub(i1, c64(1)), c64(per_bg)), c64(1))
+        with for_range(b, bg_first, bg_end, name="bg") as bg:
+            it_lo = smax(b, b.sub(i0, b.mul(bg, c64(per_bg))), c64(0))
+            it_hi = smin(b, b.sub(i1, b.mul(bg, c64(per_bg))), c64(per_bg))
+            px0 = b.mul(b.udiv(it_lo, c64(NTc)), c64(MR))  # first pixel of this thread's pixel panels
+            px1 = smin(b, b.mul(b.add(b.udiv(b.sub(it_hi, c64(1)), c64(NTc)), c64(1)), c64(MR)), c64(N))
+            g = b.urem(bg, c64(G))
+            for kb in range(len(kbs) - 1):  # few blocks: unrolled
+                k0, kc = kbs[kb], kbs[kb + 1] - kbs[kb]
+                b_pack(b, bg, px0, b.sub(px1, px0), c64(k0), c64(kc), c64(kb), tile)
+                flags = c64((1 if kb == 0 else 0) | (2 if kb == len(kbs) - 2 else 0))
+                with for_range(b, it_lo, it_hi, name="it") as it:
+                    mp = b.udiv(it, c64(NTc))
+                    ot = b.urem(it, c64(NTc))
+                    oc0 = b.mul(ot, c64(NR))
+                    bias_p = gep(b, bias.ptr, b.add(b.mul(g, c64(Mg)), oc0)) if bias is not None \
+                        else ir.Constant(F32P, None)
+                    bpanel = gep(b, bt, b.mul(b.add(b.mul(b.add(b.mul(g, c64(NTc)), ot), c64(K)), c64(k0)), c64(NR)))
+                    cblk = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
+                    args = [gep(b, tile, b.sub(b.mul(mp, c64(MR)), px0)), c64(TR), bpanel, cblk, c64(NR), c64(kc),
+                            flags, bias_p, c64(0)]
+                    dispatch_variant(b, variants, b.icmp_signed("==", ot, c64(NTc - 1)),
+                                     b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
+            # transposed store of each item: Y[bg * Mg + oc0 + j][p0 + i] = cs[ot][p0 + i][j]
+            with for_range(b, it_lo, it_hi, name="st") as it:
+                mp = b.udiv(it, c64(NTc))
+                ot = b.urem(it, c64(NTc))
+                p0 = b.mul(mp, c64(MR))
+                rows = smin(b, c64(MR), b.sub(c64(N), p0))
+                mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
+                src = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
+                oc0 = b.mul(ot, c64(NR))
+                ydst = gep(b, y.ptr, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0))
+                with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
+                    val = strided_masked_load(b, gep(b, src, j), mask, NR)
+                    masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
+
+
+def transposed_geometry(geo: Geometry, pixels: int) -> Geometry:
+    """Rows x vectors of the transposed path's micro-kernel: 7 x 3 when the pixels split into 7-row panels."""
+    if geo.lanes >= 16 and pixels % 7 == 0:
+        return Geometry(geo.lanes, 7, 3)
+    return geo
+
+
+def _im2col_packer(s: ConvShape, geo: Geometry, x_group: Any, ld: int, nvec: int) -> Any:
+    """Pack ``dst[k * ld + j] = im2col[k0 + k][n0 + j]`` for one tile (``j < width``).
+
+    The tile's pixels are cut into output-row segments; each vector of a
+    segment that holds pixels at all runs its own (ic, kh, kw) loop nest with
+    one masked load per tap (taps in the padding or past the row read as 0)
+    and one full-vector store. A store may run past its segment: into the
+    next segment's lanes, which are packed later, or past the row's NR lanes
+    into its padding (``ld >= NR + lanes``), which nobody reads.
+    """
+    W, NR = geo.lanes, ld
+    assert ld >= (nvec + 1) * W
+    nvs = min(nvec, -(-s.OW // W))  # vectors per output-row segment
     KHKW = s.KH * s.KW
-    unroll_kh = KHKW * nvs <= 72
+    unroll_kh = KHKW <= 49
     ranges = [s.col_range(kw) for kw in range(s.KW)]
 
     def pack(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, width: ir.Value, k0: ir.Value, kc: ir.Value,
@@ -221,45 +368,53 @@ def _im2col_packer(s: ConvShape, geo: Geometry, x_group: Any) -> Any:
             ow_a = smax(b, b.sub(n0, row0), c64(0))
             ow_b = smin(b, b.sub(b.add(n0, width), row0), c64(s.OW))
             seg_dst = gep(b, dst, b.sub(b.add(row0, ow_a), n0))
-            owv = [b.add(splat(b, b.add(ow_a, c64(v * W)), W), iota(W)) for v in range(nvs)]
-            smask = [b.icmp_signed("<", owv[v], splat(b, ow_b, W)) for v in range(nvs)]
-            lmask = []
-            for kw in range(s.KW):
-                lo, hi = ranges[kw]
-                row = []
-                for v in range(nvs):
-                    m = smask[v]
-                    if lo > 0:
-                        m = b.and_(m, b.icmp_signed(">=", owv[v], splat(b, c64(lo), W)))
-                    if hi < s.OW:
-                        m = b.and_(m, b.icmp_signed("<", owv[v], splat(b, c64(hi), W)))
-                    row.append(m)
-                lmask.append(row)
             src_col = b.sub(b.mul(ow_a, c64(s.sw)), c64(s.pw))
             ih0 = b.sub(b.mul(oh, c64(s.sh)), c64(s.ph))
-
-            def taps(b: ir.IRBuilder, xc: ir.Value, ic: ir.Value, kh: ir.Value | int) -> None:
-                khv = c64(kh) if isinstance(kh, int) else kh
-                ih = b.add(ih0, b.mul(khv, c64(s.dh)))
-                valid = b.icmp_unsigned("<", ih, c64(s.H))
-                vmask = splat(b, valid, W)
-                src_row = gep(b, xc, b.add(b.mul(ih, c64(s.W)), src_col))
-                drow = gep(b, seg_dst, b.mul(b.add(b.mul(ic, c64(KHKW)), b.mul(khv, c64(s.KW))), c64(NR)))
-                for kw in range(s.KW):
-                    for v in range(nvs):
-                        src = gep(b, src_row, v * W * s.sw + kw * s.dw)
-                        val = strided_masked_load(b, src, b.and_(lmask[kw][v], vmask), s.sw)
-                        masked_store(b, val, gep(b, drow, kw * NR + v * W), smask[v])
-
-            with for_range(b, 0, nch, name="ic") as ic:
-                xc = gep(b, xg, b.mul(b.add(c0, ic), c64(s.H * s.W)))
-                if unroll_kh:
-                    for kh in range(s.KH):
-                        taps(b, xc, ic, kh)
-                else:
-                    with for_range(b, 0, s.KH, name="kh") as kh:
-                        taps(b, xc, ic, kh)
+            for v in range(nvs):
+                if v == 0:
+                    _pack_vector(b, s, W, NR, v, ow_a, ow_b, seg_dst, src_col, ih0, xg, c0, nch, ranges, unroll_kh)
+                    continue
+                with b.if_then(b.icmp_signed("<", b.add(ow_a, c64(v * W)), ow_b)):
+                    _pack_vector(b, s, W, NR, v, ow_a, ow_b, seg_dst, src_col, ih0, xg, c0, nch, ranges, unroll_kh)
     return pack
+
+
+def _pack_vector(b: ir.IRBuilder, s: ConvShape, W: int, NR: int, v: int, ow_a: ir.Value, ow_b: ir.Value,
+                 seg_dst: ir.Value, src_col: ir.Value, ih0: ir.Value, xg: ir.Value, c0: ir.Value, nch: ir.Value,
+                 ranges: list[tuple[int, int]], unroll_kh: bool) -> None:
+    """Vector ``v`` of one output-row segment, for every (ic, kh, kw) of the K block."""
+    KHKW = s.KH * s.KW
+    owv = b.add(splat(b, b.add(ow_a, c64(v * W)), W), iota(W))
+    smask = b.icmp_signed("<", owv, splat(b, ow_b, W))
+    lmask = []
+    for lo, hi in ranges:
+        m = smask
+        if lo > 0:
+            m = b.and_(m, b.icmp_signed(">=", owv, splat(b, c64(lo), W)))
+        if hi < s.OW:
+            m = b.and_(m, b.icmp_signed("<", owv, splat(b, c64(hi), W)))
+        lmask.append(m)
+    vdst = gep(b, seg_dst, v * W)
+    vsrc = b.add(src_col, c64(v * W * s.sw))
+
+    def taps(b: ir.IRBuilder, xc: ir.Value, ic: ir.Value, kh: ir.Value | int) -> None:
+        khv = c64(kh) if isinstance(kh, int) else kh
+        ih = b.add(ih0, b.mul(khv, c64(s.dh)))
+        vmask = splat(b, b.icmp_unsigned("<", ih, c64(s.H)), W)
+        src_row = gep(b, xc, b.add(b.mul(ih, c64(s.W)), vsrc))
+        drow = gep(b, vdst, b.mul(b.add(b.mul(ic, c64(KHKW)), b.mul(khv, c64(s.KW))), c64(NR)))
+        for kw in range(s.KW):
+            val = strided_masked_load(b, gep(b, src_row, kw * s.dw), b.and_(lmask[kw], vmask), s.sw)
+            vstore(b, val, gep(b, drow, kw * NR))
+
+    with for_range(b, 0, nch, name="ic") as ic:
+        xc = gep(b, xg, b.mul(b.add(c0, ic), c64(s.H * s.W)))
+        if unroll_kh:
+            for kh in range(s.KH):
+                taps(b, xc, ic, kh)
+        else:
+            with for_range(b, 0, s.KH, name="kh") as kh:
+                taps(b, xc, ic, kh)
 
 
 # -- direct path (depthwise and narrow groups) ------------------------------------------------------------------

@@ -124,7 +124,7 @@ def _float_to_int(b: ir.IRBuilder, v: ir.Value, dst: ElemKind) -> ir.Value:
         big = b.and_(b.fcmp_ordered(">=", v, hi), b.fcmp_ordered("<", v, const_like(ft, 2.0 ** 64)))
         shifted = b.fptosi(b.select(big, b.fsub(v, hi), const_like(ft, 0.0)), iv.type)
         res = b.select(ok, iv, b.select(big, b.xor(shifted, indefinite), indefinite))
-        return res
+        return b.select(b.fcmp_ordered(">=", v, const_like(ft, 2.0 ** 64)), const_like(iv.type, 0), res)
     res = b.select(ok, iv, indefinite)
     target = compute_type(dst)
     if target.width < bits:

@@ -139,11 +139,13 @@ def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Oper
         chunk = max(lanes * 4, -(-length // want))
         chunk = -(-chunk // lanes) * lanes
         nblk = -(-length // chunk)
-    items = rows * nblk if total >= MIN_PARALLEL_ELEMS else 1
+    items = rows * nblk
+    groups = items if total >= MIN_PARALLEL_ELEMS else 1
+    per = items // groups
     immediates = [splat_value(e) for e in externals]
 
-    start, end = partition(b, items, ctx.tid, ctx.nthreads)
-    with for_range(b, start, end, name="item") as w:
+    start, end = partition(b, groups, ctx.tid, ctx.nthreads)
+    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="item") as w:
         if items == 1:
             r, blk = i64(0), i64(0)
         else:

@@ -9,7 +9,7 @@ table serves single instructions and fused chains alike.
 
 The semantics are the interpreter's (numpy's): float16 / bfloat16 computed in
 float32 and rounded once; integers wrap; integer division truncates toward
-zero and gives 0 for a zero divisor; Max / Min propagate NaN; Mod follows
+zero (x / 0 = x, as the interpreter); Max / Min propagate NaN; Mod follows
 Python's ``%`` (or C's ``fmod``); shifts by the bit width or more give 0
 (or -1 for a negative value shifted right).
 """
@@ -81,15 +81,14 @@ def _div(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: Ele
     x, y = a
     if is_float(ie[0]):
         return b.fdiv(x, y)
+    # the interpreter divides (x - fmod(x, y)) by y, or by 1 where y == 0: x / 0 = x
     zero = b.icmp_unsigned("==", y, _c(y, 0))
     if ie[0] in UNSIGNED:
-        q = b.udiv(x, b.select(zero, _c(y, 1), y))
-        return b.select(zero, _c(x, 0), q)
+        return b.udiv(x, b.select(zero, _c(y, 1), y))
     minus_one = b.icmp_signed("==", y, _c(y, -1))
     safe = b.select(b.or_(zero, minus_one), _c(y, 1), y)
     q = b.sdiv(x, safe)
-    q = b.select(minus_one, b.sub(_c(x, 0), x), q)  # x / -1 = -x, wrapping (INT_MIN stays)
-    return b.select(zero, _c(x, 0), q)
+    return b.select(minus_one, b.sub(_c(x, 0), x), q)  # x / -1 = -x, wrapping (INT_MIN stays)
 
 
 def _minmax(greater: bool) -> OpFn:

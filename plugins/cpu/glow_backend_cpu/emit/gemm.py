@@ -28,8 +28,8 @@ thread count are run-time values.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from llvmlite import ir
 
@@ -69,7 +69,7 @@ def fn_cache(mod: ir.Module) -> dict[object, ir.Function]:
     cache = getattr(mod, "_glow_linalg_fns", None)
     if cache is None:
         cache = {}
-        setattr(mod, "_glow_linalg_fns", cache)
+        mod._glow_linalg_fns = cache
     return cache  # type: ignore[no-any-return]
 
 
@@ -208,7 +208,8 @@ class UKernel:
     Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs)`` with flags bit 0
     "first K block" (start from 0 instead of loading C) and bit 1 "last K block"
     (apply bias and activation). A element (i, k): ``a[(i // mr_panel) * a_stride +
-    k * mr_panel + i % mr_panel]`` when packed, ``a[i * a_stride + k]`` otherwise.
+    k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
+    ``a_cols``, ``a[i * a_stride + k]`` otherwise.
     B element (k, j): ``b[k * ldb + j]``. Bias "row": ``bias[i * bias_rs]``; "col":
     ``bias[i * bias_rs + j]``.
     """
@@ -225,7 +226,9 @@ class UKernel:
     act: str = "none"
     lo: float = -math.inf
     hi: float = math.inf
-    unroll: int = 4
+    unroll: int = 2
+    #: A element (i, k) at ``a[i + k * a_stride]`` (a packed B tile read transposed); overrides a_packed
+    a_cols: bool = False
 
 
 UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64]
@@ -241,9 +244,10 @@ def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
 
 
 def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
-    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{'p' if s.a_packed else 'r'}")
+    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{'c' if s.a_cols else 'p' if s.a_packed else 'r'}")
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), UK_ARGS), name)
     fn.linkage = "internal"
+    fn.attributes.add("noinline")  # shared by every call site of the module: compiled once
     for i in (0, 2, 3, 7):
         fn.args[i].add_attribute("noalias")
     a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs = fn.args
@@ -258,13 +262,15 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     # row pointers of A and C
     a_rows = []
     for i in range(R):
-        if s.a_packed:
+        if s.a_cols:
+            off = c64(i)
+        elif s.a_packed:
             off = b.add(b.mul(c64(i // s.mr_panel), a_stride), c64(i % s.mr_panel))
         else:
             off = b.mul(c64(i), a_stride)
         a_rows.append(gep(b, a, off))
     c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
-    a_step = s.mr_panel if s.a_packed else 1
+    a_step = a_stride if s.a_cols else c64(s.mr_panel if s.a_packed else 1)
 
     first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
     init_zero = fn.append_basic_block("init.zero")
@@ -283,40 +289,44 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
         brow = gep(b, bp, b.mul(k, c64(s.ldb)))
         bv = [vload(b, gep(b, brow, j * W), W, min(s.b_align, 64) if j == 0 else min(s.b_align, W * 4))
               for j in range(V)]
-        ka = b.mul(k, c64(a_step))
+        ka = b.mul(k, a_step)
         out = []
         for i in range(R):
             av = splat(b, b.load(gep(b, a_rows[i], ka), align=4), W)
             out.append([fma(b, av, bv[j], acc[i][j]) for j in range(V)])
         return out
 
-    def k_loop(b: ir.IRBuilder, pre_blocks: list[tuple[ir.Block, list[list[ir.Value]]]], start: ir.Value,
-               stop: ir.Value, step: int, tag: str) -> list[list[ir.Value]]:
-        """A loop over k carrying the accumulators in phis; returns their values after it."""
+    Acc = list[list[ir.Value]]
+
+    def k_loop(b: ir.IRBuilder, pre: ir.Block, init_sets: list[Acc], start: ir.Value, stop: ir.Value, step: int,
+               tag: str) -> list[Acc]:
+        """A loop over k carrying accumulator sets in phis (step u feeds set u % len(sets))."""
+        S = len(init_sets)
         hdr = fn.append_basic_block(f"{tag}.hdr")
         body = fn.append_basic_block(f"{tag}.body")
         done = fn.append_basic_block(f"{tag}.end")
         b.branch(hdr)
         b.position_at_end(hdr)
         k = b.phi(I64)
-        accs = [[b.phi(vt) for _ in range(V)] for _ in range(R)]
-        for blk, vals in pre_blocks:
-            k.add_incoming(start, blk)
+        k.add_incoming(start, pre)
+        sets = [[[b.phi(vt) for _ in range(V)] for _ in range(R)] for _ in range(S)]
+        for st, vals in zip(sets, init_sets):
             for i in range(R):
                 for j in range(V):
-                    accs[i][j].add_incoming(vals[i][j], blk)
+                    st[i][j].add_incoming(vals[i][j], pre)
         b.cbranch(b.icmp_signed("<", k, stop), body, done)
         b.position_at_end(body)
-        cur = [[p for p in row] for row in accs]
+        cur = [[list(row) for row in st] for st in sets]
         for u in range(step):
-            cur = k_step(b, b.add(k, c64(u)) if u else k, cur)
+            cur[u % S] = k_step(b, b.add(k, c64(u)) if u else k, cur[u % S])
         k.add_incoming(b.add(k, c64(step)), b.block)
-        for i in range(R):
-            for j in range(V):
-                accs[i][j].add_incoming(cur[i][j], b.block)
+        for st, vals in zip(sets, cur):
+            for i in range(R):
+                for j in range(V):
+                    st[i][j].add_incoming(vals[i][j], b.block)
         b.branch(hdr)
         b.position_at_end(done)
-        return [[p for p in row] for row in accs]
+        return [[list(row) for row in st] for st in sets]
 
     # main.hdr is a trampoline merging the two initializations
     b.position_at_end(main_hdr)
@@ -327,9 +337,14 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
             init[i][j].add_incoming(zeros[i][j], init_zero)
             init[i][j].add_incoming(loaded[i][j], init_load)
     kmain = b.mul(b.sdiv(kc, c64(U)), c64(U))
-    acc = k_loop(b, [(main_hdr, init)], c64(0), kmain, U, "kmain")
+    # few accumulators (a GEMV-like block) cannot hide the FMA latency: keep independent partial sums
+    S = 1 if R * V >= 8 else min(U, -(-8 // (R * V)))
+    sets = k_loop(b, main_hdr, [init] + [zeros] * (S - 1), c64(0), kmain, U, "kmain")
+    acc = sets[0]
+    for other in sets[1:]:
+        acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
     if U > 1:
-        acc = k_loop(b, [(b.block, acc)], kmain, kc, 1, "krest")
+        acc = k_loop(b, b.block, [acc], kmain, kc, 1, "krest")[0]
 
     last = b.icmp_signed("!=", b.and_(flags, c64(2)), c64(0))
     epi = fn.append_basic_block("epilogue")
@@ -394,6 +409,8 @@ class GemmPlan:
     ldb: int = 0
     b_align: int = 4
     b_pack: BPack | None = None
+    #: row stride (floats) of the packed B tile; 0: NR
+    pack_ld: int = 0
     #: K block boundaries (k0 values, strictly increasing, first 0); default: even blocks of at most KC_MAX
     k_blocks: list[int] | None = None
     bias: str = "none"
@@ -419,7 +436,7 @@ class GemmPlan:
             return 0
         kb = self.blocks() + [self.K]
         kc = max(kb[i + 1] - kb[i] for i in range(len(kb) - 1))
-        return kc * self.geo.nr * 4
+        return kc * (self.pack_ld or self.geo.nr) * 4
 
 
 def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value,
@@ -441,7 +458,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     def uk(rows: int, nvec: int, tail: int) -> ir.Function:
         return get_ukernel(mod, UKernel(
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
-            ldb=NR if plan.b_pack is not None else plan.ldb,
+            ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
             bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi))
 
@@ -453,8 +470,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
             variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
 
-    total = plan.BG * NT * MP
-    lo, hi = partition(b, total, tid, nthreads)
+    lo, hi = _weighted_share(b, tid, nthreads, plan.BG, NT, MP, 4 * geo.nvec, 4 * n_tail_vec + 1)
     fn = b.block.function
     pre = b.block
     hdr = fn.append_basic_block("gemm.items")
@@ -502,14 +518,38 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
             args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs)]
             mp_last = b.icmp_signed("==", mp, c64(MP - 1))
-            _dispatch(b, variants, nt_last, mp_last, args, NT, MP, n_tail == NR, m_tail == MR)
+            dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
     p.add_incoming(b.add(p, cnt), b.block)
     b.branch(hdr)
     b.position_at_end(done)
 
 
-def _dispatch(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,
-              mp_last: ir.Value, args: list[ir.Value], NT: int, MP: int, n_full: bool, m_full: bool) -> None:
+def _weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, w_full: int,
+                    w_tail: int) -> tuple[ir.Value, ir.Value]:
+    """This thread's items ``[lo, hi)`` of ``BG x NT x MP`` (M panels innermost) with equal shares of *cost*:
+    an item of the last N tile weighs ``w_tail``, the others ``w_full`` (a narrow tail tile is cheap, so an
+    even split by count would leave the thread without it idle)."""
+    if NT == 1 or w_tail == w_full:
+        return partition(b, BG * NT * MP, tid, nthreads)
+    full_cost = (NT - 1) * MP * w_full
+    per_bg = full_cost + MP * w_tail
+    total = BG * per_bg
+
+    def item_at(c: ir.Value) -> ir.Value:
+        """The number of items whose cost starts before ``c`` (monotonic, 0 at 0, all items at ``total``)."""
+        q = b.udiv(c, c64(per_bg))
+        r = b.urem(c, c64(per_bg))
+        in_full = b.udiv(b.add(r, c64(w_full - 1)), c64(w_full))
+        in_tail = b.add(c64((NT - 1) * MP), b.udiv(b.add(b.sub(r, c64(full_cost)), c64(w_tail - 1)), c64(w_tail)))
+        within = b.select(b.icmp_signed("<=", r, c64(full_cost)), in_full, in_tail)
+        return b.add(b.mul(q, c64(NT * MP)), within)
+
+    c0, c1 = partition(b, total, tid, nthreads)
+    return item_at(c0), item_at(c1)
+
+
+def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,
+                     mp_last: ir.Value, args: list[ir.Value], n_full: bool, m_full: bool) -> None:
     """Call the variant for (last N tile?, last M panel?), branching only where they differ."""
     n_cases = [False] if n_full else [False, True]
     m_cases = [False] if m_full else [False, True]
@@ -537,9 +577,12 @@ def _dispatch(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], n
 # -- B packers ----------------------------------------------------------------------------------------------------
 
 def pack_rows(b: ir.IRBuilder, geo: Geometry, src: ir.Value, ld: int, kc: ir.Value, width: ir.Value,
-              dst: ir.Value, full_width: bool) -> None:
-    """dst[k][0:width] = src[k * ld + 0:width] for k < kc (width <= NR; the rest of each dst row is junk)."""
-    W, V, NR = geo.lanes, geo.nvec, geo.nr
+              dst: ir.Value, full_width: bool, nvec: int = 0) -> None:
+    """dst[k][0:width] = src[k * ld + 0:width] for k < kc, dst rows of ``nvec`` vectors (default NR floats;
+    width <= the row; lanes past width are 0)."""
+    W = geo.lanes
+    V = nvec or geo.nvec
+    NR = V * W
     if full_width:
         masks = None
     else:

@@ -1,0 +1,317 @@
+"""MaxPool / AvgPool emitters.
+
+float32 with 1 or 2 spatial axes is vectorized:
+
+- **over the output width** (the usual case): each thread takes whole output
+  rows; per window tap (kh, kw) one masked, possibly strided, vector load of
+  the input row feeds a vector max / add. Taps outside the input (padding,
+  the ceil_mode overhang) are masked off, so they never win a max and add
+  nothing to a sum;
+- **along the window** when the output is narrower than half a vector and the
+  window is wide (global pooling): each output element reduces its window
+  rows with vector loads, then across lanes.
+
+The average divides by the per-position count, the product of the row count
+and the column count (compile-time tables), with a true division, so it
+matches the interpreter's ``total / counts``. The max is numpy's
+``maximum(acc, x)`` in window order: NaN propagates, ties keep the earlier
+element. Other element kinds and 3+ spatial axes use a scalar loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from glow_backend_cpu.emit import dtypes
+from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
+from glow_backend_cpu.emit.gemm import F32P, c64, gep, masked_store, strided_masked_load, vty
+from glow_backend_cpu.helpers import I64, for_range, iota, partition, splat
+from glow_core.ir.defs.nn import MAXPOOL_KINDS
+from glow_core.ir.types import FLOAT_KINDS, ElemKind
+
+
+def axis_counts(size: int, out: int, k: int, s: int, d: int, pb: int, pe: int, include_pad: bool) -> np.ndarray:
+    """Per output position along one axis: how many window taps the average's divisor counts."""
+    lo, hi = (-pb, size + pe) if include_pad else (0, size)
+    o = np.arange(out)[:, None] * s - pb + np.arange(k)[None, :] * d
+    return ((o >= lo) & (o < hi)).sum(axis=1).astype(np.float32)
+
+
+def col_range(size: int, out: int, s: int, off: int) -> tuple[int, int]:
+    """Output positions ``[lo, hi)`` whose tap at input offset ``o * s + off`` lies in ``[0, size)``."""
+    lo = 0
+    while lo < out and lo * s + off < 0:
+        lo += 1
+    hi = out
+    while hi > lo and (hi - 1) * s + off >= size:
+        hi -= 1
+    return lo, hi
+
+
+def np_max(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
+    """numpy ``maximum(acc, v)``: ``acc`` when ``acc >= v`` or ``acc`` is NaN, else ``v``."""
+    keep = b.or_(b.fcmp_ordered(">=", acc, v), b.fcmp_unordered("uno", acc, acc))
+    return b.select(keep, acc, v)
+
+
+@register_emitter("MaxPool", elems=MAXPOOL_KINDS)
+@register_emitter("AvgPool", elems=FLOAT_KINDS)
+def emit_pool(ctx: EmitContext, instr: Instr) -> None:
+    y, x = instr.outs[0], instr.ins[0]
+    assert x is not None
+    if y.type.size == 0:
+        return
+    nd = x.type.rank - 2
+    if y.type.elem is not ElemKind.FLOAT32 or nd not in (1, 2) or ctx.target.vector_lanes < 4:
+        emit_pool_scalar(ctx, instr)
+        return
+    g = _geometry(x.type.shape, y.type.shape, instr.attrs)
+    W = ctx.target.vector_lanes
+    if g["OW"] * 2 <= W and g["KW"] * 2 >= W:
+        emit_pool_window(ctx, instr, g)
+    else:
+        emit_pool_rows(ctx, instr, g)
+
+
+def _geometry(xs: Sequence[int], ys: Sequence[int], a: Mapping[str, Any]) -> dict[str, int]:
+    """The pooling as 2-D (a 1-D one has H = OH = KH = 1): sizes, strides, dilations, begin/end pads."""
+    k, st, dl, p = a["kernel_shape"], a["strides"], a["dilations"], a["pads"]
+    names = ("NC", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "ph", "pw", "peh", "pew")
+    if len(xs) == 3:
+        vals = (xs[0] * xs[1], 1, xs[2], 1, ys[2], 1, k[0], 1, st[0], 1, dl[0], 0, p[0], 0, p[1])
+    else:
+        vals = (xs[0] * xs[1], xs[2], xs[3], ys[2], ys[3], k[0], k[1], st[0], st[1], dl[0], dl[1], p[0], p[1],
+                p[2], p[3])
+    return dict(zip(names, vals))
+
+
+def _count_tables(ctx: EmitContext, instr: Instr, g: dict[str, int], pad_w: int) -> tuple[ir.Value, ir.Value]:
+    inc = bool(instr.attrs.get("count_include_pad", False))
+    ch = axis_counts(g["H"], g["OH"], g["KH"], g["sh"], g["dh"], g["ph"], g["peh"], inc)
+    cw = axis_counts(g["W"], g["OW"], g["KW"], g["sw"], g["dw"], g["pw"], g["pew"], inc)
+    cw = np.concatenate([cw, np.ones(pad_w - len(cw), np.float32)])
+    b = ctx.builder
+    return (b.bitcast(ctx.add_constant(ch, f"{instr.name or 'pool'}.count_h"), F32P),
+            b.bitcast(ctx.add_constant(cw, f"{instr.name or 'pool'}.count_w"), F32P))
+
+
+def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
+    b = ctx.builder
+    is_max = instr.kind == "MaxPool"
+    W = ctx.target.vector_lanes
+    y, x = instr.outs[0], instr.ins[0]
+    assert x is not None
+    OW, OH, KH, KW = g["OW"], g["OH"], g["KH"], g["KW"]
+    nvo = -(-OW // W)
+    CH = min(nvo, 4)
+    nchunks = -(-nvo // CH)
+    if not is_max:
+        cnt_h, cnt_w = _count_tables(ctx, instr, g, nchunks * CH * W)
+    ranges = [col_range(g["W"], OW, g["sw"], kw * g["dw"] - g["pw"]) for kw in range(KW)]
+    unroll_kh = KH * KW * CH <= 96
+    init = ir.Constant(vty(W), [-math.inf if is_max else 0.0] * W)
+    rows = g["NC"] * OH
+    r0, r1 = partition(b, rows, ctx.tid, ctx.nthreads)
+    with for_range(b, r0, r1, name="row") as r:
+        oh = b.urem(r, c64(OH))
+        nc = b.udiv(r, c64(OH))
+        xc = gep(b, x.ptr, b.mul(nc, c64(g["H"] * g["W"])))
+        yrow = gep(b, y.ptr, b.mul(r, c64(OW)))
+        ih0 = b.sub(b.mul(oh, c64(g["sh"])), c64(g["ph"]))
+        with for_range(b, 0, nchunks, name="chunk") as ch:
+            ow0 = b.mul(ch, c64(CH * W))
+            owv = [b.add(splat(b, b.add(ow0, c64(v * W)), W), iota(W)) for v in range(CH)]
+            lmask = [[b.and_(b.icmp_signed(">=", owv[v], splat(b, c64(lo), W)),
+                             b.icmp_signed("<", owv[v], splat(b, c64(hi), W))) for v in range(CH)]
+                     for lo, hi in ranges]
+            src_col = b.sub(b.mul(ow0, c64(g["sw"])), c64(g["pw"]))
+
+            def taps(b: ir.IRBuilder, kh: ir.Value | int, acc: list[ir.Value]) -> list[ir.Value]:
+                khv = c64(kh) if isinstance(kh, int) else kh
+                ih = b.add(ih0, b.mul(khv, c64(g["dh"])))
+                vmask = splat(b, b.icmp_unsigned("<", ih, c64(g["H"])), W)
+                src_row = gep(b, xc, b.add(b.mul(ih, c64(g["W"])), src_col))
+                out = list(acc)
+                for kw in range(KW):
+                    for v in range(CH):
+                        m = b.and_(lmask[kw][v], vmask)
+                        val = strided_masked_load(b, gep(b, src_row, v * W * g["sw"] + kw * g["dw"]), m, g["sw"])
+                        out[v] = b.select(m, np_max(b, out[v], val), out[v]) if is_max else b.fadd(out[v], val)
+                return out
+
+            acc = [init] * CH
+            if unroll_kh:
+                for kh in range(KH):
+                    acc = taps(b, kh, acc)
+            else:
+                acc = _carried_loop(b, KH, acc, taps)
+            for v in range(CH):
+                val = acc[v]
+                if not is_max:
+                    div = b.fmul(splat(b, b.load(gep(b, cnt_h, oh), align=4), W),
+                                 b.load(b.bitcast(gep(b, cnt_w, b.add(ow0, c64(v * W))), vty(W).as_pointer()),
+                                        align=4))
+                    val = b.fdiv(val, div)
+                smask = b.icmp_signed("<", owv[v], splat(b, c64(OW), W))
+                masked_store(b, val, gep(b, yrow, b.add(ow0, c64(v * W))), smask)
+
+
+def _carried_loop(b: ir.IRBuilder, n: int, init: list[ir.Value], body: Any) -> list[ir.Value]:
+    """``for i in range(n): vals = body(b, i, vals)`` with the values carried in phis."""
+    fn = b.block.function
+    pre = b.block
+    hdr = fn.append_basic_block("cl.hdr")
+    blk = fn.append_basic_block("cl.body")
+    done = fn.append_basic_block("cl.end")
+    b.branch(hdr)
+    b.position_at_end(hdr)
+    i = b.phi(I64)
+    i.add_incoming(c64(0), pre)
+    phis = [b.phi(v.type) for v in init]
+    for p, v in zip(phis, init):
+        p.add_incoming(v, pre)
+    b.cbranch(b.icmp_signed("<", i, c64(n)), blk, done)
+    b.position_at_end(blk)
+    nxt = body(b, i, list(phis))
+    i.add_incoming(b.add(i, c64(1)), b.block)
+    for p, v in zip(phis, nxt):
+        p.add_incoming(v, b.block)
+    b.branch(hdr)
+    b.position_at_end(done)
+    return list(phis)
+
+
+def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
+    """Narrow output, wide window: reduce each window with vectors along its rows, then across lanes."""
+    b = ctx.builder
+    is_max = instr.kind == "MaxPool"
+    W = ctx.target.vector_lanes
+    y, x = instr.outs[0], instr.ins[0]
+    assert x is not None
+    OW, OH, KH, KW = g["OW"], g["OH"], g["KH"], g["KW"]
+    sw, dw = g["sw"], g["dw"]
+    nv = -(-KW // W)
+    if not is_max:
+        cnt_h, cnt_w = _count_tables(ctx, instr, g, OW)
+    init = ir.Constant(vty(W), [-math.inf if is_max else 0.0] * W)
+    total = g["NC"] * OH * OW
+    e0, e1 = partition(b, total, ctx.tid, ctx.nthreads)
+    with for_range(b, e0, e1, name="o") as e:
+        ow = b.urem(e, c64(OW))
+        r = b.udiv(e, c64(OW))
+        oh = b.urem(r, c64(OH))
+        nc = b.udiv(r, c64(OH))
+        xc = gep(b, x.ptr, b.mul(nc, c64(g["H"] * g["W"])))
+        ih0 = b.sub(b.mul(oh, c64(g["sh"])), c64(g["ph"]))
+        iw0 = b.sub(b.mul(ow, c64(sw)), c64(g["pw"]))
+        # tap kw is inside the row when 0 <= iw0 + kw*dw < W
+        masks = []
+        for v in range(nv):
+            kwv = b.add(splat(b, c64(v * W), W), iota(W))
+            iw = b.add(splat(b, iw0, W), b.mul(kwv, splat(b, c64(dw), W)))
+            m = b.and_(b.icmp_signed("<", kwv, splat(b, c64(KW), W)), b.icmp_unsigned("<", iw, splat(b, c64(g["W"]), W)))
+            masks.append(m)
+
+        def row(b: ir.IRBuilder, kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            ih = b.add(ih0, b.mul(kh, c64(g["dh"])))
+            vm = splat(b, b.icmp_unsigned("<", ih, c64(g["H"])), W)
+            src = gep(b, xc, b.add(b.mul(ih, c64(g["W"])), iw0))
+            out = list(acc)
+            for v in range(nv):
+                m = b.and_(masks[v], vm)
+                val = strided_masked_load(b, gep(b, src, v * W * dw), m, dw)
+                out[v] = b.select(m, np_max(b, out[v], val), out[v]) if is_max else b.fadd(out[v], val)
+            return out
+
+        acc = _carried_loop(b, KH, [init] * nv, row)
+        tot = acc[0]
+        for v in acc[1:]:
+            tot = np_max(b, tot, v) if is_max else b.fadd(tot, v)
+        s = b.extract_element(tot, ir.Constant(ir.IntType(32), 0))
+        for i in range(1, W):
+            lane = b.extract_element(tot, ir.Constant(ir.IntType(32), i))
+            s = np_max(b, s, lane) if is_max else b.fadd(s, lane)
+        if not is_max:
+            s = b.fdiv(s, b.fmul(b.load(gep(b, cnt_h, oh), align=4), b.load(gep(b, cnt_w, ow), align=4)))
+        b.store(s, gep(b, y.ptr, e), align=4)
+
+
+# -- scalar path ------------------------------------------------------------------------------------------------
+
+def emit_pool_scalar(ctx: EmitContext, instr: Instr) -> None:
+    b = ctx.builder
+    is_max = instr.kind == "MaxPool"
+    y, x = instr.outs[0], instr.ins[0]
+    assert x is not None
+    elem = y.type.elem
+    ct = dtypes.compute_type(elem)
+    a = instr.attrs
+    xs, ys = x.type.shape, y.type.shape
+    nd = len(xs) - 2
+    sp_in, sp_out, kern = xs[2:], ys[2:], a["kernel_shape"]
+    st, dl, pads = a["strides"], a["dilations"], a["pads"]
+    OP, IP, KP = math.prod(sp_out), math.prod(sp_in), math.prod(kern)
+    is_f = dtypes.is_float(elem)
+    signed = dtypes.is_signed(elem)
+    if is_max:
+        if is_f:
+            init: ir.Constant = ir.Constant(ct, -math.inf)
+        else:
+            init = ir.Constant(ct, int(np.iinfo(elem.dtype).min))
+    else:
+        init = ir.Constant(ct, 0.0)
+        inc = bool(a.get("count_include_pad", False))
+        tables = [axis_counts(sp_in[d], sp_out[d], kern[d], st[d], dl[d], pads[d], pads[nd + d], inc)
+                  for d in range(nd)]
+        counts = np.ones(sp_out, np.float64)
+        for d in range(nd):
+            counts = counts * tables[d].astype(np.float64).reshape((-1,) + (1,) * (nd - 1 - d))
+        cnt = b.bitcast(ctx.add_constant(counts.astype(np.float32).reshape(-1), f"{instr.name or 'pool'}.counts"),
+                        F32P)
+    total = xs[0] * xs[1] * OP
+    e0, e1 = partition(b, total, ctx.tid, ctx.nthreads)
+    with for_range(b, e0, e1, name="o") as e:
+        o = b.urem(e, c64(OP))
+        nc = b.udiv(e, c64(OP))
+        oc = []
+        rem = o
+        for d in reversed(range(nd)):
+            oc.append(b.urem(rem, c64(sp_out[d])))
+            rem = b.udiv(rem, c64(sp_out[d]))
+        oc.reverse()
+        accp = b.alloca(ct)
+        b.store(init, accp)
+        with for_range(b, 0, KP, name="kk") as kk:
+            rem = kk
+            kc = []
+            for d in reversed(range(nd)):
+                kc.append(b.urem(rem, c64(kern[d])))
+                rem = b.udiv(rem, c64(kern[d]))
+            kc.reverse()
+            inb = ir.Constant(ir.IntType(1), 1)
+            flat = c64(0)
+            for d in range(nd):
+                i = b.add(b.sub(b.mul(oc[d], c64(st[d])), c64(pads[d])), b.mul(kc[d], c64(dl[d])))
+                inb = b.and_(inb, b.icmp_unsigned("<", i, c64(sp_in[d])))
+                flat = b.add(b.mul(flat, c64(sp_in[d])), i)
+            with b.if_then(inb):
+                v = dtypes.to_compute(b, b.load(gep(b, x.ptr, b.add(b.mul(nc, c64(IP)), flat))), elem)
+                acc = b.load(accp)
+                if not is_max:
+                    r = b.fadd(acc, v)
+                elif is_f:
+                    r = np_max(b, acc, v)
+                else:
+                    cmp = b.icmp_signed if signed else b.icmp_unsigned
+                    r = b.select(cmp(">=", acc, v), acc, v)
+                b.store(r, accp)
+        r = b.load(accp)
+        if not is_max:
+            c = b.load(gep(b, cnt, o), align=4)
+            r = b.fdiv(r, c if isinstance(ct, ir.FloatType) else b.fpext(c, ct))
+        b.store(dtypes.to_storage(b, r, elem), gep(b, y.ptr, e))

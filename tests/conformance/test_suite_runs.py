@@ -1,0 +1,220 @@
+"""The conformance suite on real installations, through ``glow conformance`` like a vendor runs it.
+
+- ``interpreter`` passes level ``full``; the JSON report records the suite version, the backend's name,
+  version and distribution, the glow version, the platform and every case with its result and max error;
+- the example backend (``examples/glow-backend-example``), installed through its own pyproject into a
+  temporary directory, passes level ``core``;
+- a deliberately broken backend (``fixtures/wrong_add_backend``: Add is wrong for odd row lengths) does
+  not conform, and every report names the primitive, the case and the error;
+- waivers: mandatory cases cannot be waived, others can; a backend that crashes the process fails the
+  case, not the suite; the pytest plugin runs one test per case; ``glow compare`` names the diverging node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from glow_conformance import SUITE_VERSION
+from onnx import TensorProto, helper, numpy_helper
+
+from glow_core.ir.kinds import all_kinds
+from tests.cliutil import Result, glow, save
+from tests.conformance.pkgs import EXAMPLE, FIXTURES, pip_install
+
+TIMEOUT = 900.0
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A --target directory holding glow-backend-example and the broken glow-backend-wrongadd."""
+    return pip_install([EXAMPLE, FIXTURES / "wrong_add_backend"], tmp_path_factory.mktemp("backends"))
+
+
+def conformance(args: list[str], tmp: Path, site: Path | None = None, env: dict[str, str] | None = None) -> Result:
+    return glow(["conformance", *args, "--report-dir", str(tmp / "report"), "--progress", "lines"],
+                pythonpath=[site] if site else [], cwd=tmp, env=env, timeout=TIMEOUT)
+
+
+def load_report(tmp: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((tmp / "report" / "report.json").read_text())
+    return data
+
+
+def by_id(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in data["cases"]}
+
+
+def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    r = conformance(["--backend", "interpreter", "--level", "full"], tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert f"glow-conformance {SUITE_VERSION} (level full)" in r.stdout
+    assert "backend 'interpreter' CONFORMS" in r.stdout
+    assert "conformance: 100%" in r.stderr  # progress, as lines when stderr is not a terminal
+    data = load_report(tmp_path)
+    assert data["suite"] == {"name": "glow-conformance", "version": SUITE_VERSION, "level": "full",
+                             "options": data["suite"]["options"]}
+    b = data["backend"]
+    assert (b["name"], b["distribution"], b["sdk_api_version"]) == ("interpreter", "glow-backend-interpreter", 1)
+    assert b["version"] and b["distribution_version"] and data["glow"]["version"]
+    assert data["platform"]["python"] and data["platform"]["numpy"] and data["platform"]["machine"]
+    s = data["summary"]
+    assert s["fail"] == 0 and s["unsupported"] == 0 and s["waived"] == 0 and s["pass"] == s["total"] > 4000
+    assert set(data["categories"]) == {"primitive", "high-level", "model", "runtime"}
+    assert all("result" in c and "max_error" in c and "mandatory" in c for c in data["cases"])
+    covered = {c["kind"] for c in data["cases"] if c.get("kind")}
+    assert covered == set(all_kinds()), f"kinds without a case: {sorted(set(all_kinds()) - covered)}"
+    assert data["kinds_without_generator"] == []
+    junit = ET.parse(tmp_path / "report" / "report.junit.xml").getroot()
+    assert int(junit.get("tests", "0")) == s["total"] and junit.get("failures") == "0"
+    assert "CONFORMS" in (tmp_path / "report" / "report.md").read_text()
+    record_property("cases", s["total"])
+    record_property("seconds", data["seconds"])
+
+
+def test_example_backend_installed_from_its_pyproject_passes_core(site: Path, tmp_path: Path) -> None:
+    where = subprocess.run([sys.executable, "-c", "import glow_backend_example as m; print(m.__file__)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, check=True)
+    assert Path(where.stdout.strip()).is_relative_to(site)  # the installed copy, not the source tree
+    r = conformance(["--backend", "example"], tmp_path, site)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "backend 'example' CONFORMS" in r.stdout
+    data = load_report(tmp_path)
+    assert (data["backend"]["distribution"], data["backend"]["distribution_version"]) == ("glow-backend-example",
+                                                                                         "0.1.0")
+    assert data["suite"]["level"] == "core" and set(data["categories"]) == {"primitive", "model", "runtime"}
+    assert all(c["mandatory"] and c["result"] == "pass" for c in data["cases"])
+    assert data["categories"]["model"]["pass"] >= 6
+
+
+def test_broken_backend_fails_and_the_reports_name_the_primitive_case_and_error(site: Path, tmp_path: Path) -> None:
+    r = conformance(["--backend", "wrongadd", "-k", "primitive/Add/", "-k", "primitive/Mul/"], tmp_path, site)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "backend 'wrongadd' DOES NOT CONFORM" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if "primitive/Add/float32/odd:" in ln)
+    assert "FAIL (mandatory, primitive)" in line and "elements differ" in line and "expected" in line
+    cases = by_id(load_report(tmp_path))
+    odd = cases["primitive/Add/float32/odd"]
+    assert (odd["result"], odd["kind"], odd["elem"], odd["variant"]) == ("fail", "Add", "float32", "odd")
+    assert odd["max_error"] == pytest.approx(1.0) and "got" in odd["message"] and "expected" in odd["message"]
+    # wrong for some shapes only: scalars and size-1 dims are right, and so is every Mul
+    assert cases["primitive/Add/float32/scalar"]["result"] == "pass"
+    assert cases["primitive/Add/int64/unit"]["result"] == "pass"
+    assert all(c["result"] == "pass" for i, c in cases.items() if i.startswith("primitive/Mul/"))
+    junit = ET.parse(tmp_path / "report" / "report.junit.xml").getroot()
+    failed = {tc.get("name") for tc in junit.iter("testcase") if tc.find("failure") is not None}
+    assert "primitive/Add/float32/odd" in failed and "primitive/Add/float32/scalar" not in failed
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "`primitive/Add/float32/odd` | fail | yes |" in md
+
+
+def test_mandatory_cases_cannot_be_waived_others_can(site: Path, tmp_path: Path) -> None:
+    waivers = tmp_path / "waivers.txt"
+    waivers.write_text("# known problems\nprimitive/Add/*: our adder is approximate\n"
+                       "high-level/Softsign/*: lowered through the broken Add\nprimitive/Nope/*: stale entry\n")
+    args = ["--backend", "wrongadd", "--level", "full", "--waivers", str(waivers), "-k", "high-level/Softsign/float32"]
+    r = conformance([*args, "-k", "primitive/Add/float32"], tmp_path, site)
+    assert r.returncode == 1, r.stdout + r.stderr
+    data = load_report(tmp_path)
+    cases = by_id(data)
+    soft = cases["high-level/Softsign/float32/basic"]
+    assert soft["result"] == "waived" and soft["result_before_waiver"] == "fail"
+    assert soft["waiver"] == "lowered through the broken Add"
+    assert cases["primitive/Add/float32/odd"]["result"] == "fail"  # mandatory: the waiver does not apply
+    assert "primitive/Add/float32/odd" in data["waivers"]["rejected"]
+    assert data["waivers"]["unused"] == ["primitive/Nope/*"]
+    assert "rejected (mandatory cases cannot be waived)" in r.stdout
+    # the waived failures alone do not keep the backend from conforming
+    r2 = conformance(args, tmp_path, site)
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert load_report(tmp_path)["summary"]["waived"] >= 1
+
+
+def test_a_backend_that_crashes_the_process_fails_the_case_not_the_suite(site: Path, tmp_path: Path) -> None:
+    r = conformance(["--backend", "wrongadd", "-k", "primitive/Sub/float32"], tmp_path, site,
+                    env={"GLOW_FIXTURE_CRASH": "1"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    cases = by_id(load_report(tmp_path))
+    large = cases["primitive/Sub/float32/large"]
+    assert large["result"] == "fail" and "crashed the process" in large["message"] and "SIGSEGV" in large["message"]
+    others = [c for i, c in cases.items() if i != "primitive/Sub/float32/large"]
+    assert others and all(c["result"] == "pass" for c in others)  # the cases after the crash ran too
+
+
+def _pytest(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=TIMEOUT, check=False)
+
+
+def test_pytest_plugin_runs_one_test_per_case(site: Path, tmp_path: Path) -> None:
+    bad = _pytest(["--glow-backend", "wrongadd", "--pyargs", "glow_conformance", "-k", "Add and float32"],
+                  site, tmp_path)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "FAILED" in bad.stdout and "primitive/Add/float32/odd" in bad.stdout
+    assert "glow conformance" in bad.stdout and "DOES NOT CONFORM" in bad.stdout
+    good = _pytest(["--glow-backend", "example", "--pyargs", "glow_conformance", "-k", "runtime or Conv"],
+                   site, tmp_path)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert " passed" in good.stdout and "failed" not in good.stdout
+
+
+def _affine_model() -> onnx.ModelProto:
+    """x[3, 7] -> Mul(scale) -> Add(shift) -> Relu -> Sub(offset): Add's rows have odd length."""
+    rng = np.random.default_rng(3)
+    consts = [numpy_helper.from_array(rng.standard_normal(7).astype(np.float32), n) for n in ("s", "b", "c")]
+    nodes = [helper.make_node("Mul", ["x", "s"], ["m"], name="scale"),
+             helper.make_node("Add", ["m", "b"], ["a"], name="shift"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Sub", ["r", "c"], ["y"], name="offset")]
+    graph = helper.make_graph(nodes, "affine", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 7])], consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_compare_names_the_first_diverging_node(site: Path, tmp_path: Path) -> None:
+    model = save(_affine_model(), tmp_path / "affine.onnx")
+    r = glow(["compare", str(model), "--backend", "wrongadd", "--reference", "interpreter"], pythonpath=[site],
+             cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    first = next(ln for ln in lines if ln.startswith("first divergence:"))
+    assert "(Add" in first and "'shift'" in first
+    i = lines.index(first)
+    assert lines[i + 1].strip().startswith("wrongadd:") and "min" in lines[i + 1] and "mean" in lines[i + 1]
+    assert lines[i + 2].strip().startswith("interpreter:") and "std" in lines[i + 2]
+    assert "elements differ" in lines[i + 3]
+    ok = glow(["compare", str(model), "--backend", "example"], pythonpath=[site], cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "no divergence: every value agrees" in ok.stdout
+
+
+def test_unknown_backend_is_one_line(tmp_path: Path) -> None:
+    r = conformance(["--backend", "nosuch"], tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.error_line().startswith("glow: error: unknown backend 'nosuch'; choose one of:")
+
+
+def test_onnx_node_tests_are_optional_cases(tmp_path: Path) -> None:
+    from glow_core.nodetests import default_root
+
+    root = default_root()
+    if root is None or not root.is_dir():
+        pytest.skip("the ONNX node tests are not beside the checkout (../shared/onnx-node-tests)")
+    r = conformance(["--backend", "interpreter-primitives", "--onnx-node-tests", str(root), "-k", "onnx-node/test_relu",
+                     "-k", "onnx-node/test_softmax_axis_0"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cases = load_report(tmp_path)["cases"]
+    assert cases and all(c["category"] == "onnx-node" and not c["mandatory"] for c in cases)
+    assert {c["id"] for c in cases} >= {"onnx-node/test_relu", "onnx-node/test_softmax_axis_0"}
+    missing = conformance(["--backend", "interpreter", "--onnx-node-tests", str(tmp_path / "nope")], tmp_path)
+    assert missing.returncode == 1 and "is not a directory" in missing.error_line()

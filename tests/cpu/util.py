@@ -1,0 +1,54 @@
+"""Helpers of the cpu backend tests: run a node on cpu and on the interpreter, compare with the cpu table."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from glow_backend_cpu.tolerances import tolerance
+from glow_sdk.testing import (
+    compare_arrays,
+    evaluate_reference,
+    feeds_of,
+    one_node_function,
+    pad_operands,
+    prepare_for,
+)
+
+
+def run_cpu(fn: Any, feeds: Mapping[str, np.ndarray], **options: Any) -> dict[str, np.ndarray]:
+    from glow_core.api import check_support
+    from glow_core.plugin_host import get_backend
+    from glow_sdk.backend import CompileOptions
+
+    be = get_backend("cpu")
+    prepare_for(fn, be)
+    check_support(fn, be)
+    threads = options.pop("threads", None)
+    return be.compile(fn, CompileOptions(threads=threads, extra=options)).execute(dict(feeds))
+
+
+def check(kind: str, operands: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
+          *, consts: Sequence[int] = (), threads: int | None = None, **options: Any) -> None:
+    """Run one ``kind`` node on cpu and on the interpreter and assert the results match (cpu tolerances)."""
+    operands = pad_operands(kind, operands)
+    fn = one_node_function(kind, operands, attrs, consts=consts)
+    node = fn.nodes[0]
+    out_types = [o.type for o in node.outputs]
+    want = evaluate_reference(kind, operands, node.attrs, out_types)
+    got = run_cpu(fn, feeds_of(fn, operands), threads=threads, **options)
+    for j, (w, t) in enumerate(zip(want, out_types)):
+        c = compare_arrays(got[f"out{j}"], w, tolerance(kind, t.elem))
+        assert c.ok, f"{kind} {attrs or ''} result {j}: {c.message}"
+
+
+def rand(shape: Sequence[int], dtype: Any, rng: np.random.Generator, *, low: float = -3, high: float = 3) -> np.ndarray:
+    """Random values of ``dtype``: normal floats scaled into [low, high], integers in [low, high], bools."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return np.asarray(rng.random(shape) < 0.5)
+    if dt.kind in "iu":
+        lo = max(int(low), int(np.iinfo(dt).min))
+        return np.asarray(rng.integers(lo, int(high) + 1, size=shape)).astype(dt)
+    return np.asarray(rng.random(shape) * (high - low) + low).astype(dt)
