@@ -61,14 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:14s} glow {r.glow.median * 1e3:8.2f} ms  onnxruntime {rows[-1][2]:8.2f} ms  ratio {ratio:.3f}  "
               f"{r.gflops():7.1f} GFLOP/s  compile {cold:.2f} s cold, {cached:.2f} s cached", file=sys.stderr)
 
-    lines = [f"Backend `{args.backend}`, {args.threads} threads, batch 1, median of {args.runs} runs after "
-             f"{args.warmup} warm-up runs; onnxruntime with the same threads and inputs, in the same process.", "",
+    head = (f"Backend `{args.backend}`, {args.threads} threads, batch 1, median of {args.runs} runs after "
+            f"{args.warmup} warm-up runs; onnxruntime with the same threads and inputs, in the same process.")
+    lines = [head, "",
              "| model | glow ms | onnxruntime ms | ratio | GFLOP/s | compile s (cold) | compile s (cached) |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, g, o, ratio, gf, cold, cached, _ in rows:
-        gfs = f"{gf:.1f}" if gf == gf else "-"
+        gfs = f"{gf:.1f}" if not math.isnan(gf) else "-"
         lines.append(f"| {name} | {g:.2f} | {o:.2f} | {ratio:.3f} | {gfs} | {cold:.2f} | {cached:.2f} |")
-    good = [x for x in ratios if x == x and x > 0]
+    good = [x for x in ratios if not math.isnan(x) and x > 0]
     if good:
         gm = math.exp(sum(math.log(x) for x in good) / len(good))
         lines += ["", f"Geometric mean of the ratios: **{gm:.3f}** (over {len(good)} models)."]
@@ -77,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         one = benchmark(ref, args.backend, threads=1, warmup=args.warmup, runs=args.runs, random_weights=True)
         many = benchmark(ref, args.backend, threads=args.threads, warmup=args.warmup, runs=args.runs,
                          random_weights=True)
-        lines += [f"{args.scaling_model}: {one.glow.median * 1e3:.2f} ms with 1 thread, "
-                  f"{many.glow.median * 1e3:.2f} ms with {args.threads}: "
-                  f"speedup **{one.glow.median / many.glow.median:.2f} x**."]
+        scaling = (f"{args.scaling_model}: {one.glow.median * 1e3:.2f} ms with 1 thread, "
+                   f"{many.glow.median * 1e3:.2f} ms with {args.threads}: "
+                   f"speedup **{one.glow.median / many.glow.median:.2f} x**.")
+        lines += ["", scaling]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core import zoo
@@ -30,55 +30,16 @@ from glow_sdk.backend import CompileOptions
 from glow_sdk.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
 
 SEED = 20240607
-#: variance gain of the random conv / gemm weights (2: He, for ReLU nets without batch norm; smaller where
-#: residual sums or fixed batch norms let activations grow)
-GAINS = {"densenet121": 1.0, "inception_v2": 1.0, "resnet50": 0.8, "shufflenet": 0.5}
+#: variance gain of the random conv / gemm weights per model
+GAINS = zoo.RANDOM_WEIGHT_GAINS
 #: the models of level core; level full adds the three with large dense layers (alexnet, zfnet512, vgg19:
 #: 60 to 140 million weights each, a minute or more between them)
 CORE_MODELS = ("densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet")
 
 
 def with_random_weights(model: onnx.ModelProto, gain: float, seed: int = SEED) -> onnx.ModelProto:
-    """Replace every ``ConstantOfShape`` of an initializer shape by a random initializer; expose the logits."""
-    rng = np.random.default_rng(seed)
-    graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    first_user: dict[str, tuple[onnx.NodeProto, int]] = {}
-    for node in graph.node:
-        for i, name in enumerate(node.input):
-            first_user.setdefault(name, (node, i))
-    nodes: list[onnx.NodeProto] = []
-    weights: list[onnx.TensorProto] = []
-    for node in graph.node:
-        if node.op_type != "ConstantOfShape" or node.input[0] not in inits:
-            nodes.append(node)
-            continue
-        shape = tuple(int(d) for d in numpy_helper.to_array(inits[node.input[0]]))
-        user, idx = first_user.get(node.output[0], (None, -1))
-        op = user.op_type if user is not None else ""
-        if (op == "BatchNormalization" and idx in (2, 3)) or (op in ("Conv", "Gemm") and idx == 2):
-            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)  # biases and means
-        elif len(shape) >= 2:
-            fan_in = int(np.prod(shape[1:]))
-            if op == "Gemm" and user is not None and not any(a.name == "transB" and a.i for a in user.attribute):
-                fan_in = shape[0]
-            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(gain / max(fan_in, 1)))
-        else:
-            w = rng.uniform(0.5, 1.5, shape).astype(np.float32)  # scales and variances
-        weights.append(numpy_helper.from_array(w, node.output[0]))
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
-    out.graph.initializer.extend(weights)
-    out.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in weights)
-    producer = {o: n for n in out.graph.node for o in n.output}
-    last = producer.get(out.graph.output[0].name)
-    if last is not None and last.op_type == "Softmax":
-        logits = out.graph.output.add()
-        logits.CopyFrom(out.graph.output[0])  # Softmax keeps the type of its operand
-        logits.name = last.input[0]
-    return out
+    """Seeded random weights in place of the ``ConstantOfShape`` ones, logits exposed (glow_core.zoo)."""
+    return zoo.with_random_weights(model, gain, seed, expose_logits=True)
 
 
 def random_feeds(model: onnx.ModelProto, seed: int = SEED) -> dict[str, np.ndarray]:

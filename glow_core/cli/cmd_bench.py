@@ -14,12 +14,14 @@ dependency. :func:`benchmark` is the same as a function (``scripts/bench_light_m
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import statistics
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -124,6 +126,7 @@ def count_flops(fn: Function) -> int:
 # -- running ------------------------------------------------------------------------------------
 
 def _time(fn: Callable[[], Any], warmup: int, runs: int) -> Timing:
+    gc.collect()  # garbage of earlier work (graphs hold their weights in cycles) must not be freed mid-run
     for _ in range(warmup):
         fn()
     t = Timing()
@@ -191,7 +194,7 @@ def benchmark(model: str, backend: str, *, threads: int | None = None, compare: 
 def format_result(r: BenchResult) -> list[str]:
     def row(name: str, t: Timing) -> str:
         gf = r.gflops(t)
-        gfs = f"  {gf:8.1f} GFLOP/s" if gf == gf else ""
+        gfs = f"  {gf:8.1f} GFLOP/s" if not math.isnan(gf) else ""
         return f"{name:<12} median {fmt_ms(t.median):>10}  min {fmt_ms(t.min):>10}  max {fmt_ms(t.max):>10}{gfs}"
 
     cached = "" if r.cached is None else (" (object cache hit)" if r.cached else " (cold)")

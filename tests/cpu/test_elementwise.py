@@ -198,3 +198,13 @@ def test_chain_stops_where_an_intermediate_is_read_again() -> None:
     np.testing.assert_allclose(out["y"], -np.exp(xs), rtol=1e-6)
     np.testing.assert_allclose(out["z"], np.exp(xs), rtol=1e-6)
     assert math.isfinite(float(out["z"].sum()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("exponent", [1.0, 2.0, 3.0, -1.0, 0.5, 0.75, 1.25])
+def test_pow_by_a_constant_exponent(exponent: float, dtype) -> None:  # type: ignore[no-untyped-def]
+    """Exponents 1, 2, 3, -1, 0.5 and 0.75 (LRN's beta) are computed without libm; special values agree."""
+    rng = np.random.default_rng(14)
+    x = np.concatenate([rng.random(100) * 10, [0.0, -0.0, np.inf, -np.inf, np.nan, -2.0, 1e-30]])
+    with np.errstate(over="ignore"):
+        check("Pow", [x.astype(dtype), np.array(exponent, dtype)], consts=[1])

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from glow_backend_cpu.emit import naive_linalg
 from glow_backend_cpu.emit.context import EMITTERS
+
 from tests.cpu.util import check, rand
 
 NAIVE = {"MatMul": naive_linalg.emit_matmul, "FusedMatMul": naive_linalg.emit_matmul,

@@ -7,10 +7,10 @@ import threading
 import numpy as np
 import onnx
 import pytest
+from glow_backend_cpu.runtime import aligned_empty, default_threads
 from onnx import TensorProto, helper
 
 import glow_core
-from glow_backend_cpu.runtime import aligned_empty, default_threads
 from glow_core.errors import ExecutionError, InputError
 
 
@@ -139,7 +139,7 @@ def test_concurrent_runs_from_python_threads_are_serialized(net) -> None:  # typ
 
 def test_second_compile_is_served_by_the_cache() -> None:
     model = _model()
-    first = glow_core.compile(model, "cpu")
+    glow_core.compile(model, "cpu")
     second = glow_core.compile(model, "cpu")
     assert second.executable.compile_timings["cached"]
     feeds = _feeds()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
-
 from glow_backend_cpu.tolerances import tolerance
+
 from glow_sdk.testing import (
     compare_arrays,
     evaluate_reference,

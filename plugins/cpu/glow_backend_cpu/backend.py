@@ -9,15 +9,19 @@ core, and what still cannot run is reported at compile time, every node at once.
 
 - ``threads``: worker threads (default: every core this process may run on);
 - ``cache`` (bool, default true): the on-disk object cache (``cache.py``);
+- ``profile`` (bool, default false): time every kernel (thread 0's cycle counter
+  before each); ``executable.profile()`` gives seconds per kernel of the last run;
 - ``parallel_threshold`` (elements, default 32768): a function that moves
   fewer elements than this in total runs on one thread (handing work to other
-  threads costs more than it saves).
+  threads costs more than it saves); ``GLOW_CPU_PARALLEL_THRESHOLD`` changes the default.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from glow_backend_cpu import __version__
 from glow_backend_cpu import cache as object_cache
@@ -32,6 +36,8 @@ from glow_core.ir.types import ElemKind
 from glow_sdk.backend import Backend, Capability, CompiledFunction, CompileOptions, DeviceInfo
 
 DEFAULT_PARALLEL_THRESHOLD = 32768
+#: overrides the default parallel threshold (0: every function runs on every thread; for tests)
+THRESHOLD_ENV = "GLOW_CPU_PARALLEL_THRESHOLD"
 
 
 def _work_elements(function: Function) -> int:
@@ -71,41 +77,47 @@ class CpuBackend(Backend):
             out[cap.kind] = out.get(cap.kind, frozenset()) | cap.elems
         return out
 
+    def conformance_waivers(self) -> str | None:
+        from importlib import resources
+
+        return resources.files("glow_backend_cpu").joinpath("conformance_waivers.txt").read_text(encoding="utf-8")
+
     def create_device(self) -> DeviceInfo:
         try:
-            import os
-
             mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError, AttributeError):  # pragma: no cover
             mem = 8 << 30
         return DeviceInfo(name="cpu", memory_bytes=int(mem))
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        from glow_core.lir import build_lir
-
         from glow_backend_cpu.codegen import generate
+        from glow_core.lir import build_lir
 
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
         use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
-        threshold = int(extra.get("parallel_threshold", DEFAULT_PARALLEL_THRESHOLD))
+        threshold = int(extra.get("parallel_threshold",
+                                  os.environ.get(THRESHOLD_ENV, DEFAULT_PARALLEL_THRESHOLD)))
+        profile = bool(extra.get("profile", False))
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}
         t0 = time.perf_counter()
-        key = object_cache.key(function, {"debug": options.debug}, cg.identity) if use_cache else ""
+        key = object_cache.key(function, {"debug": options.debug, "profile": profile}, cg.identity) if use_cache else ""
         timings["key"] = time.perf_counter() - t0
         hit = object_cache.load(key) if use_cache else None
         lir = None
+        image: str | None = None
         if hit is not None:
-            obj, layout = hit
+            obj, layout, path = hit
             lib = Library(function.name, obj)
+            image = str(path)
             timings["cached"] = True
         else:
             t1 = time.perf_counter()
             lir = build_lir(function, debug=options.debug)
             timings["lir"] = time.perf_counter() - t1
             t2 = time.perf_counter()
-            module, layout = generate(cg, lir, name=f"glow_{function.name}")
+            module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile)
             timings["irgen"] = time.perf_counter() - t2
             lib = cg.compile_module(module)
             timings.update(lib.timings)
@@ -116,7 +128,7 @@ class CpuBackend(Backend):
         consts = {c.name: c.payload for c in function.constants}
         try:
             exe = CpuExecutable(function, lib, layout, consts, threads=threads,
-                                parallel=_work_elements(function) >= threshold)
+                                parallel=_work_elements(function) >= threshold, packed_image=image)
         except KeyError as e:  # pragma: no cover  (layout and function disagree)
             raise BackendError(f"cpu backend: compiled code does not match the function ({e})") from e
         timings["load"] = time.perf_counter() - t3

@@ -13,7 +13,8 @@ The key is a SHA-256 over everything the object code depends on:
 
 An entry is three files named by the key in ``$GLOW_CACHE_DIR`` (default
 ``~/.cache/glow/cpu``): ``KEY.o`` (object code), ``KEY.json`` (the region
-layout) and ``KEY.bin`` (the constants emitters packed at compile time).
+layout) and ``KEY.bin`` (the constants emitters packed at compile time, an
+image of the packed-constant region, mapped read-only into memory on a hit).
 Files are written to a temporary name and renamed, so a reader never sees a
 half-written entry; an unreadable entry is a miss. ``GLOW_CPU_CACHE=0``
 disables the cache.
@@ -26,8 +27,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +38,7 @@ from glow_core.ir.graph import Function
 
 ENV_DIR = "GLOW_CACHE_DIR"
 ENV_ENABLE = "GLOW_CPU_CACHE"
-FORMAT = 1
+FORMAT = 2
 
 
 def enabled() -> bool:
@@ -44,7 +46,7 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(ENV_DIR)
+    base = os.environ.get(ENV_DIR, "")
     root = Path(base) if base else Path.home() / ".cache" / "glow"
     return root / "cpu"
 
@@ -57,7 +59,7 @@ def sources_digest() -> str:
 
     h = hashlib.sha256()
     for pkg in (glow_backend_cpu, glow_core.lir):
-        root = Path(pkg.__file__).resolve().parent
+        root = Path(str(pkg.__file__)).resolve().parent
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
@@ -87,24 +89,31 @@ def _layout_to_json(layout: Layout) -> dict[str, Any]:
     return d
 
 
-def _layout_from_json(d: dict[str, Any], blob: bytes) -> Layout:
-    packed = []
-    pos = 0
-    for off, n in d.pop("packed"):
-        packed.append((int(off), blob[pos:pos + n]))
-        pos += n
+def _layout_from_json(d: dict[str, Any]) -> Layout:
+    d["packed"] = []  # the packed constants come from the image file
     d["io"] = [(r, n, dt, tuple(s)) for r, n, dt, s in d["io"]]
-    return Layout(packed=packed, **d)
+    return Layout(**d)
 
 
-def load(k: str) -> tuple[bytes, Layout] | None:
-    """The object code and layout stored under ``k``, or None."""
+def packed_image(layout: Layout) -> bytes:
+    """The packed-constant region as the runtime lays it out (the emitters' constants at their offsets)."""
+    buf = bytearray(layout.packed_bytes)
+    for off, data in layout.packed:
+        buf[off:off + len(data)] = data
+    return bytes(buf)
+
+
+def load(k: str) -> tuple[bytes, Layout, Path] | None:
+    """The object code and layout stored under ``k``, and the path of the packed-constant image; or None."""
     d = cache_dir()
     try:
-        obj = (d / f"{k}.o").read_bytes()
         meta = json.loads((d / f"{k}.json").read_text())
-        blob = (d / f"{k}.bin").read_bytes()
-        return obj, _layout_from_json(meta, blob)
+        obj = (d / f"{k}.o").read_bytes()
+        image = d / f"{k}.bin"
+        layout = _layout_from_json(meta)
+        if image.stat().st_size != layout.packed_bytes:
+            return None
+        return obj, layout, image
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -129,8 +138,9 @@ def store(k: str, object_code: bytes, layout: Layout) -> bool:
     try:
         d.mkdir(parents=True, exist_ok=True)
         _write(d / f"{k}.o", object_code)
-        _write(d / f"{k}.bin", b"".join(data for _, data in layout.packed))
-        _write(d / f"{k}.json", json.dumps(_layout_to_json(layout)).encode())
+        _write(d / f"{k}.bin", packed_image(layout))
+        meta = _layout_to_json(layout)
+        _write(d / f"{k}.json", json.dumps(meta).encode())
         return True
     except OSError:
         return False

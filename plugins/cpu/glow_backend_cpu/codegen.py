@@ -8,11 +8,12 @@ with the entry point
 that every worker thread calls once per inference (SPMD), plus the
 :class:`Layout` the runtime needs to set up the regions:
 
-- ``regions[0]`` constants: the function's weights and the constants emitters
-  add (packed filters, tables), each at a 64-byte aligned offset;
+- ``regions[0]`` constants: the function's weights, each at a 64-byte aligned offset;
 - ``regions[1]`` the activation arena of the memory plan;
 - ``regions[2]`` scratch: ``scratch_stride`` bytes per thread;
-- ``regions[3 + k]`` the k-th input or output (caller memory, 64-byte aligned).
+- ``regions[3]`` packed constants: what emitters add at compile time (packed
+  filters, tables), 64-byte aligned; a cache hit maps it from the cache file;
+- ``regions[4 + k]`` the k-th input or output (caller memory, 64-byte aligned).
 
 Each compute instruction becomes a call of a kernel function emitted by its
 emitter (``emit.context.EMITTERS``); kernels whose IR is identical (same kind,
@@ -28,23 +29,28 @@ not on values.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
 from glow_backend_cpu.emit.dtypes import storage_type
 from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
-from glow_backend_cpu.helpers import I8P, I64, VOID, i64, memcpy, partition_blocks
-from glow_backend_cpu.sync import emit_barrier_function, emit_error_functions
+from glow_backend_cpu.helpers import I8P, I64, VOID, i64, intrinsic, memcpy, partition_blocks
+from glow_backend_cpu.sync import emit_barrier_function, emit_error_functions, emit_worker_functions
 from glow_backend_cpu.target import Codegen
 from glow_core.errors import UnsupportedError
-from glow_core.lir import ALIGNMENT, LIRFunction, LValue, View, Weight
+from glow_core.lir import ALIGNMENT, LIRFunction, LValue, Weight
 from glow_core.lir.instructions import Effect
 from glow_core.lir.ir import Activation
 from glow_core.lir.ir import Instr as LInstr
 
-REGION_CONST, REGION_ARENA, REGION_SCRATCH, REGION_IO = 0, 1, 2, 3
+REGION_CONST, REGION_ARENA, REGION_SCRATCH, REGION_PACKED, REGION_IO = 0, 1, 2, 3, 4
+_GLOBAL_REF = re.compile(r'@"([^"]+)"|@([A-Za-z_.$][\w.$]*)')
 ENTRY = "glow_main"
 
 
@@ -72,8 +78,9 @@ class Layout:
     const_bytes: int = 0
     #: constant weight name -> byte offset in the constant region (graph payloads are copied there)
     const_offsets: dict[str, int] = field(default_factory=dict)
-    #: (offset, byte payload) of the constants emitters added (packed at compile time)
+    #: (offset in the packed region, byte payload) of the constants emitters added (packed at compile time)
     packed: list[tuple[int, bytes]] = field(default_factory=list)
+    packed_bytes: int = 0
     arena_bytes: int = 0
     scratch_stride: int = 0
     #: (role, io name, dtype, shape) per io region, in region order from REGION_IO
@@ -82,6 +89,10 @@ class Layout:
     kernels_emitted: int = 0
     barriers: int = 0
     fused: int = 0
+    #: with profiling: the kernel kinds, in order (``glow_profile`` holds a cycle stamp before each)
+    profile: list[str] = field(default_factory=list)
+    #: the memory plan's report (``MemoryReport`` fields), kept for cache hits
+    memory: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,15 +108,21 @@ class _Step:
 class LIRCodegen:
     """Builds the module of one LIR function (see the module doc)."""
 
-    def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow") -> None:
+    def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False) -> None:
         self.cg = codegen
+        #: record a cycle counter on thread 0 before every kernel (``glow_profile``: i64 x (kernels + 1))
+        self.profile = profile
         self.lir = lir
         self.module = codegen.new_module(name)
         self.layout = Layout()
         self.loc_of_root: dict[int, Loc] = {}
         self.payload_of: dict[int, np.ndarray] = {}
         self._kernel_text: dict[str, ir.Function] = {}
-        self._calls: list[tuple[ir.Function, list[tuple[int, int, ir.Type]], list[int], bool]] = []
+        #: per step: the kernel, its operand slots (region, offset, pointer type), its emitter constants' offsets
+        self._calls: list[tuple[ir.Function, list[tuple[int, int, ir.Type]], list[int]]] = []
+        self._const_weights: list[tuple[str, int, int]] = []
+        self._used_args: dict[int, set[int]] = {}
+        self._used_const: list[Loc] = []
         self._layout_regions()
 
     # -- regions -----------------------------------------------------------------------------------
@@ -115,7 +132,7 @@ class LIRCodegen:
         for w in self.lir.weights:
             if w.role == Weight.CONSTANT:
                 self.loc_of_root[id(w)] = Loc(REGION_CONST, off, w.nbytes)
-                lay.const_offsets[w.io_name] = off
+                self._const_weights.append((w.io_name, off, w.nbytes))
                 if w.payload is not None:
                     self.payload_of[id(w)] = w.payload
                 off = align_up(off + max(w.nbytes, 1))
@@ -131,6 +148,8 @@ class LIRCodegen:
             if id(a) in plan.offsets:
                 self.loc_of_root[id(a)] = Loc(REGION_ARENA, plan.offsets[id(a)], a.nbytes)
         lay.arena_bytes = plan.arena_bytes
+        rep = plan.report
+        lay.memory = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in rep.__dict__.items()}
 
     def loc(self, v: LValue) -> Loc:
         root = v.root
@@ -151,11 +170,11 @@ class LIRCodegen:
         return raw[off:off + v.nbytes].view(v.type.dtype).reshape(v.type.shape)
 
     def add_constant(self, array: np.ndarray) -> int:
-        """Place an emitter's constant in the constant region; returns its byte offset."""
+        """Place an emitter's constant in the packed-constant region; returns its byte offset."""
         data = np.ascontiguousarray(array).tobytes()
-        off = self.layout.const_bytes
+        off = self.layout.packed_bytes
         self.layout.packed.append((off, data))
-        self.layout.const_bytes = align_up(off + max(len(data), 1))
+        self.layout.packed_bytes = align_up(off + max(len(data), 1))
         return off
 
     # -- steps ---------------------------------------------------------------------------------------
@@ -298,7 +317,14 @@ class LIRCodegen:
         self.layout.scratch_stride = max(self.layout.scratch_stride, scratch_used[0])
         fn = self._dedup(fn)
         slots = [(loc.region, loc.offset, t) for loc, t in zip(locs, arg_types)]
-        self._calls.append((fn, slots, const_offsets, True))
+        self._calls.append((fn, slots, const_offsets))
+        # constant weights a kernel never reads (packed copies replace them) need not be loaded
+        used = self._used_args.get(id(fn))
+        if used is None:
+            used = self._used_args[id(fn)] = used_arguments(fn)
+        for k, loc in enumerate(locs):
+            if loc.region == REGION_CONST and (4 + k) in used:
+                self._used_const.append(loc)
 
     def _emit_chain(self, ctx: EmitContext, chain: list[LInstr], argmap: dict[int, ir.Value]) -> None:
         externals: list[Operand] = []
@@ -339,6 +365,7 @@ class LIRCodegen:
 
     def _dedup(self, fn: ir.Function) -> ir.Function:
         text = str(fn).replace(f'@"{fn.name}"', "@K", 1).replace(f"@{fn.name}(", "@K(", 1)
+        text = _GLOBAL_REF.sub(self._global_key, text)
         prev = self._kernel_text.get(text)
         if prev is not None:
             del self.module.globals[fn.name]
@@ -346,6 +373,14 @@ class LIRCodegen:
         self._kernel_text[text] = fn
         self.layout.kernels_emitted += 1
         return fn
+
+    def _global_key(self, m: re.Match[str]) -> str:
+        """A reference to a constant global, by its type and contents (emitters may name equal tables apart)."""
+        name = m.group(1) or m.group(2)
+        g = self.module.globals.get(name)
+        if isinstance(g, ir.GlobalVariable) and g.global_constant and g.initializer is not None:
+            return f"@const<{g.value_type}:{g.initializer}>"
+        return m.group(0)
 
     # -- the entry point -----------------------------------------------------------------------------
     def build(self) -> ir.Module:
@@ -359,12 +394,17 @@ class LIRCodegen:
         for i, step in enumerate(steps):
             self.emit_step(i, step)
         self.layout.kernels = len(steps)
+        for name, off, nbytes in self._const_weights:
+            if any(u.overlaps(Loc(REGION_CONST, off, nbytes)) for u in self._used_const):
+                self.layout.const_offsets[name] = off
         barrier = emit_barrier_function(self.module, self.cg.is_x86)
         emit_error_functions(self.module)
-        self._emit_main(steps, barrier)
+        main = self._emit_main(steps, barrier)
+        linux_x86 = self.cg.triple.startswith("x86_64") and "linux" in self.cg.triple
+        emit_worker_functions(self.module, main, self.cg.is_x86, futex=linux_x86)
         return self.module
 
-    def _emit_main(self, steps: list[_Step], barrier: ir.Function) -> None:
+    def _emit_main(self, steps: list[_Step], barrier: ir.Function) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64]), name=ENTRY)
         regions, tid, nthreads = fn.args
         entry = fn.append_basic_block("entry")
@@ -376,7 +416,18 @@ class LIRCodegen:
         cargs = b.alloca(I8P, size=max(max_cargs, 1), name="cargs")
         pending_r: list[Loc] = []
         pending_w: list[Loc] = []
-        for step, (kfn, slots, const_offsets, _) in zip(steps, self._calls):
+        stamps = None
+        if self.profile:
+            at = ir.ArrayType(I64, len(steps) + 1)
+            stamps = ir.GlobalVariable(self.module, at, name="glow_profile")
+            stamps.initializer = ir.Constant(at, None)
+            clock = intrinsic(self.module, "llvm.readcyclecounter", I64, [])
+            is_first = b.icmp_signed("==", tid, i64(0))
+
+            def stamp(k: int) -> None:
+                with b.if_then(is_first):
+                    b.store(b.call(clock, []), b.gep(stamps, [i64(0), i64(k)], inbounds=True))
+        for index, (step, (kfn, slots, const_offsets)) in enumerate(zip(steps, self._calls)):
             hazard = any(w.overlaps(p) for w in step.writes for p in pending_r + pending_w) or \
                 any(r.overlaps(p) for r in step.reads for p in pending_w)
             if hazard:
@@ -384,8 +435,10 @@ class LIRCodegen:
                 self.layout.barriers += 1
                 pending_r, pending_w = [], []
             for k, off in enumerate(const_offsets):
-                b.store(b.gep(bases[REGION_CONST], [i64(off)], inbounds=True),
+                b.store(b.gep(bases[REGION_PACKED], [i64(off)], inbounds=True),
                         b.gep(cargs, [i64(k)], inbounds=True))
+            if stamps is not None:
+                stamp(index)
             args = [tid, nthreads, scratch, cargs]
             for region, off, t in slots:
                 args.append(b.bitcast(b.gep(bases[region], [i64(off)], inbounds=True), t))
@@ -394,7 +447,28 @@ class LIRCodegen:
             pending_w += step.writes
         b.call(barrier, [nthreads])
         self.layout.barriers += 1
+        if stamps is not None:
+            stamp(len(steps))
+            self.layout.profile = [s.kind for s in steps]
         b.ret_void()
+        return fn
+
+
+def used_arguments(fn: ir.Function) -> set[int]:
+    """Indices of the arguments of ``fn`` that some instruction uses."""
+    args = {id(a): i for i, a in enumerate(fn.args)}
+    used: set[int] = set()
+    for block in fn.blocks:
+        for ins in block.instructions:
+            for op in getattr(ins, "operands", ()):
+                k = args.get(id(op))
+                if k is not None:
+                    used.add(k)
+            for inc in getattr(ins, "incomings", ()):  # phi nodes
+                k = args.get(id(inc[0]))
+                if k is not None:
+                    used.add(k)
+    return used
 
 
 def chain_externals(chain: list[LInstr]) -> list[LValue]:
@@ -419,9 +493,10 @@ def storage_type_of(array: np.ndarray) -> ir.Type:
         ElemKind.BFLOAT16)
 
 
-def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow") -> tuple[ir.Module, Layout]:
+def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *,
+             profile: bool = False) -> tuple[ir.Module, Layout]:
     """The LLVM module and region layout of ``lir``."""
-    g = LIRCodegen(codegen, lir, name)
+    g = LIRCodegen(codegen, lir, name, profile=profile)
     return g.build(), g.layout
 
 

@@ -15,7 +15,7 @@ plus these helpers (in the spirit of numba's ``cgutils``):
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from llvmlite import ir
 
@@ -53,7 +53,7 @@ def vec_type(t: ir.Type, lanes: int) -> ir.Type:
     return ir.VectorType(t, lanes) if lanes > 1 else t
 
 
-def const_like(t: ir.Type, value: float | int | bool) -> ir.Constant:
+def const_like(t: ir.Type, value: float | bool) -> ir.Constant:
     """A constant of type ``t`` (scalar or vector: every lane) holding ``value``."""
     st = scalar_type(t)
     if isinstance(st, ir.IntType):

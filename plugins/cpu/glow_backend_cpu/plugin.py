@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from glow_sdk import SDK_API_VERSION, BackendSpec, hookimpl
-
 from glow_backend_cpu import __version__
+from glow_sdk import SDK_API_VERSION, BackendSpec, hookimpl
 
 
 def _make():  # type: ignore[no-untyped-def]

@@ -10,28 +10,34 @@ Outputs are written by the kernels straight into fresh aligned arrays, which
 are returned.
 
 The entry point runs SPMD: thread 0 is the caller, threads 1..N-1 are
-persistent Python threads of a :class:`WorkerPool` that call the same entry
-point through ctypes (which releases the GIL) with their own thread id; the
-native barrier inside keeps them in step, and its last barrier ends the run.
+persistent Python threads of a :class:`WorkerPool`, each inside one ctypes
+call (which releases the GIL) of the native ``glow_worker`` loop: a run is
+published through a control block (a generation counter, futex wake-up) and
+every thread calls the entry point with its own id; the native barrier inside
+keeps them in step, and its last barrier ends the run.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from glow_backend_cpu.codegen import ENTRY, REGION_IO, Layout
+from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
+from glow_backend_cpu.sync import CTL_BYTES
 from glow_backend_cpu.target import Library
 from glow_core.errors import ExecutionError, InputError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.lir.memory import MemoryReport
 from glow_sdk.backend import CompiledFunction
 
 ALIGN = 64
@@ -39,6 +45,9 @@ EntryFn = Any  # a ctypes function (regions, tid, nthreads)
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _GET_ERROR_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32)
 _CLEAR_ERROR_TYPE = ctypes.CFUNCTYPE(None)
+_WORKER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+_RUN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_STOP_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type, align: int = ALIGN) -> np.ndarray:
@@ -62,45 +71,34 @@ def default_threads() -> int:
 
 
 class WorkerPool:
-    """``n`` persistent threads; :meth:`run` calls ``fn(k)`` on worker k (k = 1..n) and returns at once.
+    """Threads 1..n of a compiled function: Python threads that each call the native ``glow_worker`` once.
 
-    :meth:`wait` blocks until every call of the last :meth:`run` returned.
+    ``glow_worker`` (``sync.emit_worker_functions``) waits on the generation
+    counter of the control block (spinning briefly, then sleeping on a futex)
+    and runs the entry point with its thread id when ``glow_run`` publishes a
+    run, so a run involves no Python (and no GIL) between the threads. ctypes
+    releases the GIL for the whole life of the worker call.
     """
 
-    def __init__(self, n: int, name: str = "glow-cpu") -> None:
+    def __init__(self, library: Library, n: int, name: str = "glow-cpu") -> None:
         self.n = n
-        self._go = [threading.Semaphore(0) for _ in range(n)]
-        self._done = threading.Semaphore(0)
-        self._task: Any = None
-        self._stop = False
-        self._threads = [threading.Thread(target=self._loop, args=(k,), name=f"{name}-{k + 1}", daemon=True)
+        self.library = library  # keeps the code mapped while the threads run it
+        self.ctl = aligned_empty((CTL_BYTES,), np.uint8)
+        self.ctl[:] = 0
+        worker = _WORKER_TYPE(library.address("glow_worker"))
+        self._stop = _STOP_TYPE(library.address("glow_stop"))
+        ctl = self.ctl.ctypes.data
+        self._threads = [threading.Thread(target=worker, args=(ctl, k + 1), name=f"{name}-{k + 1}", daemon=True)
                          for k in range(n)]
         for t in self._threads:
             t.start()
 
-    def _loop(self, k: int) -> None:
-        while True:
-            self._go[k].acquire()
-            if self._stop:
-                return
-            try:
-                self._task(k + 1)
-            finally:
-                self._done.release()
-
-    def run(self, task: Any) -> None:
-        self._task = task
-        for s in self._go:
-            s.release()
-
-    def wait(self) -> None:
-        for _ in range(self.n):
-            self._done.acquire()
-
     def close(self) -> None:
-        self._stop = True
-        for s in self._go:
-            s.release()
+        """Stop the workers and wait for them (the code must stay mapped until they returned)."""
+        self._stop(self.ctl.ctypes.data)
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
 
 
 def _close_pool(pool: WorkerPool | None) -> None:
@@ -112,7 +110,7 @@ class CpuExecutable(CompiledFunction):
     """A compiled function of the cpu backend: object code, region layout, worker threads."""
 
     def __init__(self, function: Function, library: Library, layout: Layout, constants: Mapping[str, np.ndarray],
-                 *, threads: int, parallel: bool = True) -> None:
+                 *, threads: int, parallel: bool = True, packed_image: str | None = None) -> None:
         super().__init__(function)
         self.library = library
         self.layout = layout
@@ -130,8 +128,16 @@ class CpuExecutable(CompiledFunction):
                 raise ExecutionError(f"cpu backend: constant {name} of the compiled code is missing")
             raw = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
             self._consts[off:off + raw.size] = raw
-        for off, data in layout.packed:
-            self._consts[off:off + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        # packed-constant region: mapped read-only from the cache file (no copy), or filled from the compile
+        self._packed_map: mmap.mmap | None = None
+        if packed_image is not None and layout.packed_bytes:
+            with open(packed_image, "rb") as f:
+                self._packed_map = mmap.mmap(f.fileno(), layout.packed_bytes, access=mmap.ACCESS_READ)
+            self._packed = np.frombuffer(self._packed_map, dtype=np.uint8)
+        else:
+            self._packed = aligned_empty((max(layout.packed_bytes, 1),), np.uint8)
+            for off, data in layout.packed:
+                self._packed[off:off + len(data)] = np.frombuffer(data, dtype=np.uint8)
         self._arena = aligned_empty((max(layout.arena_bytes, 1),), np.uint8)
         self._scratch = aligned_empty((max(layout.scratch_stride, 1) * self.threads,), np.uint8)
         self._io_types: list[TensorType] = []
@@ -148,21 +154,20 @@ class CpuExecutable(CompiledFunction):
         self._regions[0] = self._consts.ctypes.data
         self._regions[1] = self._arena.ctypes.data
         self._regions[2] = self._scratch.ctypes.data
+        self._regions[REGION_PACKED] = self._packed.ctypes.data
         self._pool: WorkerPool | None = None
-        self._pending: WorkerPool | None = None
+        self._run_fn = _RUN_TYPE(library.address("glow_run"))
         self._finalizer = weakref.finalize(self, _close_pool, None)
 
     # -- threads -------------------------------------------------------------------------------------
     def _workers(self, n: int) -> WorkerPool | None:
+        """The pool of threads 1..n-1 (made on first use; remade when n grows)."""
         if n <= 1:
-            return None
-        if self._pool is None or self._pool.n != n - 1:
+            return self._pool
+        if self._pool is None or self._pool.n < n - 1:
             if self._pool is not None:
-                if self._pending is not None:
-                    self._pending.wait()
-                    self._pending = None
                 self._pool.close()
-            self._pool = WorkerPool(n - 1)
+            self._pool = WorkerPool(self.library, n - 1)
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, _close_pool, self._pool)
         return self._pool
@@ -174,6 +179,27 @@ class CpuExecutable(CompiledFunction):
         self.threads_in_use = n
 
     threads_in_use: int = 0
+
+    @property
+    def memory(self) -> MemoryReport | None:
+        """The memory plan's figures (arena, naive, lower bound), for ``glow compile --stats``."""
+        return MemoryReport(**self.layout.memory) if self.layout.memory else None
+
+    # -- profiling -----------------------------------------------------------------------------------
+    def profile(self) -> list[tuple[str, float]]:
+        """(kernel kinds, seconds) of every kernel in the last run (compiled with ``options={"profile": True}``),
+        barrier waits included; cycles are converted with a rate measured over one run."""
+        if not self.layout.profile:
+            raise InputError("this network was not compiled with options={'profile': True}")
+        n = len(self.layout.profile) + 1
+        addr = self.library.engine.get_global_value_address("glow_profile")  # type: ignore[union-attr]
+        stamps = np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(addr)).copy()
+        total_cycles = max(int(stamps[-1] - stamps[0]), 1)
+        seconds = self._last_run_seconds or 0.0
+        per_cycle = seconds / total_cycles
+        return [(k, float(stamps[i + 1] - stamps[i]) * per_cycle) for i, k in enumerate(self.layout.profile)]
+
+    _last_run_seconds: float | None = None
 
     # -- running -------------------------------------------------------------------------------------
     def _check(self, feeds: Mapping[str, np.ndarray]) -> None:
@@ -216,24 +242,21 @@ class CpuExecutable(CompiledFunction):
         if not self.parallel:
             n = 1
         regions = ctypes.cast(self._regions, ctypes.c_void_p).value
-        if self._pending is not None:
-            # the workers of the previous run passed its last barrier; wait until they are back in the pool
-            self._pending.wait()
-            self._pending = None
         pool = self._workers(n)
-        entry = self._entry
-        if pool is not None:
-            lib = self.library  # the task keeps the code mapped until every worker has returned from it
-            pool.run(lambda k, _lib=lib: entry(regions, k, n))
+        t0 = time.perf_counter()
         try:
-            entry(regions, 0, n)
+            if pool is None:
+                self._entry(regions, 0, 1)
+            else:
+                # publishes the run to the workers and runs thread 0's share; the entry point ends with a
+                # barrier, so when it returns every thread has finished its work
+                self._run_fn(pool.ctl.ctypes.data, regions, n)
         finally:
-            # the entry point ends with a barrier: when thread 0 returns, every thread finished its work
-            self._pending = pool
+            self._last_run_seconds = time.perf_counter() - t0
         if self._get_error():
             self._clear_error()
             raise ExecutionError("an index is out of range for its axis (Gather / Scatter / ... indices); "
                                  "the result was not computed", hint="check the index inputs")
 
 
-__all__ = ["CpuExecutable", "WorkerPool", "aligned_empty", "default_threads", "ElemKind"]
+__all__ = ["CpuExecutable", "ElemKind", "WorkerPool", "aligned_empty", "default_threads"]

@@ -96,3 +96,127 @@ def set_error(builder: ir.IRBuilder, code: int = 1) -> None:
     """Record a run-time error (an index out of range) from inside a kernel."""
     flag = _global(builder.module, ERROR_GLOBAL, I32)
     builder.store_atomic(ir.Constant(I32, code), flag, "monotonic", 4)
+
+
+# -- the native worker pool --------------------------------------------------------------------------
+#
+# The control block (``CTL_*`` byte offsets, 64 bytes, owned by the runtime):
+CTL_GEN, CTL_SLEEPERS, CTL_STOP, CTL_NTHREADS, CTL_REGIONS = 0, 4, 8, 16, 24
+CTL_BYTES = 64
+#: rounds a worker spins on the generation before it sleeps (a few tens of microseconds)
+WORKER_SPINS = 3000
+SYS_FUTEX_X86_64 = 202
+FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+
+
+def _field(b: ir.IRBuilder, ctl: ir.Value, offset: int, t: ir.Type) -> ir.Value:
+    return b.bitcast(b.gep(ctl, [i64(offset)], inbounds=True), t.as_pointer())
+
+
+def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, futex: bool) -> None:
+    """``glow_worker(ctl, k)``, ``glow_run(ctl, regions, n)`` and ``glow_stop(ctl)``.
+
+    A worker thread calls ``glow_worker`` once; it waits for the generation in
+    the control block to change (spinning briefly, then sleeping on a futex,
+    or polling with ``sched_yield`` where there is no futex), runs
+    ``glow_main(regions, k, n)`` when ``k < n``, and waits again, until the
+    stop flag is set. ``glow_run`` (the caller's thread, id 0) publishes the
+    regions and the thread count, bumps the generation, wakes sleepers and
+    runs its own share. No Python runs between the threads' shares of a run.
+    """
+    i8p = ir.IntType(8).as_pointer()
+    syscall = None
+    if futex:
+        syscall = module.globals.get("syscall") or ir.Function(
+            module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")  # long syscall(long, ...)
+    yield_fn = intrinsic(module, "sched_yield", I32, [])
+
+    def futex_call(b: ir.IRBuilder, addr: ir.Value, op: int, val: ir.Value) -> None:
+        assert syscall is not None
+        b.call(syscall, [i64(SYS_FUTEX_X86_64), addr, ir.Constant(I32, op), val, ir.Constant(i8p, None)])
+
+    # glow_worker(i8* ctl, i64 k)
+    fn = ir.Function(module, ir.FunctionType(VOID, [i8p, I64]), name="glow_worker")
+    ctl, k = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    gen_p = _field(b, ctl, CTL_GEN, I32)
+    sleepers_p = _field(b, ctl, CTL_SLEEPERS, I32)
+    stop_p = _field(b, ctl, CTL_STOP, I32)
+    n_p = _field(b, ctl, CTL_NTHREADS, I64)
+    regions_p = _field(b, ctl, CTL_REGIONS, i8p.as_pointer())
+    start_gen = ir.Constant(I32, 0)  # a pool starts with a fresh control block: generation 0
+    wait = fn.append_basic_block("wait")
+    spin = fn.append_basic_block("spin")
+    sleep = fn.append_basic_block("sleep")
+    woke = fn.append_basic_block("woke")
+    work = fn.append_basic_block("work")
+    done = fn.append_basic_block("done")
+    b.branch(wait)
+    b.position_at_end(wait)
+    mine = b.phi(I32, name="seen")
+    mine.add_incoming(start_gen, fn.entry_basic_block)
+    b.branch(spin)
+    b.position_at_end(spin)
+    spins = b.phi(I64, name="spins")
+    spins.add_incoming(i64(0), wait)
+    g = b.load_atomic(gen_p, "seq_cst", 4)
+    changed = b.icmp_unsigned("!=", g, mine)
+    b.cbranch(changed, woke, sleep)
+    b.position_at_end(sleep)
+    if is_x86:
+        b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
+    more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
+    cont = fn.append_basic_block("spin.more")
+    park = fn.append_basic_block("park")
+    b.cbranch(more, cont, park)
+    b.position_at_end(cont)
+    spins.add_incoming(b.add(spins, i64(1)), cont)
+    b.branch(spin)
+    b.position_at_end(park)
+    if futex:
+        b.atomic_rmw("add", sleepers_p, ir.Constant(I32, 1), "seq_cst")
+        futex_call(b, b.bitcast(gen_p, i8p), FUTEX_WAIT_PRIVATE, mine)
+        b.atomic_rmw("sub", sleepers_p, ir.Constant(I32, 1), "seq_cst")
+    else:
+        b.call(yield_fn, [])
+    spins.add_incoming(i64(WORKER_SPINS), b.block)
+    b.branch(spin)
+    b.position_at_end(woke)
+    stop = b.load_atomic(stop_p, "seq_cst", 4)
+    b.cbranch(b.icmp_unsigned("!=", stop, ir.Constant(I32, 0)), done, work)
+    b.position_at_end(work)
+    n = b.load_atomic(n_p, "acquire", 8)
+    with b.if_then(b.icmp_signed("<", k, n)):
+        regions = b.load(regions_p)
+        b.call(entry, [regions, k, n])
+    mine.add_incoming(g, b.block)
+    b.branch(wait)
+    b.position_at_end(done)
+    b.ret_void()
+
+    # glow_run(i8* ctl, i8** regions, i64 n): publish, wake, run thread 0's share
+    fn = ir.Function(module, ir.FunctionType(VOID, [i8p, i8p.as_pointer(), I64]), name="glow_run")
+    ctl, regions, n = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with b.if_then(b.icmp_signed(">", n, i64(1))):
+        b.store(regions, _field(b, ctl, CTL_REGIONS, i8p.as_pointer()))
+        b.store_atomic(n, _field(b, ctl, CTL_NTHREADS, I64), "release", 8)
+        gen_p = _field(b, ctl, CTL_GEN, I32)
+        b.atomic_rmw("add", gen_p, ir.Constant(I32, 1), "seq_cst")
+        if futex:
+            asleep = b.load_atomic(_field(b, ctl, CTL_SLEEPERS, I32), "seq_cst", 4)
+            with b.if_then(b.icmp_signed(">", asleep, ir.Constant(I32, 0))):
+                futex_call(b, b.bitcast(gen_p, i8p), FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
+    b.call(entry, [regions, i64(0), n])
+    b.ret_void()
+
+    # glow_stop(i8* ctl): every worker returns from glow_worker
+    fn = ir.Function(module, ir.FunctionType(VOID, [i8p]), name="glow_stop")
+    (ctl,) = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.store_atomic(ir.Constant(I32, 1), _field(b, ctl, CTL_STOP, I32), "seq_cst", 4)
+    gen_p = _field(b, ctl, CTL_GEN, I32)
+    b.atomic_rmw("add", gen_p, ir.Constant(I32, 1), "seq_cst")
+    if futex:
+        futex_call(b, b.bitcast(gen_p, i8p), FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
+    b.ret_void()

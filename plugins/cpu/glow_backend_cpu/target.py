@@ -43,7 +43,7 @@ EXTERNAL_SYMBOLS: dict[str, str] = {
         "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
         "asinh", "acosh", "atanh", "erf", "pow", "fmod", "log1p", "expm1",
     )},
-    "sched_yield": "c", "memcpy": "c", "memmove": "c", "memset": "c",
+    "sched_yield": "c", "syscall": "c", "memcpy": "c", "memmove": "c", "memset": "c",
 }
 
 FEATURES_ENV = "GLOW_CPU_FEATURES"
@@ -121,7 +121,7 @@ class Codegen:
         self.opt_level = opt_level
         self.tm = self._target_machine()
         self.data_layout = str(self.tm.target_data)
-        feats = set(f[1:] for f in self.features.split(",") if f.startswith("+"))
+        feats = {f[1:] for f in self.features.split(",") if f.startswith("+")}
         lanes = 16 if "avx512f" in feats else 8 if "avx" in feats else 4
         self.target = CpuTarget(
             triple=self.triple, cpu_name=self.cpu_name, features=self.features, vector_lanes=lanes,

@@ -23,8 +23,8 @@ integers and booleans are always exact.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from glow_core.ir.types import ElemKind
 from glow_sdk.testing import EXACT, Tolerance, tolerance_for

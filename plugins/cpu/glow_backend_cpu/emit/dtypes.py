@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from glow_backend_cpu.helpers import F16, F32, F64, I1, I8, I16, I32, I64, const_like, lanes_of, scalar_type, vec_type
+from glow_backend_cpu.helpers import F16, F32, F64, I1, I8, I16, I32, I64, const_like, lanes_of, vec_type
 from glow_core.ir.types import ElemKind
 
 E = ElemKind

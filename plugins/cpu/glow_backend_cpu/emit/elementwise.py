@@ -21,8 +21,9 @@ The loop nest is specialized at compile time:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -217,4 +218,4 @@ def emit_single(ctx: EmitContext, instr: Instr) -> None:
 for _kind, _elems in EW_ELEMS.items():
     register_emitter(_kind, elems=_elems)(emit_single)
 
-__all__ = ["Step", "broadcast_strides", "coalesce", "emit_chain", "emit_single", "I64"]
+__all__ = ["I64", "Step", "broadcast_strides", "coalesce", "emit_chain", "emit_single"]

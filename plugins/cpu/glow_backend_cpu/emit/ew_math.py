@@ -13,7 +13,18 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from glow_backend_cpu.helpers import F32, F64, I32, call_intrinsic, const_like, i32, intrinsic, lanes_of, scalar_type, vec_type
+from glow_backend_cpu.helpers import (
+    F32,
+    F64,
+    I32,
+    call_intrinsic,
+    const_like,
+    i32,
+    intrinsic,
+    lanes_of,
+    scalar_type,
+    vec_type,
+)
 
 
 def libm_call(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:

@@ -16,7 +16,8 @@ Python's ``%`` (or C's ``fmod``); shifts by the bit width or more give 0
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from llvmlite import ir
 
@@ -55,7 +56,7 @@ def op(*kinds: str, elems: frozenset[ElemKind], scalar_calls: bool = False) -> C
     return deco
 
 
-def _c(v: ir.Value, value: float | int) -> ir.Constant:
+def _c(v: ir.Value, value: float) -> ir.Constant:
     return const_like(v.type, value)
 
 
@@ -183,9 +184,46 @@ def _int_pow(b: ir.IRBuilder, base: ir.Value, exp: ir.Value, be: ElemKind, ee: E
     return b.select(neg, negres, result)
 
 
+def splat_constant(v: ir.Value) -> float | None:
+    """The value of a constant whose lanes are all equal (a splat immediate), else None."""
+    if not isinstance(v, ir.Constant):
+        return None
+    if isinstance(v.type, ir.VectorType):
+        consts = v.constant if isinstance(v.constant, (list, tuple)) else None
+        if not consts:
+            return None
+        vals = {c.constant for c in consts}
+        if len(vals) != 1:
+            return None
+        val = vals.pop()
+    else:
+        val = v.constant
+    return float(val) if isinstance(val, (int, float)) else None
+
+
+def _pow_three_quarters(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    s = call_intrinsic(b, "sqrt", [x])
+    r = b.fmul(s, call_intrinsic(b, "sqrt", [s]))
+    return b.select(b.fcmp_ordered("==", x, _c(x, float("-inf"))), _c(x, float("inf")), r)
+
+
+#: constant float exponents computed without libm (within an ulp or two of the correctly rounded pow)
+_POW_SPECIAL: dict[float, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
+    1.0: lambda b, x: x,
+    2.0: lambda b, x: b.fmul(x, x),
+    3.0: lambda b, x: b.fmul(b.fmul(x, x), x),
+    -1.0: lambda b, x: b.fdiv(_c(x, 1.0), x),
+    0.5: lambda b, x: call_intrinsic(b, "sqrt", [x]),  # numpy's power takes sqrt for 0.5 too
+    0.75: _pow_three_quarters,
+}
+
+
 @op("Pow", elems=NUMERIC, scalar_calls=True)
 def _pow(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, at: Attrs) -> ir.Value:
     x, y = a
+    c = splat_constant(y)
+    if c is not None and is_float(ie[0]) and ie[0] == oe and c in _POW_SPECIAL:
+        return _POW_SPECIAL[c](b, x)
     if is_float(ie[0]) or is_float(ie[1]):
         # float64 pow, rounded (float result) or truncated (integer base), as the interpreter
         xd = convert(b, x, ie[0], E.FLOAT64)

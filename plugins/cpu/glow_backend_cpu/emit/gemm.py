@@ -16,10 +16,11 @@
   (``[panel][K][NR]``) when constant, read in place, or packed per tile and
   K-block into this thread's scratch by a caller-supplied packer (plain rows
   for MatMul and 1x1 convolutions, im2col for the others);
-- the **driver** splits the ``BG x N-tiles x M-panels`` work items evenly
-  over the threads (M-panels innermost, so a thread packs each B tile once and
-  a problem with a single N tile still splits over M), and blocks K so a
-  packed B tile (at most ``KC_MAX x NR`` floats) stays in L2.
+- the **driver** splits the ``BG x N-tiles x M-panels`` work items over the
+  threads in contiguous ranges of equal cost (M-panels innermost, so a thread
+  packs each B tile once and a problem with a single N tile still splits over
+  M; items of a narrow last N tile weigh less), and blocks K so a packed B
+  tile (at most ``KC_MAX`` rows) stays in L2.
 
 Everything is specialized on compile-time shapes; only the thread id and the
 thread count are run-time values.

@@ -201,4 +201,4 @@ def _topk(ctx: EmitContext, instr: Instr) -> None:
             b.store(b.load(elem_ptr(b, buf_i, j)), elem_ptr(b, inds.ptr, o))
 
 
-__all__ = ["load_index", "I8P"]
+__all__ = ["I8P", "load_index"]

@@ -21,14 +21,14 @@ only run for the rare case of a non-view (a plain copy).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.dtypes import bits_type
-from glow_backend_cpu.helpers import I64, elem_ptr, for_range, i64, memcpy, partition, vload, vstore
+from glow_backend_cpu.helpers import I64, elem_ptr, for_range, i64, memcpy, partition, smin, vload, vstore
 from glow_core.ir.graph import Node
 from glow_core.ir.types import ALL_KINDS, ElemKind
 
@@ -38,6 +38,9 @@ MEMCPY_MIN_BYTES = 256
 TILE = 16
 #: below this many elements a copy is one work item
 MIN_PARALLEL = 8192
+#: aim for this many work items in a parallel copy, each at least COPY_BLOCK elements of a contiguous row
+TARGET_ITEMS = 32
+COPY_BLOCK = 8192
 
 
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
@@ -98,23 +101,32 @@ def emit_strided_copy(ctx: EmitContext, dst: ir.Value, src: ir.Value, elem: Elem
         _tiled(ctx, dst, src, dims, tdim, parallel and total >= MIN_PARALLEL)
         return
     rows = math.prod(d[0] for d in outer)
-    items = rows if parallel and total >= MIN_PARALLEL else 1
-    per = rows // items
-    start, end = partition(b, items, ctx.tid, ctx.nthreads)
-    with for_range(b, start, end, name="rowblk") as w:
-        with for_range(b, b.mul(w, i64(per)), b.mul(b.add(w, i64(1)), i64(per)), name="row") as r:
-            do, so = _outer_offsets(b, r, outer) if outer else (i64(0), i64(0))
-            if d_in == 1 and s_in == 1:
-                nbytes = n_in * size
-                if nbytes >= MEMCPY_MIN_BYTES:
-                    memcpy(b, elem_ptr(b, dst, do), elem_ptr(b, src, so), nbytes)
-                else:
-                    _short_row(b, dst, src, do, so, n_in, ctx.target.vector_lanes * 4 // max(size, 1))
+    contiguous = d_in == 1 and s_in == 1
+    # long contiguous rows are split into blocks too, so a few big rows still keep every thread busy
+    chunk = n_in
+    if contiguous and parallel and total >= MIN_PARALLEL and rows < TARGET_ITEMS:
+        chunk = max(COPY_BLOCK, -(-n_in // -(-TARGET_ITEMS // rows)))
+    nblk = -(-n_in // chunk)
+    items = rows * nblk
+    groups = items if parallel and total >= MIN_PARALLEL else 1
+    per = items // groups
+    start, end = partition(b, groups, ctx.tid, ctx.nthreads)
+    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="item") as w:
+        r = b.udiv(w, i64(nblk)) if nblk > 1 else w
+        do, so = _outer_offsets(b, r, outer) if outer else (i64(0), i64(0))
+        if contiguous:
+            if nblk > 1:
+                c0 = b.mul(b.urem(w, i64(nblk)), i64(chunk))
+                n = b.sub(smin(b, b.add(c0, i64(chunk)), i64(n_in)), c0)
+                memcpy(b, elem_ptr(b, dst, b.add(do, c0)), elem_ptr(b, src, b.add(so, c0)), b.mul(n, i64(size)))
+            elif n_in * size >= MEMCPY_MIN_BYTES:
+                memcpy(b, elem_ptr(b, dst, do), elem_ptr(b, src, so), n_in * size)
             else:
-                with for_range(b, 0, n_in, name="col") as c:
-                    v = b.load(elem_ptr(b, src, b.add(so, b.mul(c, i64(s_in)))), align=size)
-                    b.store(v, elem_ptr(b, dst, b.add(do, b.mul(c, i64(d_in)))), align=size)
-
+                _short_row(b, dst, src, do, so, n_in, ctx.target.vector_lanes * 4 // max(size, 1))
+        else:
+            with for_range(b, 0, n_in, name="col") as c:
+                v = b.load(elem_ptr(b, src, b.add(so, b.mul(c, i64(s_in)))), align=size)
+                b.store(v, elem_ptr(b, dst, b.add(do, b.mul(c, i64(d_in)))), align=size)
 
 def _short_row(b: ir.IRBuilder, dst: ir.Value, src: ir.Value, do: ir.Value, so: ir.Value, n: int, lanes: int) -> None:
     lanes = max(1, min(lanes, 64))
@@ -131,8 +143,8 @@ def _tiled(ctx: EmitContext, dst: ir.Value, src: ir.Value, dims: list[tuple[int,
            parallel: bool) -> None:
     """Copy in TILE x TILE tiles over dimension ``tdim`` (source-contiguous) and the innermost one."""
     b = ctx.builder
-    n_t, d_t, s_t = dims[tdim]
-    n_in, d_in, s_in = dims[-1]
+    n_t, d_t, _ = dims[tdim]
+    n_in, _, s_in = dims[-1]
     others = [d for k, d in enumerate(dims[:-1]) if k != tdim]
     rows = math.prod(d[0] for d in others)
     tt = -(-n_t // TILE)
@@ -254,7 +266,7 @@ def _pad(ctx: EmitContext, instr: Instr) -> None:
         if mode == "constant":
             t = np.pad(np.arange(x.type.shape[d], dtype=np.int64), width, mode="constant", constant_values=-1)
         else:
-            t = np.pad(np.arange(x.type.shape[d], dtype=np.int64), width, mode=mode)
+            t = np.pad(np.arange(x.type.shape[d], dtype=np.int64), width, mode=mode)  # type: ignore[call-overload]
         tables.append(t)
     xs = contiguous_strides(x.type.shape)
     # per-axis source offsets in elements (-1: padding)
@@ -308,4 +320,4 @@ def _tile(ctx: EmitContext, instr: Instr) -> None:
     emit_strided_copy(ctx, out.ptr, x.ptr, x.type.elem, shape, dst_s, src_s)
 
 
-__all__ = ["contiguous_strides", "emit_strided_copy", "I64"]
+__all__ = ["I64", "contiguous_strides", "emit_strided_copy"]

@@ -18,7 +18,7 @@ Work is split over (batch, output channel) planes or matrix rows.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from llvmlite import ir
 
@@ -100,7 +100,6 @@ def emit_matmul(ctx: EmitContext, instr: Instr) -> None:
     assert a is not None and bm is not None
     b = ctx.builder
     elem = out.type.elem
-    oshape = out.type.shape
     if out.type.size == 0:
         return
     ash = (1,) + a.type.shape if a.type.rank == 1 else a.type.shape
@@ -269,34 +268,33 @@ def emit_pool(ctx: EmitContext, instr: Instr) -> None:
         acc = b.alloca(ct)
     with for_range(b, start, end, name="plane") as pl:
         x_base = b.mul(pl, i64(ih * iw))
-        with for_range(b, 0, oh, name="oy") as oy:
-            with for_range(b, 0, ow, name="ox") as ox:
-                b.store(init, acc)
-                cnt = i64(0)
-                y0 = b.sub(b.mul(oy, i64(sh)), i64(ph))
-                x0 = b.sub(b.mul(ox, i64(sw)), i64(pw))
-                for ky in range(kh):
-                    for kx in range(kw):
-                        iy = b.add(y0, i64(ky * dh))
-                        ix = b.add(x0, i64(kx * dw))
-                        inside = b.and_(b.and_(b.icmp_signed(">=", iy, i64(0)), b.icmp_signed("<", iy, i64(ih))),
-                                        b.and_(b.icmp_signed(">=", ix, i64(0)), b.icmp_signed("<", ix, i64(iw))))
-                        if include_pad:
-                            counted = b.and_(b.and_(b.icmp_signed(">=", iy, i64(-ph)),
-                                                    b.icmp_signed("<", iy, i64(ih + peh))),
-                                             b.and_(b.icmp_signed(">=", ix, i64(-pw)),
-                                                    b.icmp_signed("<", ix, i64(iw + pew))))
-                        else:
-                            counted = inside
-                        cnt = b.add(cnt, b.zext(counted, cnt.type))
-                        with b.if_then(inside):
-                            p = elem_ptr(b, x.ptr, b.add(x_base, b.add(b.mul(iy, i64(iw)), ix)))
-                            b.store(combine(b, b.load(acc), to_compute(b, b.load(p), elem)), acc)
-                v = b.load(acc)
-                if not is_max:
-                    v = b.fdiv(v, b.sitofp(cnt, ct))
-                o = b.add(b.mul(pl, i64(oh * ow)), b.add(b.mul(oy, i64(ow)), ox))
-                b.store(to_storage(b, v, elem), elem_ptr(b, out.ptr, o))
+        with for_range(b, 0, oh, name="oy") as oy, for_range(b, 0, ow, name="ox") as ox:
+            b.store(init, acc)
+            cnt = i64(0)
+            y0 = b.sub(b.mul(oy, i64(sh)), i64(ph))
+            x0 = b.sub(b.mul(ox, i64(sw)), i64(pw))
+            for ky in range(kh):
+                for kx in range(kw):
+                    iy = b.add(y0, i64(ky * dh))
+                    ix = b.add(x0, i64(kx * dw))
+                    inside = b.and_(b.and_(b.icmp_signed(">=", iy, i64(0)), b.icmp_signed("<", iy, i64(ih))),
+                                    b.and_(b.icmp_signed(">=", ix, i64(0)), b.icmp_signed("<", ix, i64(iw))))
+                    if include_pad:
+                        counted = b.and_(b.and_(b.icmp_signed(">=", iy, i64(-ph)),
+                                                b.icmp_signed("<", iy, i64(ih + peh))),
+                                         b.and_(b.icmp_signed(">=", ix, i64(-pw)),
+                                                b.icmp_signed("<", ix, i64(iw + pew))))
+                    else:
+                        counted = inside
+                    cnt = b.add(cnt, b.zext(counted, cnt.type))
+                    with b.if_then(inside):
+                        p = elem_ptr(b, x.ptr, b.add(x_base, b.add(b.mul(iy, i64(iw)), ix)))
+                        b.store(combine(b, b.load(acc), to_compute(b, b.load(p), elem)), acc)
+            v = b.load(acc)
+            if not is_max:
+                v = b.fdiv(v, b.sitofp(cnt, ct))
+            o = b.add(b.mul(pl, i64(oh * ow)), b.add(b.mul(oy, i64(ow)), ox))
+            b.store(to_storage(b, v, elem), elem_ptr(b, out.ptr, o))
 
 
 _register("MatMul", emit_matmul, F | {E.FLOAT16, E.BFLOAT16})

@@ -19,8 +19,8 @@ lowest or the highest value).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from llvmlite import ir
 
