@@ -141,15 +141,20 @@ def test_light_model_as_shipped(name: str) -> None:
     check_outputs(name, got, want)
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "interpreter-primitives"])
 @pytest.mark.parametrize("name", MODELS)
-def test_light_model_random_weights(name: str, record_property: Callable[[str, object], None]) -> None:
-    """With random weights: finite, not all equal, same top class and values as onnxruntime."""
+def test_light_model_random_weights(name: str, backend: str, record_property: Callable[[str, object], None]) -> None:
+    """With random weights: finite, not all equal, same top class and values as onnxruntime.
+
+    On ``interpreter-primitives`` every high-level kind is lowered onto the primitive set first
+    (``run_glow`` asserts that only primitives are left).
+    """
     path = model_path(name)
     if not path.is_file():
         pytest.skip(f"{path} is not in the installed onnx package")
     model = with_random_weights(load_shipped(name), GAINS.get(name, 2.0))
     feeds = random_feeds(model)
-    got, seconds = run_glow(model, feeds)
+    got, seconds = run_glow(model, feeds, backend)
     want = run_onnxruntime(model, feeds)
     report = check_outputs(name, got, want)
     record_property("errors", "; ".join(report))
@@ -158,16 +163,3 @@ def test_light_model_random_weights(name: str, record_property: Callable[[str, o
     assert np.ptp(probs) > 0, f"{name}: every output element is {probs.ravel()[0]}: the test model is degenerate"
     assert int(np.argmax(probs)) == int(np.argmax(want[0])), f"{name}: top class differs from onnxruntime"
 
-
-@pytest.mark.parametrize("name", MODELS)
-def test_light_model_primitives_only(name: str) -> None:
-    """Every high-level kind lowered onto the primitive set: same answers as onnxruntime (random weights)."""
-    path = model_path(name)
-    if not path.is_file():
-        pytest.skip(f"{path} is not in the installed onnx package")
-    model = with_random_weights(load_shipped(name), GAINS.get(name, 2.0))
-    feeds = random_feeds(model)
-    got, _ = run_glow(model, feeds, "interpreter-primitives")
-    want = run_onnxruntime(model, feeds)
-    check_outputs(name, got, want)
-    assert int(np.argmax(got[0])) == int(np.argmax(want[0])), f"{name}: top class differs from onnxruntime"
