@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
 
 if TYPE_CHECKING:
     import onnx
 
 from glow_core.errors import ModelError
+from glow_core.ir.types import ElemKind, TensorType
 
 #: ``zoo:`` prefix of a model reference.
 PREFIX = "zoo:"
@@ -186,6 +190,46 @@ def load_with_random_weights(name: str, seed: int = 0, expose_logits: bool = Fal
     return with_random_weights(model, RANDOM_WEIGHT_GAINS.get(canon, 2.0), seed, expose_logits)
 
 
+# -- random inputs ----------------------------------------------------------------------
+
+def random_array(t: TensorType, rng: np.random.Generator) -> np.ndarray:
+    """Uniform [0, 1) floats, small non-negative integers (0..9), fair booleans, of type ``t``."""
+    if t.elem.is_float:
+        return rng.random(t.shape, dtype=np.float64).astype(t.dtype)
+    if t.elem == ElemKind.BOOL:
+        return rng.random(t.shape) < 0.5
+    return rng.integers(0, 10, size=t.shape).astype(t.dtype)
+
+
+def random_feeds(types: Mapping[str, TensorType], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random inputs (:func:`random_array`) for inputs of the given types, in their order."""
+    rng = np.random.default_rng(seed)
+    return {name: random_array(t, rng) for name, t in types.items()}
+
+
+def model_input_types(model: onnx.ModelProto) -> dict[str, TensorType]:
+    """The static types of a model's real inputs (graph inputs that are not initializers)."""
+    from glow_core.importer.context import onnx_elem
+
+    inits = {t.name for t in model.graph.initializer}
+    types: dict[str, TensorType] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if not all(d.HasField("dim_value") and d.dim_value > 0 for d in tt.shape.dim):
+            raise ModelError(f"input '{vi.name}' has a symbolic dimension: random inputs need static shapes",
+                             hint="give the input's shape (glow run --input-shape)")
+        types[vi.name] = TensorType(onnx_elem(tt.elem_type, f"input '{vi.name}'"),
+                                    tuple(d.dim_value for d in tt.shape.dim))
+    return types
+
+
+def model_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random inputs for every real input of ``model`` (static shapes only)."""
+    return random_feeds(model_input_types(model), seed)
+
+
 __all__ = ["MODELS", "PREFIX", "RANDOM_WEIGHT_GAINS", "canonical_name", "describe", "is_zoo_ref",
-           "load_with_random_weights", "model_path", "names", "resolve", "resolve_model", "with_random_weights",
-           "zoo_dir"]
+           "load_with_random_weights", "model_feeds", "model_input_types", "model_path", "names", "random_array",
+           "random_feeds", "resolve", "resolve_model", "with_random_weights", "zoo_dir"]

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from glow_core.ir.graph import Function
-from glow_core.ir.types import ElemKind, TensorType
 from glow_sdk.testing import ArrayStats, Comparison, Tolerance, array_stats, compare_arrays, run_function
 
 if TYPE_CHECKING:
@@ -120,20 +119,6 @@ def expose_all_values(fn: Function) -> list[tuple[int, str, str, str, str, str]]
     return exposed
 
 
-def random_feeds(types: Mapping[str, TensorType], seed: int) -> dict[str, np.ndarray]:
-    """Uniform [0, 1) floats, integers 0..9, fair booleans (as ``glow run`` makes them)."""
-    rng = np.random.default_rng(seed)
-    feeds: dict[str, np.ndarray] = {}
-    for name, t in types.items():
-        if t.elem.is_float:
-            feeds[name] = rng.random(t.shape, dtype=np.float64).astype(t.dtype)
-        elif t.elem == ElemKind.BOOL:
-            feeds[name] = rng.random(t.shape) < 0.5
-        else:
-            feeds[name] = rng.integers(0, 10, size=t.shape).astype(t.dtype)
-    return feeds
-
-
 def _import(model: str | os.PathLike[str] | onnx.ModelProto,
             input_shapes: Mapping[str, Sequence[int]] | None) -> Function:
     from glow_core import zoo
@@ -148,13 +133,14 @@ def first_divergence(model: str | os.PathLike[str] | onnx.ModelProto, backend: s
                      feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0,
                      tolerance: Tolerance | None = None) -> DivergenceReport:
     """Run ``model`` on ``backend`` and ``reference``; compare every graph value in topological order."""
+    from glow_core import zoo
     from glow_core.plugin_host import get_backend
 
     tol = tolerance or DEFAULT_TOLERANCE
     be, ref = get_backend(backend), get_backend(reference)  # fail fast on unknown names
     fn_be, fn_ref = _import(model, input_shapes), _import(model, input_shapes)
     types = {p.name: p.type for p in fn_ref.inputs}
-    given = dict(feeds) if feeds is not None else random_feeds(types, seed)
+    given = dict(feeds) if feeds is not None else zoo.random_feeds(types, seed)
     report = DivergenceReport(backend, reference, tol,
                               feeds={n: ("given" if feeds is not None else f"random (seed {seed})") for n in types})
     # as is: the model's own outputs
@@ -176,5 +162,4 @@ def first_divergence(model: str | os.PathLike[str] | onnx.ModelProto, backend: s
     return report
 
 
-__all__ = ["DEFAULT_TOLERANCE", "DivergenceReport", "ValueDiff", "expose_all_values", "first_divergence",
-           "random_feeds"]
+__all__ = ["DEFAULT_TOLERANCE", "DivergenceReport", "ValueDiff", "expose_all_values", "first_divergence"]

@@ -24,7 +24,7 @@ from glow_core.errors import (
     UnsupportedOpsError,
 )
 from glow_core.ir.graph import Function
-from glow_core.ir.types import ElemKind
+from glow_core.ir.types import ElemKind, TensorType
 from glow_sdk import Backend, CompiledFunction, CompileOptions
 from tests.cliutil import add_relu_model, int_add_model, save, unsupported_op_model
 
@@ -174,6 +174,25 @@ def test_zoo_references() -> None:
         zoo.resolve("zoo:resnet")
     with pytest.raises(ModelError, match="names no zoo model"):
         zoo.resolve("zoo:")
+
+
+def test_zoo_random_inputs() -> None:
+    proto = onnx.load(str(zoo.model_path("resnet50")))
+    types = zoo.model_input_types(proto)
+    assert list(types) == ["gpu_0/data_0"] and types["gpu_0/data_0"].shape == (1, 3, 224, 224)  # initializers left out
+    a, b = zoo.model_feeds(proto, seed=3), zoo.model_feeds(proto, seed=3)
+    x = a["gpu_0/data_0"]
+    assert x.dtype == np.float32 and 0.0 <= x.min() and x.max() < 1.0
+    np.testing.assert_array_equal(x, b["gpu_0/data_0"])
+    assert not np.array_equal(x, zoo.model_feeds(proto, seed=4)["gpu_0/data_0"])
+    mixed = zoo.random_feeds({"i": TensorType(ElemKind.INT64, (50,)),
+                              "b": TensorType(ElemKind.BOOL, (50,))}, seed=0)
+    assert mixed["i"].dtype == np.int64 and 0 <= mixed["i"].min() and mixed["i"].max() <= 9
+    assert mixed["b"].dtype == np.bool_ and 0 < mixed["b"].sum() < 50
+    symbolic = onnx.load(str(zoo.model_path("resnet50")))
+    symbolic.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    with pytest.raises(ModelError, match="input 'gpu_0/data_0' has a symbolic dimension"):
+        zoo.model_feeds(symbolic)
 
 
 class _BuggyExe(CompiledFunction):

@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
 
 import glow_core
 from glow_core import zoo
@@ -57,26 +56,9 @@ def load_shipped(name: str) -> onnx.ModelProto:
     return onnx.load(str(model_path(name)))
 
 
-def real_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """Graph inputs that are not initializers (IR v3 models list both)."""
-    inits = {t.name for t in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in inits]
-
-
 def random_feeds(model: onnx.ModelProto, seed: int = SEED) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats uniform in [0, 1), integers in [0, 10)."""
-    rng = np.random.default_rng(seed)
-    feeds: dict[str, np.ndarray] = {}
-    for vi in real_inputs(model):
-        tt = vi.type.tensor_type
-        shape = tuple(d.dim_value for d in tt.shape.dim)
-        assert all(d > 0 for d in shape), f"input {vi.name} of the light model has a symbolic dimension"
-        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[vi.name] = rng.random(shape, dtype=np.float64).astype(dtype)
-        else:
-            feeds[vi.name] = rng.integers(0, 10, shape).astype(dtype)
-    return feeds
+    """Seeded inputs: floats uniform in [0, 1), integers in [0, 10) (glow_core.zoo)."""
+    return zoo.model_feeds(model, seed)
 
 
 def with_random_weights(model: onnx.ModelProto, gain: float, seed: int = SEED) -> onnx.ModelProto:

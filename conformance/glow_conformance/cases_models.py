@@ -21,7 +21,6 @@ import functools
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core import zoo
@@ -42,29 +41,11 @@ def with_random_weights(model: onnx.ModelProto, gain: float, seed: int = SEED) -
     return zoo.with_random_weights(model, gain, seed, expose_logits=True)
 
 
-def random_feeds(model: onnx.ModelProto, seed: int = SEED) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats uniform in [0, 1), integers in [0, 10)."""
-    rng = np.random.default_rng(seed)
-    inits = {t.name for t in model.graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        shape = tuple(d.dim_value for d in tt.shape.dim)
-        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[vi.name] = rng.random(shape, dtype=np.float64).astype(dtype)
-        else:
-            feeds[vi.name] = rng.integers(0, 10, shape).astype(dtype)
-    return feeds
-
-
 def _model(ctx: Context, name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     key = ("model", name)
     if key not in ctx.cache:
         proto = with_random_weights(onnx.load(str(zoo.model_path(name))), GAINS.get(name, 2.0), SEED + ctx.seed)
-        ctx.cache[key] = (proto, random_feeds(proto, SEED + ctx.seed))
+        ctx.cache[key] = (proto, zoo.model_feeds(proto, SEED + ctx.seed))
     cached: tuple[onnx.ModelProto, dict[str, np.ndarray]] = ctx.cache[key]
     return cached
 
@@ -152,4 +133,4 @@ def model_cases(level: Level) -> list[Case]:
     return cases
 
 
-__all__ = ["CORE_MODELS", "model_cases", "random_feeds", "run_model_case", "with_random_weights"]
+__all__ = ["CORE_MODELS", "model_cases", "run_model_case", "with_random_weights"]

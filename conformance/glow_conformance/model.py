@@ -9,7 +9,7 @@ from typing import Any
 
 #: The suite's version: printed and recorded in every report; bumped whenever cases, generators,
 #: tolerances or verdict rules change (a backend's results are comparable within one version).
-SUITE_VERSION = "1.0.0"
+SUITE_VERSION = "1.1.0"
 
 
 class Result(str, enum.Enum):

@@ -35,9 +35,9 @@ from glow_core.cli.common import (
     model_inputs,
     note,
     positive_int,
-    random_feeds,
     shapes_from_args,
 )
+from glow_core import zoo
 from glow_core.errors import GlowError
 from glow_core.ir.graph import Function, Node
 
@@ -157,7 +157,6 @@ def benchmark(model: str, backend: str, *, threads: int | None = None, compare: 
               input_shapes: Mapping[str, tuple[int, ...]] | None = None,
               options: Mapping[str, Any] | None = None) -> BenchResult:
     """Compile ``model`` for ``backend`` and time it (and onnxruntime with ``compare='onnxruntime'``)."""
-    from glow_core import zoo
     from glow_core.api import compile as glow_compile
 
     if compare not in (None, "onnxruntime"):
@@ -172,7 +171,7 @@ def benchmark(model: str, backend: str, *, threads: int | None = None, compare: 
                        options=dict(options or {}))
     compile_s = time.perf_counter() - t0
     used = int(getattr(net.executable, "threads", 0) or threads or len(os.sched_getaffinity(0)))
-    feeds = random_feeds(net.input_types, seed)
+    feeds = zoo.random_feeds(net.input_types, seed)
     glow_t = _time(lambda: net.run(feeds), warmup, runs)
     timings = getattr(net.executable, "compile_timings", None)
     res = BenchResult(label, backend, used, count_flops(net.function), compile_s, glow_t,

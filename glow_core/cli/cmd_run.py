@@ -25,9 +25,9 @@ from glow_core.cli.common import (
     note,
     model_inputs,
     positive_int,
-    random_feeds,
     shapes_from_args,
 )
+from glow_core import zoo
 from glow_core.errors import GlowError, InputError
 
 TOP_K = 5
@@ -101,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.suffix != ".npz":
         raise GlowError(f"--output '{args.output}' must end in .npz", hint="outputs are saved as a numpy .npz archive")
     get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
-    from glow_core import zoo
 
     proto, label = load_model_ref(args.model)
     if args.random_weights:
@@ -133,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         feeds = {n: check_array(n, path, arr, net.input_types[n]) for n, (path, arr) in given.items()}
         origin = {n: str(path) for n, (path, _) in given.items()}
     else:
-        feeds = random_feeds(net.input_types, args.seed)
+        feeds = zoo.random_feeds(net.input_types, args.seed)
         origin = {n: f"random (seed {args.seed})" for n in feeds}
 
     t1 = time.perf_counter()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -21,7 +21,7 @@ import onnx
 
 from glow_core import zoo
 from glow_core.errors import GlowError, ImportShapeError, InputError
-from glow_core.ir.types import ElemKind, TensorType
+from glow_core.ir.types import TensorType
 
 
 class UsageError(Exception):
@@ -163,21 +163,6 @@ def check_array(name: str, path: Path, arr: np.ndarray, want: TensorType) -> np.
             hint="the model fixes this shape; for symbolic dimensions use --input-shape",
         )
     return arr
-
-
-def random_array(t: TensorType, rng: np.random.Generator) -> np.ndarray:
-    """Uniform [0, 1) floats, small non-negative ints (0..9), fair bools, of type ``t``."""
-    shape = t.shape
-    if t.elem.is_float:
-        return rng.random(shape, dtype=np.float64).astype(t.dtype)
-    if t.elem == ElemKind.BOOL:
-        return rng.random(shape) < 0.5
-    return rng.integers(0, 10, size=shape).astype(t.dtype)
-
-
-def random_feeds(types: Mapping[str, TensorType], seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {name: random_array(t, rng) for name, t in types.items()}
 
 
 # -- printing ----------------------------------------------------------------------

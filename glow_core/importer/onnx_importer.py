@@ -35,13 +35,48 @@ from glow_core.errors import (
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
-from glow_core.ir.types import ElemKind, TensorType
+from glow_core.ir.types import TensorType
 
 MIN_OPSET = 7
 #: ops whose onnx shape inference disagrees with the spec and onnxruntime in some configurations
 #: (pooling with ceil_mode when the last window would start in the end padding): not cross-checked
 INFERENCE_UNRELIABLE = frozenset({"MaxPool", "AveragePool", "LpPool"})
 DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+#: initializers with more elements than this are left out of the copy the checker and shape
+#: inference see (they stay declared, as graph inputs): serializing the weights dominated cached compiles
+LEAN_MIN_ELEMENTS = 4096
+
+
+def lean_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` whose large top-level initializers are declared as graph inputs instead.
+
+    Small initializers stay, so that shape inference can still propagate shape-deciding constants.
+    The onnx checker and shape inference both serialize the model they are given; on this copy
+    that costs kilobytes instead of the whole weight payload.
+    """
+    graph = proto.graph
+    lean = onnx.ModelProto(ir_version=proto.ir_version, producer_name=proto.producer_name,
+                           producer_version=proto.producer_version, domain=proto.domain,
+                           model_version=proto.model_version)
+    lean.opset_import.extend(proto.opset_import)
+    lean.metadata_props.extend(proto.metadata_props)
+    lean.functions.extend(proto.functions)
+    g = lean.graph
+    g.name = graph.name
+    g.node.extend(graph.node)
+    g.input.extend(graph.input)
+    g.output.extend(graph.output)
+    g.value_info.extend(graph.value_info)
+    g.sparse_initializer.extend(graph.sparse_initializer)
+    declared = {vi.name for vi in graph.input}
+    for t in graph.initializer:
+        if int(np.prod(t.dims, dtype=np.int64)) <= LEAN_MIN_ELEMENTS:
+            g.initializer.append(t)
+        elif t.name not in declared:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return lean
 
 
 def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
@@ -175,12 +210,13 @@ class OnnxImporter:
                                    f"({onnx.defs.onnx_opset_version()})", hint="upgrade onnx")
         graph = proto.graph
         self._check_ops(graph)
-        self._check_model(proto)
+        lean = lean_copy(proto)
+        self._check_model(lean)
         inits = {t.name: t for t in graph.initializer}
         for t in graph.initializer:
             self.values[t.name] = self._constant_from(t)
         self._add_inputs(graph, inits)
-        inferred = self._infer_shapes(proto)
+        inferred = self._infer_shapes(lean)
         for node in graph.node:
             self._import_node(node)
             self._cross_check(node, inferred)
@@ -223,10 +259,12 @@ class OnnxImporter:
                 hint="convert it with onnx.version_converter",
             )
 
-    def _infer_shapes(self, proto: onnx.ModelProto) -> dict[str, TensorType]:
-        """Run onnx shape inference with the input shapes fixed; static results by value name."""
-        fixed = onnx.ModelProto()
-        fixed.CopyFrom(proto)
+    def _infer_shapes(self, lean: onnx.ModelProto) -> dict[str, TensorType]:
+        """Run onnx shape inference with the input shapes fixed; static results by value name.
+
+        ``lean`` is this importer's own copy of the model (see :func:`lean_copy`): it is modified here.
+        """
+        fixed = lean
         del fixed.graph.value_info[:]
         for vi in fixed.graph.input:
             v = self.values.get(vi.name)

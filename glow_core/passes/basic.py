@@ -35,6 +35,17 @@ def _attr_key(v: Any) -> Hashable:
     return v
 
 
+#: how many evenly spaced elements of a constant go into its cheap fingerprint
+FINGERPRINT_SAMPLES = 64
+
+
+def _const_fingerprint(c: Constant) -> Hashable:
+    """Type plus a strided sample of the payload: equal constants share it, most unequal ones do not."""
+    flat = c.payload.reshape(-1)
+    step = max(1, flat.size // FINGERPRINT_SAMPLES)
+    return (c.type, flat[::step][:FINGERPRINT_SAMPLES].tobytes(), flat[-1:].tobytes())
+
+
 def _const_key(c: Constant) -> Hashable:
     return (c.type, hashlib.blake2b(c.payload.reshape(-1).view(np.uint8).data, digest_size=16).hexdigest())
 
@@ -43,17 +54,17 @@ def _const_key(c: Constant) -> Hashable:
 def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
     """Merge duplicate constants (same type and bytes) and duplicate nodes (same kind, attributes, operands)."""
     changed = False
-    by_type: dict[Hashable, list[Constant]] = {}
+    by_print: dict[Hashable, list[Constant]] = {}
     for c in fn.constants:
-        by_type.setdefault(c.type, []).append(c)
-    for group in by_type.values():
+        by_print.setdefault(_const_fingerprint(c), []).append(c)
+    for group in by_print.values():
         if len(group) < 2:
-            continue  # a constant of a unique type has no duplicate: skip hashing its payload
+            continue  # a constant with a unique fingerprint has no duplicate: skip hashing its payload
         seen_c: dict[Hashable, Constant] = {}
         for c in group:
-            first = seen_c.setdefault(_const_key(c), c)
-            if first is not c:
-                fn.replace_all_uses_with(c, first)
+            kept = seen_c.setdefault(_const_key(c), c)
+            if kept is not c:
+                fn.replace_all_uses_with(c, kept)
                 changed = True
     if changed:
         fn.erase_unused_constants()

@@ -2,6 +2,7 @@
 
 - ``interpreter`` passes level ``full``; the JSON report records the suite version, the backend's name,
   version and distribution, the glow version, the platform and every case with its result and max error;
+- ``cpu`` passes level ``full``, every case it does not pass waived by its shipped waiver file;
 - the example backend (``examples/glow-backend-example``), installed through its own pyproject into a
   temporary directory, passes level ``core``;
 - a deliberately broken backend (``fixtures/wrong_add_backend``: Add is wrong for odd row lengths) does
@@ -78,6 +79,26 @@ def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str,
     assert int(junit.get("tests", "0")) == s["total"] and junit.get("failures") == "0"
     assert "CONFORMS" in (tmp_path / "report" / "report.md").read_text()
     record_property("cases", s["total"])
+    record_property("seconds", data["seconds"])
+
+
+def test_cpu_passes_full_with_its_waivers_listed(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    """The LLVM backend conforms at level full; what it does not pass is waived in its shipped waiver file."""
+    r = conformance(["--backend", "cpu", "--level", "full"], tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "backend 'cpu' CONFORMS" in r.stdout
+    data = load_report(tmp_path)
+    s = data["summary"]
+    assert s["fail"] == 0 and s["unsupported"] == 0 and s["pass"] + s["waived"] == s["total"] > 4000
+    assert data["categories"]["model"] == {"total": 9, "pass": 9, "fail": 0, "unsupported": 0, "waived": 0,
+                                           "mandatory": 9}
+    waivers = data["waivers"]
+    assert waivers["source"] == "shipped with backend cpu" and not waivers["unused"] and not waivers["rejected"]
+    waived = [c for c in data["cases"] if c["result"] == "waived"]
+    assert len(waived) == s["waived"] == sum(e["matched"] for e in waivers["entries"])
+    assert all(not c["mandatory"] and c["message"] for c in waived)  # each with its reason
+    record_property("cases", s["total"])
+    record_property("waived", s["waived"])
     record_property("seconds", data["seconds"])
 
 

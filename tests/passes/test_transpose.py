@@ -8,6 +8,7 @@ import pytest
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.passes.manager import FixedPoint
+from glow_core.passes.transpose import transposed
 from tests.passes.passutil import check, f, kinds
 
 F32 = ElemKind.FLOAT32
@@ -185,3 +186,18 @@ def test_sinking_stops_at_non_elementwise_ops() -> None:
     before = kinds(fn)
     assert not check(fn, SINK)
     assert kinds(fn) == before
+
+
+@pytest.mark.parametrize(("shape", "perm"), [
+    ((1200, 1000), (1, 0)),            # a large matrix: the tiled path, edges not multiples of the tile
+    ((40, 50, 600), (1, 2, 0)),        # a rotation of a rank-3 tensor
+    ((40, 50, 600), (2, 0, 1)),
+    ((64, 70, 300), (2, 1, 0)),        # not a rotation: the plain copy
+    ((5, 7), (1, 0)),                  # small: the plain copy
+    ((1100, 1000), (0, 1)),            # identity
+])
+def test_transposed_copies_match_numpy(shape: tuple[int, ...], perm: tuple[int, ...]) -> None:
+    a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    got = transposed(a, perm)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, np.transpose(a, perm))

@@ -82,6 +82,20 @@ def test_compare_floats_relative_and_scaled() -> None:
     assert compare_arrays(np.zeros((0, 3), F32), np.zeros((0, 3), F32)).ok
 
 
+def test_compare_share_of_largest_value() -> None:
+    # logits: the one near zero carries the absolute error of the large ones
+    want = np.array([10.5, 0.002, -3.0], F32)
+    got = np.array([10.5001, 0.00203, -3.0001], F32)
+    elementwise = Tolerance(1e-3, 1e-5)
+    assert not compare_arrays(got, want, elementwise).ok  # 3e-5 off on 0.002
+    share = Tolerance(1e-3, 1e-5, rtol_of_max=1e-5)
+    assert compare_arrays(got, want, share).ok  # 1e-5 * 10.5 added to every bound
+    assert not compare_arrays(np.array([10.5, 0.0025, -3.0], F32), want, share).ok  # 5e-4 is too much
+    assert "plus 1e-05 of the largest |value|" in share.describe()
+    assert share.as_dict()["rtol_of_max"] == 1e-5
+    assert tolerance_for("", E.FLOAT32, "model").rtol_of_max > 0
+
+
 def test_array_stats() -> None:
     s = array_stats(np.array([1.0, 3.0, np.nan, np.inf], F32))
     assert (s.min, s.max, s.mean, s.nans, s.infs) == (1.0, 3.0, 2.0, 1, 1)

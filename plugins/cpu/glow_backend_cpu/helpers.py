@@ -3,7 +3,10 @@
 Everything LLVM IR in this backend is built with ``llvmlite.ir.IRBuilder``
 plus these helpers (in the spirit of numba's ``cgutils``):
 
-- loops: :func:`for_range` (a counted loop with a phi index), :func:`for_range_step`;
+- loops: :func:`for_range` (a counted loop with a phi index), :func:`carried_loop` (values such as
+  vector accumulators carried in phis, not memory);
+- index arithmetic: :func:`unravel` (a linear index into coordinates), :func:`window_tap` (the input
+  position one tap of a convolution or pooling window reads);
 - branches: :func:`if_likely`, :func:`if_unlikely` (``if`` with a branch-weight hint);
 - constants and types: :func:`i64`, :func:`i32`, :func:`const_like`, :func:`splat`;
 - vector memory: :func:`vload`, :func:`vstore`, :func:`masked_vload`, :func:`masked_vstore`;
@@ -15,7 +18,7 @@ plus these helpers (in the spirit of numba's ``cgutils``):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from llvmlite import ir
 
@@ -141,6 +144,68 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     idx.add_incoming(nxt, builder.block)
     builder.cbranch(builder.icmp_signed("<", nxt, stop_v), head, end)
     builder.position_at_end(end)
+
+
+def carried_loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, init: Sequence[ir.Value],
+                 body: Callable[[ir.IRBuilder, ir.Value, list[ir.Value]], list[ir.Value]], step: int = 1,
+                 name: str = "cl") -> list[ir.Value]:
+    """``i = start; while i < stop: vals = body(builder, i, vals); i += step``; returns the final ``vals``.
+
+    The values live in phis of the loop header (registers for LLVM, not stack slots), which is how
+    the micro-kernels keep their accumulators; the body may run zero times.
+    """
+    start_v = i64(start) if isinstance(start, int) else start
+    stop_v = i64(stop) if isinstance(stop, int) else stop
+    fn = builder.block.function
+    pre = builder.block
+    hdr = fn.append_basic_block(f"{name}.hdr")
+    blk = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.end")
+    builder.branch(hdr)
+    builder.position_at_end(hdr)
+    i = builder.phi(I64)
+    i.add_incoming(start_v, pre)
+    phis = [builder.phi(v.type) for v in init]
+    for p, v in zip(phis, init):
+        p.add_incoming(v, pre)
+    builder.cbranch(builder.icmp_signed("<", i, stop_v), blk, done)
+    builder.position_at_end(blk)
+    nxt = body(builder, i, list(phis))
+    i.add_incoming(builder.add(i, i64(step)), builder.block)
+    for p, v in zip(phis, nxt):
+        p.add_incoming(v, builder.block)
+    builder.branch(hdr)
+    builder.position_at_end(done)
+    return list(phis)
+
+
+def unravel(builder: ir.IRBuilder, linear: ir.Value, dims: Sequence[int]) -> list[ir.Value]:
+    """The coordinates of ``linear`` in a C-ordered array of shape ``dims`` (i64 values)."""
+    coords = []
+    rem = linear
+    for d in reversed(dims):
+        coords.append(builder.urem(rem, i64(d)))
+        rem = builder.udiv(rem, i64(d))
+    coords.reverse()
+    return coords
+
+
+def window_tap(builder: ir.IRBuilder, out_coords: Sequence[ir.Value], tap_coords: Sequence[ir.Value],
+               in_dims: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+               dilations: Sequence[int]) -> tuple[ir.Value, ir.Value]:
+    """Where one window tap reads: ``(in_bounds, flat index into the spatial input)``.
+
+    Per axis the input position is ``out * stride - pad_begin + tap * dilation``; it is in bounds when
+    it lies in ``[0, in_dim)`` (an unsigned compare catches the negative ones).
+    """
+    inb: ir.Value = ir.Constant(I1, 1)
+    flat: ir.Value = i64(0)
+    for d in range(len(in_dims)):
+        pos = builder.add(builder.sub(builder.mul(out_coords[d], i64(strides[d])), i64(pads[d])),
+                          builder.mul(tap_coords[d], i64(dilations[d])))
+        inb = builder.and_(inb, builder.icmp_unsigned("<", pos, i64(in_dims[d])))
+        flat = builder.add(builder.mul(flat, i64(in_dims[d])), pos)
+    return inb, flat
 
 
 @contextlib.contextmanager

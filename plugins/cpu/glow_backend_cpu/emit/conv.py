@@ -54,7 +54,17 @@ from glow_backend_cpu.emit.gemm import (
     vstore,
     vty,
 )
-from glow_backend_cpu.helpers import I1, I64, for_range, iota, partition, smax, smin, splat
+from glow_backend_cpu.helpers import (
+    carried_loop,
+    for_range,
+    iota,
+    partition,
+    smax,
+    smin,
+    splat,
+    unravel,
+    window_tap,
+)
 from glow_backend_cpu.pack import conv_filter_matrix, even_blocks, pack_a_panels, pack_b_panels
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
@@ -454,67 +464,32 @@ def emit_conv_direct(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 lmask.append([b.and_(b.icmp_signed(">=", owv[v], splat(b, c64(lo_c), W)),
                                      b.icmp_signed("<", owv[v], splat(b, c64(hi_c), W))) for v in range(CH)])
             src_col = b.sub(b.mul(ow0, c64(s.sw)), c64(s.pw))
-            fn = b.block.function
-            pre = b.block
-            hdr = fn.append_basic_block("ic.hdr")
-            body = fn.append_basic_block("ic.body")
-            done = fn.append_basic_block("ic.end")
-            b.branch(hdr)
-            b.position_at_end(hdr)
-            ic = b.phi(I64)
-            ic.add_incoming(c64(0), pre)
-            acc = [b.phi(vty(W)) for _ in range(CH)]
-            for a in acc:
-                a.add_incoming(ir.Constant(vty(W), None), pre)
-            b.cbranch(b.icmp_signed("<", ic, c64(s.Cg)), body, done)
-            b.position_at_end(body)
-            xc = gep(b, xg, b.mul(ic, c64(s.H * s.W)))
-            wc = gep(b, wrow, b.mul(ic, c64(KHKW)))
-            cur: list[ir.Value] = list(acc)
 
-            def taps(b: ir.IRBuilder, kh: ir.Value | int, cur: list[ir.Value]) -> list[ir.Value]:
-                khv = c64(kh) if isinstance(kh, int) else kh
-                ih = b.add(ih0, b.mul(khv, c64(s.dh)))
-                vmask = splat(b, b.icmp_unsigned("<", ih, c64(s.H)), W)
-                src_row = gep(b, xc, b.add(b.mul(ih, c64(s.W)), src_col))
-                out = list(cur)
-                for kw in range(s.KW):
-                    wv = splat(b, b.load(gep(b, wc, b.add(b.mul(khv, c64(s.KW)), c64(kw))), align=4), W)
-                    for v in range(CH):
-                        val = strided_masked_load(b, gep(b, src_row, v * W * s.sw + kw * s.dw),
-                                                  b.and_(lmask[kw][v], vmask), s.sw)
-                        out[v] = fma(b, wv, val, out[v])
-                return out
+            def channel(b: ir.IRBuilder, ic: ir.Value, cur: list[ir.Value]) -> list[ir.Value]:
+                xc = gep(b, xg, b.mul(ic, c64(s.H * s.W)))
+                wc = gep(b, wrow, b.mul(ic, c64(KHKW)))
 
-            if unroll_kh:
-                for kh in range(s.KH):
-                    cur = taps(b, kh, cur)
-            else:
-                khdr = fn.append_basic_block("kh.hdr")
-                kbody = fn.append_basic_block("kh.body")
-                kdone = fn.append_basic_block("kh.end")
-                kpre = b.block
-                b.branch(khdr)
-                b.position_at_end(khdr)
-                kh = b.phi(I64)
-                kh.add_incoming(c64(0), kpre)
-                kacc = [b.phi(vty(W)) for _ in range(CH)]
-                for a, v0 in zip(kacc, cur):
-                    a.add_incoming(v0, kpre)
-                b.cbranch(b.icmp_signed("<", kh, c64(s.KH)), kbody, kdone)
-                b.position_at_end(kbody)
-                nxt = taps(b, kh, list(kacc))
-                kh.add_incoming(b.add(kh, c64(1)), b.block)
-                for a, v1 in zip(kacc, nxt):
-                    a.add_incoming(v1, b.block)
-                b.branch(khdr)
-                b.position_at_end(kdone)
-                cur = list(kacc)
-            ic.add_incoming(b.add(ic, c64(1)), b.block)
-            for a, v1 in zip(acc, cur):
-                a.add_incoming(v1, b.block)
-            b.branch(hdr)
-            b.position_at_end(done)
+                def taps(b: ir.IRBuilder, kh: ir.Value | int, cur: list[ir.Value]) -> list[ir.Value]:
+                    khv = c64(kh) if isinstance(kh, int) else kh
+                    ih = b.add(ih0, b.mul(khv, c64(s.dh)))
+                    vmask = splat(b, b.icmp_unsigned("<", ih, c64(s.H)), W)
+                    src_row = gep(b, xc, b.add(b.mul(ih, c64(s.W)), src_col))
+                    out = list(cur)
+                    for kw in range(s.KW):
+                        wv = splat(b, b.load(gep(b, wc, b.add(b.mul(khv, c64(s.KW)), c64(kw))), align=4), W)
+                        for v in range(CH):
+                            val = strided_masked_load(b, gep(b, src_row, v * W * s.sw + kw * s.dw),
+                                                      b.and_(lmask[kw][v], vmask), s.sw)
+                            out[v] = fma(b, wv, val, out[v])
+                    return out
+
+                if unroll_kh:
+                    for kh in range(s.KH):
+                        cur = taps(b, kh, cur)
+                    return cur
+                return carried_loop(b, 0, s.KH, cur, taps, name="kh")
+
+            acc = carried_loop(b, 0, s.Cg, [ir.Constant(vty(W), None)] * CH, channel, name="ic")
             for v in range(CH):
                 val = acc[v]
                 if bias_v is not None:
@@ -534,7 +509,6 @@ def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
     ct = dtypes.compute_type(elem)
     a = instr.attrs
     xs, ws, ys = x.type.shape, w.type.shape, y.type.shape
-    nd = len(xs) - 2
     G = a["group"]
     C, M = xs[1], ws[0]
     Cg, Mg = C // G, M // G
@@ -552,30 +526,14 @@ def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
         oc = b.urem(nm, c64(M))
         nb = b.udiv(nm, c64(M))
         g = b.udiv(oc, c64(Mg))
-        ocoord = []
-        rem = o
-        for d in reversed(range(nd)):
-            ocoord.append(b.urem(rem, c64(sp_out[d])))
-            rem = b.udiv(rem, c64(sp_out[d]))
-        ocoord.reverse()
+        ocoord = unravel(b, o, sp_out)
         accp = b.alloca(ct)
         b.store(zero, accp)
         with for_range(b, 0, Cg, name="ic") as ic:
             cin = b.add(b.mul(nb, c64(C)), b.add(b.mul(g, c64(Cg)), ic))
             with for_range(b, 0, KP, name="kk") as kk:
-                rem = kk
-                kc = []
-                for d in reversed(range(nd)):
-                    kc.append(b.urem(rem, c64(kern[d])))
-                    rem = b.udiv(rem, c64(kern[d]))
-                kc.reverse()
-                inb = ir.Constant(I1, 1)
-                flat = c64(0)
-                for d in range(nd):
-                    i = b.add(b.sub(b.mul(ocoord[d], c64(a["strides"][d])), c64(a["pads"][d])),
-                              b.mul(kc[d], c64(a["dilations"][d])))
-                    inb = b.and_(inb, b.icmp_unsigned("<", i, c64(sp_in[d])))
-                    flat = b.add(b.mul(flat, c64(sp_in[d])), i)
+                inb, flat = window_tap(b, ocoord, unravel(b, kk, kern), sp_in, a["strides"], a["pads"],
+                                       a["dilations"])
                 with b.if_then(inb):
                     xv = dtypes.to_compute(b, b.load(gep(b, x.ptr, b.add(b.mul(cin, c64(IP)), flat))), elem)
                     wv = dtypes.to_compute(b, b.load(gep(b, w.ptr, b.add(b.mul(b.add(b.mul(oc, c64(Cg)), ic),

@@ -34,7 +34,21 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from glow_backend_cpu.helpers import F32, I1, I32, I64, for_range, i32, i64, intrinsic, iota, partition, smin, splat
+from glow_backend_cpu.helpers import (
+    F32,
+    I1,
+    I32,
+    I64,
+    carried_loop,
+    for_range,
+    i32,
+    i64,
+    intrinsic,
+    iota,
+    partition,
+    smin,
+    splat,
+)
 
 F32P = F32.as_pointer()
 
@@ -299,35 +313,24 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
 
     Acc = list[list[ir.Value]]
 
-    def k_loop(b: ir.IRBuilder, pre: ir.Block, init_sets: list[Acc], start: ir.Value, stop: ir.Value, step: int,
+    def k_loop(b: ir.IRBuilder, init_sets: list[Acc], start: ir.Value, stop: ir.Value, step: int,
                tag: str) -> list[Acc]:
         """A loop over k carrying accumulator sets in phis (step u feeds set u % len(sets))."""
         S = len(init_sets)
-        hdr = fn.append_basic_block(f"{tag}.hdr")
-        body = fn.append_basic_block(f"{tag}.body")
-        done = fn.append_basic_block(f"{tag}.end")
-        b.branch(hdr)
-        b.position_at_end(hdr)
-        k = b.phi(I64)
-        k.add_incoming(start, pre)
-        sets = [[[b.phi(vt) for _ in range(V)] for _ in range(R)] for _ in range(S)]
-        for st, vals in zip(sets, init_sets):
-            for i in range(R):
-                for j in range(V):
-                    st[i][j].add_incoming(vals[i][j], pre)
-        b.cbranch(b.icmp_signed("<", k, stop), body, done)
-        b.position_at_end(body)
-        cur = [[list(row) for row in st] for st in sets]
-        for u in range(step):
-            cur[u % S] = k_step(b, b.add(k, c64(u)) if u else k, cur[u % S])
-        k.add_incoming(b.add(k, c64(step)), b.block)
-        for st, vals in zip(sets, cur):
-            for i in range(R):
-                for j in range(V):
-                    st[i][j].add_incoming(vals[i][j], b.block)
-        b.branch(hdr)
-        b.position_at_end(done)
-        return [[list(row) for row in st] for st in sets]
+
+        def flat(sets: list[Acc]) -> list[ir.Value]:
+            return [v for st in sets for row in st for v in row]
+
+        def nested(vals: list[ir.Value]) -> list[Acc]:
+            return [[vals[(t * R + i) * V:(t * R + i + 1) * V] for i in range(R)] for t in range(S)]
+
+        def body(b: ir.IRBuilder, k: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            cur = nested(vals)
+            for u in range(step):
+                cur[u % S] = k_step(b, b.add(k, c64(u)) if u else k, cur[u % S])
+            return flat(cur)
+
+        return nested(carried_loop(b, start, stop, flat(init_sets), body, step=step, name=tag))
 
     # main.hdr is a trampoline merging the two initializations
     b.position_at_end(main_hdr)
@@ -340,12 +343,12 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     kmain = b.mul(b.sdiv(kc, c64(U)), c64(U))
     # few accumulators (a GEMV-like block) cannot hide the FMA latency: keep independent partial sums
     S = 1 if R * V >= 8 else min(U, -(-8 // (R * V)))
-    sets = k_loop(b, main_hdr, [init] + [zeros] * (S - 1), c64(0), kmain, U, "kmain")
+    sets = k_loop(b, [init] + [zeros] * (S - 1), c64(0), kmain, U, "kmain")
     acc = sets[0]
     for other in sets[1:]:
         acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
     if U > 1:
-        acc = k_loop(b, b.block, [acc], kmain, kc, 1, "krest")[0]
+        acc = k_loop(b, [acc], kmain, kc, 1, "krest")[0]
 
     last = b.icmp_signed("!=", b.and_(flags, c64(2)), c64(0))
     epi = fn.append_basic_block("epilogue")

@@ -42,7 +42,7 @@ from glow_backend_cpu.emit.gemm import (
     vload,
     vty,
 )
-from glow_backend_cpu.helpers import I64, for_range, partition
+from glow_backend_cpu.helpers import carried_loop, for_range, partition
 from glow_backend_cpu.pack import pack_a_panels, pack_b_panels
 from glow_core.ir.defs.nn import MATMUL_KINDS
 from glow_core.ir.types import ElemKind, broadcast_shapes
@@ -255,29 +255,15 @@ def emit_matvec(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias:
         m = b.urem(r, c64(M))
         arow = gep(b, a.ptr, b.add(_batch_offset(b, bg, s.batch, s.a_bstrides), b.mul(m, c64(K))))
         bvec = gep(b, bm.ptr, _batch_offset(b, bg, s.batch, s.b_bstrides))
-        fn = b.block.function
-        pre = b.block
-        hdr = fn.append_basic_block("dot.hdr")
-        body = fn.append_basic_block("dot.body")
-        done = fn.append_basic_block("dot.end")
-        b.branch(hdr)
-        b.position_at_end(hdr)
-        k = b.phi(I64)
-        k.add_incoming(c64(0), pre)
-        accs = [b.phi(vty(W)) for _ in range(U)]
-        for acc in accs:
-            acc.add_incoming(ir.Constant(vty(W), None), pre)
-        b.cbranch(b.icmp_signed("<", k, c64(kmain)), body, done)
-        b.position_at_end(body)
-        nxt = []
-        for u in range(U):
-            ku = b.add(k, c64(u * W))
-            nxt.append(fma(b, vload(b, gep(b, arow, ku), W), vload(b, gep(b, bvec, ku), W), accs[u]))
-        k.add_incoming(b.add(k, c64(step)), b.block)
-        for acc, v in zip(accs, nxt):
-            acc.add_incoming(v, b.block)
-        b.branch(hdr)
-        b.position_at_end(done)
+
+        def dot(b: ir.IRBuilder, k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+            nxt = []
+            for u in range(U):
+                ku = b.add(k, c64(u * W))
+                nxt.append(fma(b, vload(b, gep(b, arow, ku), W), vload(b, gep(b, bvec, ku), W), accs[u]))
+            return nxt
+
+        accs = carried_loop(b, 0, kmain, [ir.Constant(vty(W), None)] * U, dot, step=step, name="dot")
         tot = b.fadd(b.fadd(accs[0], accs[1]), b.fadd(accs[2], accs[3]))
         for t0 in range(kmain, K, W):
             cnt = min(W, K - t0)

@@ -30,7 +30,7 @@ from llvmlite import ir
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.gemm import F32P, c64, gep, masked_store, strided_masked_load, vty
-from glow_backend_cpu.helpers import I64, for_range, iota, partition, splat
+from glow_backend_cpu.helpers import carried_loop, for_range, iota, partition, splat, unravel, window_tap
 from glow_core.ir.defs.nn import MAXPOOL_KINDS
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
@@ -149,7 +149,7 @@ def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
                 for kh in range(KH):
                     acc = taps(b, kh, acc)
             else:
-                acc = _carried_loop(b, KH, acc, taps)
+                acc = carried_loop(b, 0, KH, acc, taps)
             for v in range(CH):
                 val = acc[v]
                 if not is_max:
@@ -159,31 +159,6 @@ def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
                     val = b.fdiv(val, div)
                 smask = b.icmp_signed("<", owv[v], splat(b, c64(OW), W))
                 masked_store(b, val, gep(b, yrow, b.add(ow0, c64(v * W))), smask)
-
-
-def _carried_loop(b: ir.IRBuilder, n: int, init: list[ir.Value], body: Any) -> list[ir.Value]:
-    """``for i in range(n): vals = body(b, i, vals)`` with the values carried in phis."""
-    fn = b.block.function
-    pre = b.block
-    hdr = fn.append_basic_block("cl.hdr")
-    blk = fn.append_basic_block("cl.body")
-    done = fn.append_basic_block("cl.end")
-    b.branch(hdr)
-    b.position_at_end(hdr)
-    i = b.phi(I64)
-    i.add_incoming(c64(0), pre)
-    phis = [b.phi(v.type) for v in init]
-    for p, v in zip(phis, init):
-        p.add_incoming(v, pre)
-    b.cbranch(b.icmp_signed("<", i, c64(n)), blk, done)
-    b.position_at_end(blk)
-    nxt = body(b, i, list(phis))
-    i.add_incoming(b.add(i, c64(1)), b.block)
-    for p, v in zip(phis, nxt):
-        p.add_incoming(v, b.block)
-    b.branch(hdr)
-    b.position_at_end(done)
-    return list(phis)
 
 
 def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
@@ -228,7 +203,7 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
                 out[v] = b.select(m, np_max(b, out[v], val), out[v]) if is_max else b.fadd(out[v], val)
             return out
 
-        acc = _carried_loop(b, KH, [init] * nv, row)
+        acc = carried_loop(b, 0, KH, [init] * nv, row)
         tot = acc[0]
         for v in acc[1:]:
             tot = np_max(b, tot, v) if is_max else b.fadd(tot, v)
@@ -278,27 +253,11 @@ def emit_pool_scalar(ctx: EmitContext, instr: Instr) -> None:
     with for_range(b, e0, e1, name="o") as e:
         o = b.urem(e, c64(OP))
         nc = b.udiv(e, c64(OP))
-        oc = []
-        rem = o
-        for d in reversed(range(nd)):
-            oc.append(b.urem(rem, c64(sp_out[d])))
-            rem = b.udiv(rem, c64(sp_out[d]))
-        oc.reverse()
+        oc = unravel(b, o, sp_out)
         accp = b.alloca(ct)
         b.store(init, accp)
         with for_range(b, 0, KP, name="kk") as kk:
-            rem = kk
-            kc = []
-            for d in reversed(range(nd)):
-                kc.append(b.urem(rem, c64(kern[d])))
-                rem = b.udiv(rem, c64(kern[d]))
-            kc.reverse()
-            inb = ir.Constant(ir.IntType(1), 1)
-            flat = c64(0)
-            for d in range(nd):
-                i = b.add(b.sub(b.mul(oc[d], c64(st[d])), c64(pads[d])), b.mul(kc[d], c64(dl[d])))
-                inb = b.and_(inb, b.icmp_unsigned("<", i, c64(sp_in[d])))
-                flat = b.add(b.mul(flat, c64(sp_in[d])), i)
+            inb, flat = window_tap(b, oc, unravel(b, kk, kern), sp_in, st, pads, dl)
             with b.if_then(inb):
                 v = dtypes.to_compute(b, b.load(gep(b, x.ptr, b.add(b.mul(nc, c64(IP)), flat))), elem)
                 acc = b.load(accp)
