@@ -11,13 +11,18 @@ In: a reference such as ``"zoo:resnet50"``. Out: the path of the model file.
 These models use IR version 3, which lists every initializer as a graph input
 too; the importer treats initializers as constants, so the only real input is
 the image (``data_0`` / ``data``).
+
+Also here: seeded random weights for these models (:func:`with_random_weights`)
+and seeded random inputs for any model (:func:`random_feeds`,
+:func:`model_feeds`), the ones ``glow run``, ``glow bench``, ``glow compare``,
+the conformance suite and the tests use.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from glow_core import zoo
 from glow_core.cli.common import (
     Command,
     add_model_argument,
@@ -37,7 +38,6 @@ from glow_core.cli.common import (
     positive_int,
     shapes_from_args,
 )
-from glow_core import zoo
 from glow_core.errors import GlowError
 from glow_core.ir.graph import Function, Node
 

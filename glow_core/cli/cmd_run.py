@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from glow_core import zoo
 from glow_core.cli.common import (
     Command,
     add_model_argument,
@@ -22,12 +23,11 @@ from glow_core.cli.common import (
     input_spec,
     load_array,
     load_model_ref,
-    note,
     model_inputs,
+    note,
     positive_int,
     shapes_from_args,
 )
-from glow_core import zoo
 from glow_core.errors import GlowError, InputError
 
 TOP_K = 5

@@ -259,12 +259,11 @@ class OnnxImporter:
                 hint="convert it with onnx.version_converter",
             )
 
-    def _infer_shapes(self, lean: onnx.ModelProto) -> dict[str, TensorType]:
+    def _infer_shapes(self, fixed: onnx.ModelProto) -> dict[str, TensorType]:
         """Run onnx shape inference with the input shapes fixed; static results by value name.
 
-        ``lean`` is this importer's own copy of the model (see :func:`lean_copy`): it is modified here.
+        ``fixed`` is this importer's own copy of the model (see :func:`lean_copy`): it is modified here.
         """
-        fixed = lean
         del fixed.graph.value_info[:]
         for vi in fixed.graph.input:
             v = self.values.get(vi.name)

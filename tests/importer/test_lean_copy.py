@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from glow_core.errors import GlowError, ModelError
+from glow_core.errors import ModelError
 from glow_core.importer import import_model
 from glow_core.importer.onnx_importer import LEAN_MIN_ELEMENTS, lean_copy
 from tests.importer.modelutil import F, I64, model, vi
@@ -70,5 +70,5 @@ def test_a_malformed_large_initializer_is_still_a_model_error() -> None:
 def test_a_graph_error_is_still_caught_by_the_checker() -> None:
     m = _matmul_reshape_model()
     m.graph.node[1].input[0] = "nowhere"
-    with pytest.raises(GlowError):
+    with pytest.raises(ModelError, match="the ONNX checker rejected the model.*'nowhere'"):
         import_model(m)

@@ -5,8 +5,9 @@ plus these helpers (in the spirit of numba's ``cgutils``):
 
 - loops: :func:`for_range` (a counted loop with a phi index), :func:`carried_loop` (values such as
   vector accumulators carried in phis, not memory);
-- index arithmetic: :func:`unravel` (a linear index into coordinates), :func:`window_tap` (the input
-  position one tap of a convolution or pooling window reads);
+- index arithmetic: :func:`unravel` (a linear index into coordinates), :func:`strided_offset` (a
+  linear index into an element offset under per-axis strides, e.g. of a broadcast operand),
+  :func:`window_tap` (the input position one tap of a convolution or pooling window reads);
 - branches: :func:`if_likely`, :func:`if_unlikely` (``if`` with a branch-weight hint);
 - constants and types: :func:`i64`, :func:`i32`, :func:`const_like`, :func:`splat`;
 - vector memory: :func:`vload`, :func:`vstore`, :func:`masked_vload`, :func:`masked_vstore`;
@@ -188,6 +189,20 @@ def unravel(builder: ir.IRBuilder, linear: ir.Value, dims: Sequence[int]) -> lis
         rem = builder.udiv(rem, i64(d))
     coords.reverse()
     return coords
+
+
+def strided_offset(builder: ir.IRBuilder, linear: ir.Value, dims: Sequence[int], strides: Sequence[int]) -> ir.Value:
+    """Element offset of ``linear`` (C order over ``dims``) under per-axis ``strides``; 0-strides add nothing."""
+    if not any(strides):
+        return i64(0)
+    off: ir.Value = i64(0)
+    rem = linear
+    for d, st in zip(reversed(dims), reversed(strides)):
+        idx = builder.urem(rem, i64(d))
+        rem = builder.udiv(rem, i64(d))
+        if st:
+            off = builder.add(off, builder.mul(idx, i64(st)))
+    return off
 
 
 def window_tap(builder: ir.IRBuilder, out_coords: Sequence[ir.Value], tap_coords: Sequence[ir.Value],

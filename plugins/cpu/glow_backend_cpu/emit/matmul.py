@@ -42,7 +42,7 @@ from glow_backend_cpu.emit.gemm import (
     vload,
     vty,
 )
-from glow_backend_cpu.helpers import carried_loop, for_range, partition
+from glow_backend_cpu.helpers import carried_loop, for_range, partition, strided_offset
 from glow_backend_cpu.pack import pack_a_panels, pack_b_panels
 from glow_core.ir.defs.nn import MATMUL_KINDS
 from glow_core.ir.types import ElemKind, broadcast_shapes
@@ -109,20 +109,6 @@ def matmul_shape(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...],
     return MatMulShape(tuple(batch), M, N, K, sa, sb, bs)
 
 
-def _batch_offset(b: ir.IRBuilder, bg: ir.Value, batch: tuple[int, ...], strides: tuple[int, ...]) -> ir.Value:
-    """Element offset of flat batch index ``bg`` under per-axis ``strides``."""
-    if not any(strides):
-        return c64(0)
-    off = c64(0)
-    rem = bg
-    for d, st in zip(reversed(batch), reversed(strides)):
-        idx = b.urem(rem, c64(d))
-        rem = b.udiv(rem, c64(d))
-        if st:
-            off = b.add(off, b.mul(idx, c64(st)))
-    return off
-
-
 def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None]:
     ins = list(instr.ins) + [None] * 3
     return ins[0], ins[1], ins[2]  # type: ignore[return-value]
@@ -163,14 +149,14 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
         a_units = tuple(st // (M * K) for st in s.a_bstrides)
 
         def a_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value) -> tuple[ir.Value, ir.Value]:
-            ai = _batch_offset(b, bg, batch, a_units)
+            ai = strided_offset(b, bg, batch, a_units)
             return gep(b, ap, b.add(b.mul(ai, c64(mp * K * MR)), b.mul(m0, c64(K)))), c64(K * MR)
         a_packed = True
     else:
         aptr0 = a.ptr
 
         def a_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value) -> tuple[ir.Value, ir.Value]:
-            off = _batch_offset(b, bg, batch, s.a_bstrides)
+            off = strided_offset(b, bg, batch, s.a_bstrides)
             return gep(b, aptr0, b.add(off, b.mul(m0, c64(K)))), c64(K)
         a_packed = False
 
@@ -188,14 +174,14 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
         b_units = tuple(st // (K * N) for st in s.b_bstrides)
 
         def b_ptr(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, ntile: ir.Value, k0: ir.Value) -> ir.Value:
-            bi = _batch_offset(b, bg, batch, b_units)
+            bi = strided_offset(b, bg, batch, b_units)
             return gep(b, bp, b.mul(b.add(b.mul(b.add(b.mul(bi, c64(nt)), ntile), c64(K)), k0), c64(NR)))
         plan.b_ptr, plan.ldb, plan.b_align = b_ptr, NR, 64
     elif mp == 1:
         bptr0 = bm.ptr
 
         def b_direct(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, ntile: ir.Value, k0: ir.Value) -> ir.Value:
-            off = _batch_offset(b, bg, batch, s.b_bstrides)
+            off = strided_offset(b, bg, batch, s.b_bstrides)
             return gep(b, bptr0, b.add(off, b.add(b.mul(k0, c64(N)), n0)))
         plan.b_ptr, plan.ldb, plan.b_align = b_direct, N, 4
     else:
@@ -203,7 +189,7 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
 
         def b_pack(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, width: ir.Value, k0: ir.Value, kc: ir.Value,
                    kb: ir.Value, dst: ir.Value) -> None:
-            off = _batch_offset(b, bg, batch, s.b_bstrides)
+            off = strided_offset(b, bg, batch, s.b_bstrides)
             src = gep(b, bptr1, b.add(off, b.add(b.mul(k0, c64(N)), n0)))
             pack_rows(b, geo, src, N, kc, width, dst, full_width=N % NR == 0)
         plan.b_pack = b_pack
@@ -215,7 +201,7 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
         biasp = bias.ptr
 
         def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
-            off = _batch_offset(b, bg, batch, bbatch)
+            off = strided_offset(b, bg, batch, bbatch)
             return gep(b, biasp, b.add(off, b.add(b.mul(m0, c64(sm)), b.mul(n0, c64(sn)))))
         plan.bias_ptr = bias_ptr
         plan.bias = "col" if sn else "row"
@@ -253,8 +239,8 @@ def emit_matvec(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias:
     with for_range(b, r0, r1, name="row") as r:
         bg = b.udiv(r, c64(M))
         m = b.urem(r, c64(M))
-        arow = gep(b, a.ptr, b.add(_batch_offset(b, bg, s.batch, s.a_bstrides), b.mul(m, c64(K))))
-        bvec = gep(b, bm.ptr, _batch_offset(b, bg, s.batch, s.b_bstrides))
+        arow = gep(b, a.ptr, b.add(strided_offset(b, bg, s.batch, s.a_bstrides), b.mul(m, c64(K))))
+        bvec = gep(b, bm.ptr, strided_offset(b, bg, s.batch, s.b_bstrides))
 
         def dot(b: ir.IRBuilder, k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
             nxt = []
@@ -272,7 +258,7 @@ def emit_matvec(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias:
         v = _hsum(b, tot)
         if bias is not None:
             bst = s.bias_strides
-            off = b.add(_batch_offset(b, bg, s.batch, bst[:nb]), b.mul(m, c64(bst[nb])))
+            off = b.add(strided_offset(b, bg, s.batch, bst[:nb]), b.mul(m, c64(bst[nb])))
             v = b.fadd(v, b.load(gep(b, bias.ptr, off), align=4))
         v = activation(b, v, act, lo, hi)
         b.store(v, gep(b, y.ptr, r), align=4)
@@ -295,8 +281,8 @@ def emit_matmul_scalar(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand
         mn = b.udiv(e, c64(N))
         m = b.urem(mn, c64(M))
         bg = b.udiv(mn, c64(M))
-        arow = gep(b, a.ptr, b.add(_batch_offset(b, bg, s.batch, s.a_bstrides), b.mul(m, c64(K))))
-        bcol = gep(b, bm.ptr, b.add(_batch_offset(b, bg, s.batch, s.b_bstrides), n))
+        arow = gep(b, a.ptr, b.add(strided_offset(b, bg, s.batch, s.a_bstrides), b.mul(m, c64(K))))
+        bcol = gep(b, bm.ptr, b.add(strided_offset(b, bg, s.batch, s.b_bstrides), n))
         accp = b.alloca(ct)
         b.store(ir.Constant(ct, 0.0 if is_f else 0), accp)
         with for_range(b, 0, K, name="k") as k:
@@ -307,7 +293,7 @@ def emit_matmul_scalar(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand
         r = dtypes.round_trip(b, b.load(accp), elem)
         if bias is not None:
             bst = s.bias_strides
-            off = b.add(_batch_offset(b, bg, s.batch, bst[:nb]),
+            off = b.add(strided_offset(b, bg, s.batch, bst[:nb]),
                         b.add(b.mul(m, c64(bst[nb])), b.mul(n, c64(bst[nb + 1]))))
             bv = dtypes.to_compute(b, b.load(gep(b, bias.ptr, off)), elem)
             r = dtypes.round_trip(b, b.fadd(r, bv), elem) if is_f else b.add(r, bv)

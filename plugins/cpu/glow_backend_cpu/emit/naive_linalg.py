@@ -37,6 +37,7 @@ from glow_backend_cpu.helpers import (
     masked_vstore,
     partition,
     splat,
+    strided_offset,
     vload,
     vstore,
 )
@@ -145,15 +146,7 @@ def _epilogue(ctx: EmitContext, out: Operand, bias: Operand | None, row: ir.Valu
         v = to_compute(b, b.load(p), elem)
         if bias is not None and bs is not None:
             # bias offset of output element (row, j): decompose the flat index over the output shape
-            flat = b.add(o_off, j)
-            off = i64(0)
-            rem = flat
-            for d in reversed(range(len(out.type.shape))):
-                size = out.type.shape[d]
-                idx = b.urem(rem, i64(size))
-                rem = b.udiv(rem, i64(size))
-                if bs[d]:
-                    off = b.add(off, b.mul(idx, i64(bs[d])))
+            off = strided_offset(b, b.add(o_off, j), out.type.shape, bs)
             v = b.fadd(v, to_compute(b, b.load(elem_ptr(b, bias.ptr, off)), elem))
         v = _activation(b, v, attrs, elem)
         b.store(to_storage(b, v, elem), p)
