@@ -67,6 +67,14 @@ def run_ort(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.
     return list(sess.run(None, dict(feeds)))
 
 
+def run_reference(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The ONNX specification's reference implementation (``onnx.reference``): it decides where
+    onnxruntime disagrees with it."""
+    from onnx.reference import ReferenceEvaluator
+
+    return [np.asarray(a) for a in ReferenceEvaluator(model).run(None, dict(feeds))]
+
+
 def assert_same(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: float = 1e-5, atol: float = 1e-6) -> None:
     assert len(got) == len(want)
     for g, w in zip(got, want):

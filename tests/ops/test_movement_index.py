@@ -12,7 +12,7 @@ from onnx import TensorProto
 from glow_core.errors import DynamicValueError, ExecutionError, GlowTypeError, UnsupportedError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
-from tests.ops.oputil import assert_same, one_node_model, run_glow, run_ort
+from tests.ops.oputil import assert_same, one_node_model, run_glow, run_ort, run_reference
 from tests.ops.test_movement import BOOL, F16, F32, F64, I8, I32, I64, U8, check, imported, rand
 
 
@@ -114,19 +114,37 @@ def test_scatter_nd(dtype: np.dtype, reduction: str) -> None:
 
 # -- one-hot, compress, nonzero ------------------------------------------------------------
 
-@pytest.mark.parametrize("axis", [None, 0, 1, 2, -1, -2, -3])
+ONE_HOT_AXES = [None, 0, 1, 2, -1, -2, -3]
+
+
+@pytest.mark.parametrize("axis", ONE_HOT_AXES)
 def test_one_hot(axis: int | None) -> None:
     kw = {} if axis is None else {"axis": axis}
     # (indices, depth, values) type combinations onnxruntime implements
     for indices, depth, values in [
         (idx([[0, 3, -1], [-5, 5, 2]]), np.array(5, np.int64), np.array([0, 1], np.int64)),
         (idx([[0, 3, -1], [-4, 4, 2]]), np.array(4, np.int64), np.array([-2.5, 3.0], np.float32)),
-        (np.array([[1.7, -1.2, 3.0], [0.0, 2.9, -4.0]], np.float32), np.array(4.0, np.float32),
-         np.array([0, 9], np.float32)),
         (idx([[1, -2, 7], [0, 2, -3]], I32), np.array(3.0, np.float32), np.array([2, 1], np.float32)),
     ]:
         check("OneHot", {"i": indices, "v": values}, initializers={"d": depth}, input_order=["i", "d", "v"],
               opset=11, **kw)
+
+
+@pytest.mark.parametrize("axis", ONE_HOT_AXES)
+def test_one_hot_with_fractional_float_indices_follows_the_reference(axis: int | None) -> None:
+    """Fractional float indices: the spec's reference implementation (``onnx.reference``) compares
+    each index with 0..depth-1 as it is, so 1.7 matches no position; onnxruntime 1.32 truncates it
+    to 1 (1.31 did not). Where the two disagree the reference decides, so this compares with it;
+    integral float indices, where both agree, are also checked against onnxruntime."""
+    kw = {} if axis is None else {"axis": axis}
+    feeds = {"i": np.array([[1.7, -1.2, 3.0], [0.0, 2.9, -4.0]], np.float32), "v": np.array([0, 9], np.float32)}
+    model = one_node_model("OneHot", feeds, initializers={"d": np.array(4.0, np.float32)},
+                           input_order=["i", "d", "v"], opset=11, **kw)
+    want = run_reference(model, feeds)
+    assert_same(run_glow(model, feeds), want, 0.0, 0.0)
+    integral = {"i": np.trunc(feeds["i"]), "v": feeds["v"]}  # where onnxruntime and the reference agree
+    assert_same(run_glow(model, integral), run_reference(model, integral), 0.0, 0.0)
+    assert_same(run_glow(model, integral), run_ort(model, integral), 0.0, 0.0)
 
 
 def test_one_hot_depth_from_an_input_must_be_bound() -> None:
