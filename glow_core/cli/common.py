@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -32,11 +32,46 @@ class UsageError(Exception):
         self.prog = prog
 
 
+#: namespace attribute naming the innermost (sub)command parsed so far, for usage errors found after it
+USAGE_PROG_ATTR = "_usage_prog"
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (raised, then printed by ``main``)."""
+    """An ArgumentParser whose errors are one line (raised, then printed by ``main``).
+
+    Every parser of the ``glow`` tree is a ``Parser`` (subparsers inherit the
+    class), so every argparse error becomes a :class:`UsageError` naming the
+    (sub)command it belongs to. Unrecognized arguments are found by the
+    top-level parser after the subcommand has parsed; ``main`` stores each
+    subcommand's ``prog`` in the namespace (:data:`USAGE_PROG_ATTR`) so that
+    ``glow dump X --bogus`` reports ``glow dump: error: ...`` like every other
+    usage error of ``glow dump``.
+    """
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, self.prog)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            prog = getattr(ns, USAGE_PROG_ATTR, self.prog)
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}", prog)
+        return ns
+
+
+def subcommand_parsers(parser: argparse.ArgumentParser,
+                       path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every subcommand parser under ``parser``, depth first: ``(("sdk", "info"), <parser>)``, ...
+
+    Nested subcommands (``glow sdk new-backend``) are included; the order is the
+    order in which ``glow --help`` lists them.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from subcommand_parsers(sub, (*path, name))
 
 
 @dataclass(frozen=True)

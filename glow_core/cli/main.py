@@ -5,7 +5,8 @@ Subcommands are :class:`~glow_core.cli.common.Command` records listed in
 
 - a :class:`~glow_core.errors.GlowError` prints ``glow: error: <message> (<hint>)``
   on one line and exits 1;
-- bad command-line syntax prints one line and exits 2;
+- bad command-line syntax prints ``glow CMD: error: <message> (see 'glow CMD --help')``
+  (CMD: the innermost subcommand parsed, e.g. ``glow sdk new-backend``) and exits 2;
 - any other exception is a bug: one line with its type and message, exit 3;
 - ``--traceback`` (anywhere on the command line) or ``GLOW_TRACEBACK=1``
   also prints the full traceback.
@@ -22,10 +23,10 @@ from collections.abc import Sequence
 
 from glow_core import __version__
 from glow_core.cli import cmd_backends, cmd_bench, cmd_compare, cmd_compile, cmd_conformance, cmd_dump, cmd_run, cmd_sdk
-from glow_core.cli.common import Command, Parser, UsageError
+from glow_core.cli.common import USAGE_PROG_ATTR, Command, Parser, UsageError, subcommand_parsers
 from glow_core.errors import GlowError
 
-#: The subcommands, in the order ``glow --help`` lists them. Later: compile, bench, conformance, compare, sdk.
+#: The subcommands, in the order ``glow --help`` lists them (docs/cli.md's reference is generated from them).
 COMMANDS: list[Command] = [cmd_backends.COMMAND, cmd_run.COMMAND, cmd_compile.COMMAND, cmd_dump.COMMAND,
                            cmd_bench.COMMAND, cmd_conformance.COMMAND, cmd_compare.COMMAND, cmd_sdk.COMMAND]
 
@@ -68,8 +69,10 @@ def build_parser() -> Parser:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help, epilog=cmd.epilog,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_arguments(p)
-        _common_options(p, argparse.SUPPRESS)
         p.set_defaults(_command=cmd)
+    for _, p in subcommand_parsers(parser):  # nested ones too (glow sdk info): same options, same errors
+        _common_options(p, argparse.SUPPRESS)
+        p.set_defaults(**{USAGE_PROG_ATTR: p.prog})
     return parser
 
 
