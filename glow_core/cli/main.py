@@ -70,9 +70,9 @@ def build_parser() -> Parser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_arguments(p)
         p.set_defaults(_command=cmd)
-    for _, p in subcommand_parsers(parser):  # nested ones too (glow sdk info): same options, same errors
-        _common_options(p, argparse.SUPPRESS)
-        p.set_defaults(**{USAGE_PROG_ATTR: p.prog})
+    for _, sub_parser in subcommand_parsers(parser):  # nested ones too (glow sdk info): same options, same errors
+        _common_options(sub_parser, argparse.SUPPRESS)
+        sub_parser.set_defaults(**{USAGE_PROG_ATTR: sub_parser.prog})
     return parser
 
 

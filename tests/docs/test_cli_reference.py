@@ -74,7 +74,8 @@ def test_every_command_and_option_is_documented() -> None:
                 for option in action.option_strings:
                     assert re.search(rf"`{re.escape(option)}[` ]", section), f"{prog}: {option} undocumented"
             else:
-                assert re.search(rf"\| `\[?{re.escape(action.metavar or action.dest.upper())}", section), f"{prog}: {action.dest} undocumented"
+                metavar = re.escape(action.metavar or action.dest.upper())
+                assert re.search(rf"\| `\[?{metavar}", section), f"{prog}: {action.dest} undocumented"
             if action.help:
                 assert " ".join(str(action.help).split()).split("%")[0][:40] in section.replace("\\|", "|")
         for sub_path, _ in subcommand_parsers(p):
@@ -191,12 +192,12 @@ def test_every_subcommand_is_walked() -> None:
 
 
 @pytest.mark.parametrize("path, parser", SUBCOMMANDS, ids=[" ".join(p) for p, _ in SUBCOMMANDS])
-def test_usage_errors_of_every_subcommand_have_one_format(capsys: pytest.CaptureFixture[str],
-                                                          path: tuple[str, ...], parser: argparse.ArgumentParser) -> None:
+def test_usage_errors_of_every_subcommand_have_one_format(
+        capsys: pytest.CaptureFixture[str], path: tuple[str, ...], parser: argparse.ArgumentParser) -> None:
     prog = " ".join(("glow", *path))
     has_subcommands = any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
-    cases = [[*path, *_required_args(parser), "--no-such-option"], [*path, *_required_args(parser), "--traceback",
-                                                                   "--no-such-option"]]
+    filled = [*path, *_required_args(parser)]
+    cases = [[*filled, "--no-such-option"], [*filled, "--traceback", "--no-such-option"]]
     if any(a.required for a in parser._actions):
         cases.append(list(path))
     for argv in cases:
@@ -211,7 +212,8 @@ def test_usage_errors_of_every_subcommand_have_one_format(capsys: pytest.Capture
 def test_top_level_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert _usage_error(capsys, []) == \
         "glow: error: the following arguments are required: COMMAND (see 'glow --help')"
-    assert _usage_error(capsys, ["frobnicate"]).startswith("glow: error: argument COMMAND: invalid choice: 'frobnicate'")
+    line = _usage_error(capsys, ["frobnicate"])
+    assert line.startswith("glow: error: argument COMMAND: invalid choice: 'frobnicate'")
 
 
 def test_unknown_option_after_a_model_is_a_usage_error_of_the_subcommand() -> None:
