@@ -1,4 +1,4 @@
-"""The ``glow`` command line: ``glow backends``, ``glow run``, ``glow dump``.
+"""The ``glow`` command line: ``glow backends``, ``glow run``, ``glow dump``, ... (``glow --help`` lists them).
 
 In: command-line arguments. Out: an exit code (0 ok, 1 error, 2 usage, 3
 internal error) and one-line error messages. Each subcommand lives in its own
