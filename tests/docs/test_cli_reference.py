@@ -171,6 +171,10 @@ def _required_args(p: argparse.ArgumentParser) -> list[str]:
             out += [action.option_strings[0], _value_for(action)]
         elif not action.option_strings and action.nargs not in ("?", "*", argparse.REMAINDER):
             out.append(_value_for(action))
+    for group in p._mutually_exclusive_groups:
+        if group.required and group._group_actions:
+            first = group._group_actions[0]
+            out += [first.option_strings[0]] + ([] if first.nargs == 0 else [_value_for(first)])
     return out
 
 
