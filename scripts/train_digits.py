@@ -25,6 +25,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -163,7 +164,7 @@ def check_export(model, p: Params, x: np.ndarray) -> np.ndarray:  # type: ignore
     from onnx.reference import ReferenceEvaluator
 
     onnx.checker.check_model(model, full_check=True)
-    ref = ReferenceEvaluator(model)
+    ref: Any = ReferenceEvaluator(model)  # run() returns the list of outputs
     got = np.array([int(np.argmax(ref.run(None, {"image": x[i:i + 1]})[0])) for i in range(len(x))])
     want = forward(p.astype(np.float32), x)[0].argmax(axis=1)
     if not np.array_equal(got, want):

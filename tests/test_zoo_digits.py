@@ -142,3 +142,41 @@ def test_training_script_reproduces_the_shipped_model(tmp_path: Path,
     accuracy = zoo.accuracy(retrained, held_out[1])
     assert accuracy >= 0.95
     assert f"accuracy on the {HELD_OUT} held-out digits: {accuracy:.1%}" in proc.stdout
+
+
+def _training_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_digits", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("train_digits", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_training_gradients_match_finite_differences() -> None:
+    """The script's hand-written backward pass (no scikit-learn needed: random images here)."""
+    t = _training_module()
+    rng = np.random.default_rng(5)
+    x, y = rng.random((6, 1, 8, 8)), rng.integers(0, 10, 6)
+    p = t.Params.init(rng)
+    p = t.Params(p.w1, rng.standard_normal(p.b1.shape) * 0.1, p.w2, rng.standard_normal(p.b2.shape) * 0.1)
+
+    def loss(q) -> float:  # type: ignore[no-untyped-def]
+        probs = t.forward(q, x)[0]
+        return float(-np.log(probs[np.arange(len(y)), y]).mean())
+
+    probs, cache = t.forward(p, x)
+    grads = t.backward(p, cache, probs, y)
+    eps = 1e-6
+    for field in ("w1", "b1", "w2", "b2"):
+        value, grad = getattr(p, field), getattr(grads, field)
+        for flat in rng.choice(value.size, size=min(8, value.size), replace=False):
+            idx = np.unravel_index(flat, value.shape)
+            plus, minus = value.copy(), value.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            up, down = t.Params(**{**vars(p), field: plus}), t.Params(**{**vars(p), field: minus})
+            numeric = (loss(up) - loss(down)) / (2 * eps)
+            assert abs(numeric - grad[idx]) <= 1e-6 + 1e-4 * abs(numeric), (field, idx, numeric, grad[idx])
