@@ -1,16 +1,23 @@
-"""``zoo:NAME`` model references: the light model zoo shipped inside the onnx package.
+"""``zoo:NAME`` model references: a trained model shipped with glow, and the light models of onnx.
 
-The onnx package carries nine small ("light") versions of classic image
-classifiers under ``onnx/backend/test/data/light/light_<file>.onnx``. They
-keep the real topology (and the real input and output shapes) with tiny
-weights, so they are ideal for trying a backend without downloading anything::
+Two tables of models, both resolved from ``zoo:NAME`` to a file:
 
-    glow run zoo:resnet50 --backend interpreter
+- :data:`TRAINED`: models trained by a script of this repository and shipped inside
+  ``glow_core/zoo_data`` together with a labelled held-out set (an :class:`Evaluation`).
+  ``zoo:digits`` is a small CNN trained by ``scripts/train_digits.py`` on scikit-learn's
+  8x8 handwritten digits; ``glow run`` prints its accuracy on the held-out digits::
 
-In: a reference such as ``"zoo:resnet50"``. Out: the path of the model file.
-These models use IR version 3, which lists every initializer as a graph input
-too; the importer treats initializers as constants, so the only real input is
-the image (``data_0`` / ``data``).
+      glow run zoo:digits --backend cpu
+
+- :data:`MODELS`: the nine small ("light") versions of classic image classifiers
+  the onnx package carries under ``onnx/backend/test/data/light/light_<file>.onnx``.
+  They keep the real topology (and the real input and output shapes) with
+  placeholder weights (every weight 0.02), so they exercise a backend without
+  downloading anything but classify nothing. They use IR version 3, which lists
+  every initializer as a graph input too; the importer treats initializers as
+  constants, so the only real input is the image (``data_0`` / ``data``).
+
+In: a reference such as ``"zoo:digits"``. Out: the path of the model file.
 
 Also here: seeded random weights for these models (:func:`with_random_weights`)
 and seeded random inputs for any model (:func:`random_feeds`,
@@ -21,9 +28,10 @@ the conformance suite and the tests use.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -51,19 +59,111 @@ MODELS: dict[str, str] = {
 
 _ALIASES: dict[str, str] = {stem: name for name, stem in MODELS.items()}
 
+#: the folder of the trained models shipped inside glow_core (package data)
+DATA_DIR = Path(__file__).resolve().parent / "zoo_data"
+
+
+class Runnable(Protocol):
+    """What an evaluation needs of a compiled network (``glow_core.api.CompiledNetwork`` is one)."""
+
+    @property
+    def input_types(self) -> Mapping[str, TensorType]: ...
+
+    @property
+    def output_names(self) -> list[str]: ...
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+def accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Share of samples whose highest score (first one on ties) is at the label's index; scores [N, ...]."""
+    predicted = np.argmax(scores.reshape(len(scores), -1), axis=1)
+    return float(np.mean(predicted == labels))
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A score of a model's stacked outputs against the labels, and how to print it."""
+
+    score: Callable[[np.ndarray, np.ndarray], float]
+    fmt: str
+
+
+#: metric name -> how it is computed and printed
+METRICS: dict[str, Metric] = {
+    "accuracy": Metric(accuracy, "{:.1%}"),
+}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A labelled held-out set shipped with a zoo model, and the metric ``glow run`` reports on it.
+
+    ``file`` is an ``.npz`` in :data:`DATA_DIR` with ``x`` (the samples, stacked on a first axis,
+    each one the model's input once given a leading batch axis of 1) and ``y`` (the labels).
+    """
+
+    file: str
+    metric: str
+    samples: str  # what a sample is, for the report: "held-out digits"
+
+    def load(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(x, y)`` of the held-out set."""
+        path = DATA_DIR / self.file
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                x, y = data["x"], data["y"]
+        except (OSError, ValueError, KeyError) as e:
+            raise ModelError(f"cannot read the held-out set '{path}': {e}",
+                             hint="reinstall glow, or rerun the zoo model's training script under scripts/") from None
+        if len(x) != len(y) or len(y) == 0:
+            raise ModelError(f"held-out set '{path}' holds {len(x)} samples and {len(y)} labels")
+        return x, y
+
+    def outputs(self, net: Runnable, x: np.ndarray) -> np.ndarray:
+        """The network's first output for every sample of ``x``, one run per sample, stacked on axis 0."""
+        if len(net.input_types) != 1:
+            raise ModelError(f"an evaluation feeds one input; this network has {len(net.input_types)}")
+        (name,) = net.input_types
+        first = net.output_names[0]
+        return np.stack([net.run({name: x[i:i + 1]})[first] for i in range(len(x))])
+
+    def report(self, net: Runnable) -> str:
+        """``"accuracy on the 360 held-out digits: 97.5%"``."""
+        x, y = self.load()
+        metric = METRICS[self.metric]
+        value = metric.score(self.outputs(net, x), y)
+        return f"{self.metric} on the {len(y)} {self.samples}: {metric.fmt.format(value)}"
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A model trained by a script of this repository, shipped in :data:`DATA_DIR` with its held-out set."""
+
+    file: str
+    evaluation: Evaluation
+    script: str
+
+
+#: zoo name -> trained model shipped with glow
+TRAINED: dict[str, TrainedModel] = {
+    "digits": TrainedModel("digits.onnx", Evaluation("digits_test.npz", "accuracy", "held-out digits"),
+                           "scripts/train_digits.py"),
+}
+
 M = TypeVar("M")
 
 
 def zoo_dir() -> Path:
-    """The folder of the light models inside the installed onnx package."""
+    """The folder of the light models inside the installed onnx package (:data:`DATA_DIR` has the trained ones)."""
     import onnx
 
     return Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 
 
 def names() -> list[str]:
-    """The model names accepted after ``zoo:``."""
-    return sorted(MODELS)
+    """The model names accepted after ``zoo:``: the trained models and the light ones."""
+    return sorted([*TRAINED, *MODELS])
 
 
 def is_zoo_ref(model: object) -> bool:
@@ -74,20 +174,27 @@ def is_zoo_ref(model: object) -> bool:
 def canonical_name(name: str) -> str:
     """``"ResNet50"`` -> ``"resnet50"``; also accepts the file stems (``bvlc_alexnet``)."""
     key = name.strip().lower().replace("-", "_")
-    if key in MODELS:
+    if key in MODELS or key in TRAINED:
         return key
     key = key.removeprefix("light_")
     if key in _ALIASES:
         return _ALIASES[key]
     raise ModelError(
         f"unknown zoo model '{name}'; choose one of: {', '.join(names())}",
-        hint="these are the light models shipped inside the onnx package",
+        hint="digits is trained and shipped with glow; the others are the light models shipped inside onnx",
     )
 
 
 def model_path(name: str) -> Path:
     """The file of zoo model ``name`` (without the ``zoo:`` prefix)."""
     canon = canonical_name(name)
+    trained = TRAINED.get(canon)
+    if trained is not None:
+        path = DATA_DIR / trained.file
+        if not path.is_file():
+            raise ModelError(f"zoo model '{canon}' is missing from this glow installation (looked for {path})",
+                             hint=f"reinstall glow, or rerun {trained.script} in a checkout")
+        return path
     path = zoo_dir() / f"light_{MODELS[canon]}.onnx"
     if not path.is_file():
         import onnx
@@ -114,6 +221,23 @@ def resolve_model(model: M) -> M | Path:
         assert isinstance(model, str)
         return resolve(model)
     return model
+
+
+def evaluation(model: object) -> Evaluation | None:
+    """The held-out set and metric of a ``zoo:NAME`` reference to a trained model; None for anything else."""
+    if not is_zoo_ref(model):
+        return None
+    assert isinstance(model, str)
+    trained = TRAINED.get(canonical_name(model.removeprefix(PREFIX)))
+    return trained.evaluation if trained is not None else None
+
+
+def has_placeholder_weights(model: object) -> bool:
+    """Is ``model`` a ``zoo:NAME`` reference to a light model (constant 0.02 weights, uninformative outputs)?"""
+    if not is_zoo_ref(model):
+        return False
+    assert isinstance(model, str)
+    return canonical_name(model.removeprefix(PREFIX)) in MODELS
 
 
 def describe(model: str | os.PathLike[str]) -> str:
@@ -191,6 +315,9 @@ def load_with_random_weights(name: str, seed: int = 0, expose_logits: bool = Fal
     import onnx
 
     canon = canonical_name(name.removeprefix(PREFIX))
+    if canon not in MODELS:
+        raise ModelError(f"zoo:{canon} carries trained weights; random weights replace the placeholder weights "
+                         f"of the light models only ({', '.join(sorted(MODELS))})")
     model = onnx.load(str(model_path(canon)))
     return with_random_weights(model, RANDOM_WEIGHT_GAINS.get(canon, 2.0), seed, expose_logits)
 
@@ -235,6 +362,7 @@ def model_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     return random_feeds(model_input_types(model), seed)
 
 
-__all__ = ["MODELS", "PREFIX", "RANDOM_WEIGHT_GAINS", "canonical_name", "describe", "is_zoo_ref",
-           "load_with_random_weights", "model_feeds", "model_input_types", "model_path", "names", "random_array",
-           "random_feeds", "resolve", "resolve_model", "with_random_weights", "zoo_dir"]
+__all__ = ["DATA_DIR", "METRICS", "MODELS", "PREFIX", "RANDOM_WEIGHT_GAINS", "TRAINED", "Evaluation", "Metric",
+           "TrainedModel", "accuracy", "canonical_name", "describe", "evaluation", "has_placeholder_weights",
+           "is_zoo_ref", "load_with_random_weights", "model_feeds", "model_input_types", "model_path", "names",
+           "random_array", "random_feeds", "resolve", "resolve_model", "with_random_weights", "zoo_dir"]

@@ -163,14 +163,14 @@ def test_unsupported_ops_are_reported_all_at_once() -> None:
 
 
 def test_zoo_references() -> None:
-    assert zoo.names() == sorted(zoo.MODELS) and len(zoo.MODELS) == 9
-    for name in zoo.names():
+    assert zoo.names() == sorted([*zoo.TRAINED, *zoo.MODELS]) and len(zoo.MODELS) == 9  # tests/test_zoo_digits.py
+    for name in zoo.MODELS:
         path = zoo.resolve(f"zoo:{name}")
         assert path.is_file() and path.name == f"light_{zoo.MODELS[name]}.onnx"
     assert zoo.resolve("zoo:bvlc_alexnet") == zoo.resolve("zoo:alexnet")
     assert zoo.resolve("zoo:ResNet50") == zoo.resolve("zoo:resnet50")
     assert zoo.resolve_model("m.onnx") == "m.onnx"
-    with pytest.raises(ModelError, match="choose one of: alexnet, densenet121, inception_v1"):
+    with pytest.raises(ModelError, match="choose one of: alexnet, densenet121, digits, inception_v1"):
         zoo.resolve("zoo:resnet")
     with pytest.raises(ModelError, match="names no zoo model"):
         zoo.resolve("zoo:")

@@ -120,9 +120,9 @@ def _run_model(name: str, ctx: Context) -> Outcome:
 
 
 def model_cases(level: Level) -> list[Case]:
-    """One case per zoo model shipped by the installed onnx (level core: :data:`CORE_MODELS`)."""
+    """One case per light zoo model shipped by the installed onnx (level core: :data:`CORE_MODELS`)."""
     cases = []
-    for name in zoo.names():
+    for name in sorted(zoo.MODELS):
         if not (zoo.zoo_dir() / f"light_{zoo.MODELS[name]}.onnx").is_file():
             continue
         lvl = Level.CORE if name in CORE_MODELS else Level.FULL

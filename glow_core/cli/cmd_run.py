@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(args.model, seed=args.seed)
         label += " with random weights"
-    elif zoo.is_zoo_ref(args.model):
+    elif zoo.has_placeholder_weights(args.model):
         note("the light zoo models carry no trained weights (every weight is 0.02), so all classes score "
              "alike; add --random-weights for informative outputs")
     shapes = shapes_from_args(args.input_shape)
@@ -152,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"compile  {fmt_ms(compile_s)}  (import {fmt_ms(st.import_s)}, optimize {fmt_ms(st.optimize_s)}, "
           f"backend {fmt_ms(st.backend_compile_s)}; {nodes} nodes)")
     print(f"run      {fmt_ms(run_s)}")
+    evaluation = zoo.evaluation(args.model)  # zoo models shipped with a labelled held-out set
+    if evaluation is not None:
+        print(evaluation.report(net))
     if args.output is not None:
         save_outputs(args.output, outputs)
         print(f"outputs saved to {args.output}")
@@ -172,8 +175,9 @@ COMMAND = Command(
     help="compile a model for a backend, run it once and summarize the outputs",
     description="Compile MODEL for the backend named by --backend, run it once and print, for each output, "
                 "its type, min/max/mean and (for class scores) the top-5 classes, then the compile and run times. "
-                "Without --input, inputs are random: uniform [0, 1) floats, integers 0..9, fair booleans.",
-    epilog="examples:\n  glow run zoo:resnet50 --backend interpreter\n"
+                "Without --input, inputs are random: uniform [0, 1) floats, integers 0..9, fair booleans. "
+                "A trained zoo model (zoo:digits) also gets its metric on its held-out set.",
+    epilog="examples:\n  glow run zoo:digits --backend cpu\n  glow run zoo:resnet50 --backend interpreter\n"
            "  glow run model.onnx -b interpreter --input x=x.npy --output out.npz\n"
            "  glow run model.onnx -b interpreter --input-shape x=1,3,224,224",
     add_arguments=add_arguments,

@@ -117,7 +117,9 @@ def positive_int(text: str) -> int:
 
 def add_model_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL",
-                   help=f"an .onnx file, or zoo:NAME for a light model shipped with onnx ({', '.join(zoo.names())})")
+                   help=f"an .onnx file, or zoo:NAME: a model trained and shipped with glow "
+                        f"({', '.join(sorted(zoo.TRAINED))}) or a light model shipped with onnx "
+                        f"({', '.join(sorted(zoo.MODELS))})")
 
 
 def add_shape_argument(p: argparse.ArgumentParser) -> None:
