@@ -242,7 +242,7 @@ class Report:
         b = self.backend
         lines = [f"# glow-conformance {self.suite_version}: backend `{b.get('name')}`", "",
                  f"**{self.verdict()}**", "",
-                 *([f"> **{self.scope().capitalize()}.** Only the selected cases ran: this is not a conformance "
+                 *([f"> **{self.scope()[:1].upper()}{self.scope()[1:]}.** Only the selected cases ran: this is not a conformance "
                     "report (a full run writes `report.md`).", ""] if self.partial else []),
                  "| | |", "|---|---|",
                  f"| suite | glow-conformance {self.suite_version}, level `{self.level}` |",
