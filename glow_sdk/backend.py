@@ -290,8 +290,13 @@ class Backend(abc.ABC):
         return None
 
     def cache_dir(self) -> Path:
-        """The folder the core hands this backend for its on-disk cache: ``cache_root() / name``."""
-        return cache_root() / self.name
+        """The folder the core hands this backend for its on-disk cache: ``cache_root() / name``.
+
+        Characters other than letters, digits, ``-``, ``_`` and ``.`` become
+        ``_``, so no backend name reaches outside the root.
+        """
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name).strip(".")
+        return cache_root() / (safe or "_")
 
     def cache_info(self) -> CacheInfo:
         """Entries, bytes and limit of the backend's cache (``glow cache info``).
