@@ -26,8 +26,12 @@ reported as unsupported, every offending node at once.
 from __future__ import annotations
 
 import abc
+import logging
+import os
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +44,90 @@ from glow_sdk.version import SDK_API_VERSION
 
 #: A predicate on a node's attributes and operand/result shapes.
 NodePredicate = Callable[[Node], bool]
+
+#: the root of every backend's on-disk cache (default ``~/.cache/glow``); backend NAME gets ``ROOT/NAME``
+CACHE_DIR_ENV = "GLOW_CACHE_DIR"
+#: the size limit of one backend's cache, in bytes (suffixes K, M, G: powers of 1024); default 1 GiB
+CACHE_MAX_ENV = "GLOW_CACHE_MAX_BYTES"
+DEFAULT_CACHE_MAX_BYTES = 1 << 30
+_SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+                  "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40,
+                  "TIB": 1 << 40}
+
+
+def cache_root() -> Path:
+    """The directory holding every backend's cache folder: ``$GLOW_CACHE_DIR`` or ``~/.cache/glow``."""
+    base = os.environ.get(CACHE_DIR_ENV, "").strip()
+    return Path(base).expanduser() if base else Path.home() / ".cache" / "glow"
+
+
+def parse_size(text: str) -> int:
+    """``1073741824``, ``512M``, ``1.5G``, ``64KiB`` -> bytes; ValueError when it is not a size."""
+    t = text.strip().upper().replace(" ", "")
+    num = t.rstrip("BKMGTI")
+    unit = t[len(num):]
+    if unit not in _SIZE_SUFFIXES or not num:
+        raise ValueError(f"'{text}' is not a size (bytes, or a number with K, M, G or T)")
+    try:
+        value = float(num) * _SIZE_SUFFIXES[unit]
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"'{text}' is not a size (bytes, or a number with K, M, G or T)")
+    return int(value)
+
+
+def cache_max_bytes() -> int:
+    """The size limit of a backend cache: ``$GLOW_CACHE_MAX_BYTES`` (a warning and the default when malformed)."""
+    raw = os.environ.get(CACHE_MAX_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CACHE_MAX_BYTES
+    try:
+        return parse_size(raw)
+    except ValueError as e:
+        logging.getLogger("glow.cache").warning("%s: %s; using the default limit of %d bytes", CACHE_MAX_ENV, e,
+                                                DEFAULT_CACHE_MAX_BYTES)
+        return DEFAULT_CACHE_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What ``glow cache info`` shows of one backend's cache."""
+
+    path: Path
+    entries: int
+    bytes: int
+    #: the size limit in bytes, None when the backend sets none
+    limit: int | None = None
+
+
+def measure_cache_dir(path: Path) -> tuple[int, int]:
+    """(files, bytes) under ``path``; files that vanish while counting are skipped."""
+    files = total = 0
+    for dirpath, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+                files += 1
+            except OSError:
+                continue
+    return files, total
+
+
+def clear_cache_dir(path: Path) -> tuple[int, int]:
+    """Remove everything under ``path`` (the folder stays); (files, bytes) removed. Missing files are skipped."""
+    files, total = measure_cache_dir(path)
+    if not path.is_dir():
+        return 0, 0
+    for child in list(path.iterdir()):
+        try:
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink()
+        except FileNotFoundError:
+            continue
+    return files, total
 
 
 @dataclass(frozen=True)
@@ -200,6 +288,29 @@ class Backend(abc.ABC):
         ``--waivers`` names another file. Mandatory cases cannot be waived.
         """
         return None
+
+    def cache_dir(self) -> Path:
+        """The folder the core hands this backend for its on-disk cache: ``cache_root() / name``.
+
+        Characters other than letters, digits, ``-``, ``_`` and ``.`` become
+        ``_``, so no backend name reaches outside the root.
+        """
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name).strip(".")
+        return cache_root() / (safe or "_")
+
+    def cache_info(self) -> CacheInfo:
+        """Entries, bytes and limit of the backend's cache (``glow cache info``).
+
+        Default: every file under :meth:`cache_dir` is an entry, no limit. A
+        backend whose entries span several files, or that bounds its cache,
+        overrides this.
+        """
+        files, total = measure_cache_dir(self.cache_dir())
+        return CacheInfo(self.cache_dir(), files, total, None)
+
+    def clear_cache(self) -> tuple[int, int]:
+        """Empty the backend's cache (``glow cache clear``); (entries, bytes) removed. Default: all of cache_dir()."""
+        return clear_cache_dir(self.cache_dir())
 
     def capability_report(self) -> dict[str, list[str]]:
         """Kind -> supported element kinds, for every kind in the table (empty list: unsupported).

@@ -302,3 +302,117 @@ def test_run_zoo_model_with_random_weights_gives_informative_outputs() -> None:
 def test_random_weights_only_for_zoo_models(work: Path) -> None:
     r = glow(["run", str(work / "addrelu.onnx"), "--backend", "interpreter", "--random-weights"])
     assert r.returncode == 1 and "zoo:NAME models only" in r.error_line()
+
+
+# -- command plugins (entry-point group glow.commands) ------------------------------
+def _dist(site: Path, name: str, version: str, entry_points: str, modules: dict[str, str] | None = None) -> None:
+    """A distribution as importlib.metadata finds it on PYTHONPATH: NAME-VERSION.dist-info, plus its modules."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    for mod, text in (modules or {}).items():
+        (site / f"{mod}.py").write_text(text)
+
+
+HELLO = '''
+from glow_core.cli.common import Command
+
+def add_arguments(p):
+    p.add_argument("--who", default="world")
+
+def run(args):
+    print(f"hello, {args.who}")
+    return 0
+
+COMMAND = Command(name="hello", help="say hello (a test command plugin)", add_arguments=add_arguments, run=run)
+'''
+
+
+def test_command_plugins_come_from_entry_points_and_a_broken_one_is_skipped(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _dist(site, "glow-hello", "0.1", "[glow.commands]\nhello = glow_hello:COMMAND\n", {"glow_hello": HELLO})
+    _dist(site, "glow-broken-cmd", "0.2", "[glow.commands]\nbroken = glow_broken_cmd:COMMAND\n",
+          {"glow_broken_cmd": "raise RuntimeError('the frobnicator is not installed')\n"})
+    _dist(site, "glow-clash", "0.3", "[glow.commands]\nrun = glow_hello:COMMAND\n")
+    r = glow(["--help"], pythonpath=[site])
+    assert r.returncode == 0, r.stderr
+    assert "hello" in r.stdout and "say hello" in r.stdout and "broken" not in r.stdout
+    warnings = sorted(r.stderr_lines)
+    assert len(warnings) == 2, r.stderr
+    assert warnings[0] == ("glow: warning: command plugin 'broken' (glow-broken-cmd 0.2) skipped: failed to import "
+                           "glow_broken_cmd:COMMAND: RuntimeError: the frobnicator is not installed")
+    assert warnings[1] == ("glow: warning: command plugin 'run' (glow-clash 0.3) skipped: the command 'run' "
+                           "already exists")
+    hello = glow(["hello", "--who", "glow"], pythonpath=[site])
+    assert hello.returncode == 0 and hello.stdout == "hello, glow\n"
+    backends = glow(["backends"], pythonpath=[site])  # every other command keeps working
+    assert backends.returncode == 0 and "interpreter" in backends.stdout
+
+
+def test_conformance_command_missing_or_broken_says_what_to_install(tmp_path: Path) -> None:
+    """A glow-conformance distribution earlier on the path hides the installed one (importlib.metadata takes the
+    first of a name): without its entry point, as if not installed; with a broken one, as broken."""
+    missing = tmp_path / "missing"
+    _dist(missing, "glow-conformance", "0.0.0", "")
+    r = glow(["conformance", "--backend", "interpreter", "-k", "x"], pythonpath=[missing])
+    assert_clean_failure(r, 1, "glow: error: 'glow conformance' needs the conformance suite (glow-conformance), "
+                               "which is not installed (pip install glow-conformance")
+    assert "(not available: needs glow-conformance)" in glow(["--help"], pythonpath=[missing]).stdout
+    broken = tmp_path / "broken"
+    _dist(broken, "glow-conformance", "0.0.1", "[glow.commands]\nconformance = glow_conformance_gone.cli:COMMAND\n")
+    r = glow(["conformance", "--help"], pythonpath=[broken])
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert any(ln.startswith("glow: warning: command plugin 'conformance' (glow-conformance 0.0.1) skipped")
+               for ln in r.stderr_lines)
+    line = r.error_line()
+    assert "is installed (glow-conformance 0.0.1) but failed to load: failed to import " in line
+    assert "ModuleNotFoundError" in line and "pip install glow-conformance" in line
+
+
+def test_core_cli_does_not_import_the_conformance_suite() -> None:
+    import glow_core.cli
+
+    root = Path(glow_core.cli.__file__).resolve().parent
+    assert not (root / "cmd_conformance.py").exists()
+    offenders = [p.name for p in root.glob("*.py") if "import glow_conformance" in p.read_text()
+                 or "from glow_conformance" in p.read_text()]
+    assert offenders == []
+
+
+# -- glow cache ------------------------------------------------------------------------
+def _cache_rows(stdout: str) -> dict[str, list[str]]:
+    lines = stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("BACKEND"))
+    return {ln.split()[0]: ln.split() for ln in lines[head + 1:] if ln and not ln.startswith((" ", "other"))}
+
+
+def test_cache_info_and_clear(work: Path, tmp_path: Path) -> None:
+    pytest.importorskip("glow_backend_cpu")
+    env = {"GLOW_CACHE_DIR": str(tmp_path / "c"), "GLOW_CACHE_MAX_BYTES": "256M"}
+    empty = glow(["cache", "info"], env=env)
+    assert empty.returncode == 0, empty.stderr
+    assert f"cache root: {tmp_path / 'c'}" in empty.stdout
+    row = _cache_rows(empty.stdout)["cpu"]
+    assert row[1:3] == ["0", "0"] and row[5:7] == ["256.0", "MiB"]
+    assert glow(["run", str(work / "addrelu.onnx"), "-b", "cpu"], env=env).returncode == 0
+    assert glow(["run", str(work / "intadd.onnx"), "-b", "cpu"], env=env).returncode == 0
+    (tmp_path / "c" / "retired-backend").mkdir()
+    (tmp_path / "c" / "retired-backend" / "blob").write_bytes(b"x" * 10)
+    folder = tmp_path / "c" / "cpu"
+    size = sum(p.stat().st_size for p in folder.iterdir())
+    info = glow(["cache", "info"], env=env)
+    rows = _cache_rows(info.stdout)
+    assert rows["cpu"][1:3] == ["2", str(size)] and rows["cpu"][-1] == str(folder)
+    assert rows["interpreter"][1:3] == ["0", "0"] and rows["interpreter"][-2] == "-"
+    assert f"{tmp_path / 'c' / 'retired-backend'}  1 files, 10 bytes" in info.stdout
+    one = glow(["cache", "info", "--backend", "cpu"], env=env)
+    assert list(_cache_rows(one.stdout)) == ["cpu"]
+    cleared = glow(["cache", "clear", "--backend", "cpu"], env=env)
+    assert cleared.returncode == 0 and cleared.stdout == f"cpu: removed 2 entries, {size} bytes ({size / 1024:.1f} KiB)\n"
+    assert list(folder.iterdir()) == []
+    everything = glow(["cache", "clear"], env=env)
+    assert everything.returncode == 0 and "all: removed 0 entries, 0 bytes" in everything.stdout
+    assert (tmp_path / "c" / "retired-backend" / "blob").exists()  # not a backend's folder: left alone
+    assert_clean_failure(glow(["cache", "clear", "--backend", "nosuch"], env=env), 1, "unknown backend 'nosuch'")
+    assert_clean_failure(glow(["cache", "wipe"], env=env), 2, "invalid choice: 'wipe'")

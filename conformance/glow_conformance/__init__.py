@@ -21,13 +21,29 @@ From Python::
     assert report.conformant, "\\n".join(report.summary_lines())
 
 As a pytest plugin: ``pytest --glow-backend xyz --pyargs glow_conformance`` (one test per case).
+
+The names below are imported on first use (PEP 562): ``glow`` loads
+``glow_conformance.cli`` and pytest loads ``glow_conformance.pytest_plugin`` in
+every session, and neither should pay for the suite unless it runs.
 """
 
-from glow_conformance.model import SUITE_VERSION, Case, CaseRecord, Level, Outcome, Result
-from glow_conformance.report import Report
-from glow_conformance.suite import Suite, SuiteOptions, run_suite
+from __future__ import annotations
 
-__version__ = SUITE_VERSION
+import importlib
+from typing import Any
+
+_LAZY = {"SUITE_VERSION": "model", "Case": "model", "CaseRecord": "model", "Level": "model", "Outcome": "model",
+         "Result": "model", "Report": "report", "Suite": "suite", "SuiteOptions": "suite", "run_suite": "suite"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        name = "SUITE_VERSION"
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'glow_conformance' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"glow_conformance.{module}"), name)
+
 
 __all__ = ["SUITE_VERSION", "Case", "CaseRecord", "Level", "Outcome", "Report", "Result", "Suite", "SuiteOptions",
            "run_suite"]

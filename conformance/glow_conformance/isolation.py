@@ -68,25 +68,15 @@ def run_isolated(backend: str, options: Any, cases: list[Case],
     crashes = 0
     while index < len(cases):
         request = {"backend": backend, "options": options_to_json(options), "ids": [c.id for c in cases[index:]]}
+        # its own session: Ctrl-C on the terminal interrupts this process only, which then stops the worker
         proc = subprocess.Popen([sys.executable, "-m", "glow_conformance.isolation"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(request))
-        proc.stdin.close()
-        running: int | None = None
-        for line in proc.stdout:
-            msg = json.loads(line)
-            if "start" in msg:
-                running = index + int(msg["start"])
-            elif "done" in msg:
-                i = index + int(msg["done"])
-                out, seconds = _decode(msg)
-                on_done(cases[i], out, seconds)
-                running = None
-            elif "error" in msg:  # the worker could not set up (it reports why, the parent stops)
-                proc.wait()
-                raise RuntimeError(msg["error"])
-        code = proc.wait()
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            running, code = _drive(proc, request, index, cases, on_done)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
         if running is None:
             if code != 0:
                 raise RuntimeError(f"the conformance worker exited with status {code} between cases")
@@ -100,6 +90,28 @@ def run_isolated(backend: str, options: Any, cases: list[Case],
             for case in cases[index:]:
                 on_done(case, Outcome(Result.FAIL, f"not run: the backend crashed the process {crashes} times"), 0.0)
             return
+
+
+def _drive(proc: subprocess.Popen[str], request: dict[str, Any], index: int, cases: list[Case],
+           on_done: Callable[[Case, Outcome, float], None]) -> tuple[int | None, int]:
+    """Feed the worker its request and record its outcomes; the case it was running when it ended, its status."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(request))
+    proc.stdin.close()
+    running: int | None = None
+    for line in proc.stdout:
+        msg = json.loads(line)
+        if "start" in msg:
+            running = index + int(msg["start"])
+        elif "done" in msg:
+            i = index + int(msg["done"])
+            out, seconds = _decode(msg)
+            on_done(cases[i], out, seconds)
+            running = None
+        elif "error" in msg:  # the worker could not set up (it reports why, the parent stops)
+            proc.wait()
+            raise RuntimeError(msg["error"])
+    return running, proc.wait()
 
 
 def _describe_exit(code: int) -> str:

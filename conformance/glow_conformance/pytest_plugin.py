@@ -4,10 +4,15 @@ Every conformance case becomes one test of ``glow_conformance/test_conformance.p
 a pass passes, a fail (or a mandatory case that is not supported) fails with
 the case's message, an unsupported or waived case is skipped with its reason.
 Options: ``--glow-backend``, ``--glow-level``, ``--glow-waivers``,
-``--glow-onnx-node-tests``, ``--glow-report-dir`` (also writes the reports).
+``--glow-onnx-node-tests``, ``--glow-report-dir`` (also writes the reports;
+``report.partial.*`` when pytest deselected cases, e.g. with ``-k``).
 
-Without ``--glow-backend`` the plugin does nothing (it is loaded into every
-pytest session of an environment where glow-conformance is installed).
+pytest loads this module into every session of an environment where
+glow-conformance is installed, so it only declares its options. The tests,
+their parametrization and the ``glow_suite`` fixture live in the test module
+(collected only with ``--pyargs glow_conformance``); the reporting hooks
+below do nothing unless ``--glow-backend`` is given. Nothing else of the
+suite (nor glow) is imported in a session without ``--glow-backend``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import Any
 
 import pytest
 
-_SUITE = pytest.StashKey[Any]()
+#: the session's conformance suite (made by the test module when --glow-backend is given)
+SUITE_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,8 +35,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--glow-report-dir", default=None, metavar="DIR", help="write the conformance reports here")
 
 
-def _suite(config: pytest.Config) -> Any:
-    suite = config.stash.get(_SUITE, None)
+def session_suite(config: pytest.Config) -> Any:
+    """The conformance suite of this session, made on first use (only when ``--glow-backend`` is given)."""
+    suite = config.stash.get(SUITE_KEY, None)
     if suite is None:
         from glow_conformance.model import Level
         from glow_conformance.suite import Suite, SuiteOptions
@@ -39,36 +46,19 @@ def _suite(config: pytest.Config) -> Any:
                             waivers=config.getoption("--glow-waivers"),
                             onnx_node_tests=config.getoption("--glow-onnx-node-tests"))
         suite = Suite(config.getoption("--glow-backend"), opts)
-        config.stash[_SUITE] = suite
+        config.stash[SUITE_KEY] = suite
     return suite
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "glow_case" not in metafunc.fixturenames:
-        return
-    if not metafunc.config.getoption("--glow-backend"):
-        metafunc.parametrize("glow_case", [pytest.param(None, marks=pytest.mark.skip(
-            reason="pass --glow-backend NAME to run the glow conformance cases"))], ids=["no-backend"])
-        return
-    suite = _suite(metafunc.config)
-    metafunc.parametrize("glow_case", suite.cases, ids=[c.id for c in suite.cases])
-
-
-@pytest.fixture(scope="session")
-def glow_suite(pytestconfig: pytest.Config) -> Any:
-    """The conformance suite of this session (its cases, context, waivers and report)."""
-    return _suite(pytestconfig)
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    suite = session.config.stash.get(_SUITE, None)
+    suite = session.config.stash.get(SUITE_KEY, None)
     report_dir = session.config.getoption("--glow-report-dir", None)
     if suite is not None and report_dir and suite.report.records:
         suite.report.write(report_dir)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    suite = config.stash.get(_SUITE, None)
+    suite = config.stash.get(SUITE_KEY, None)
     if suite is None or not suite.report.records:
         return
     terminalreporter.section("glow conformance")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,9 +20,34 @@ from pathlib import Path
 from typing import Any
 
 from glow_conformance.model import CATEGORIES, RESULTS, CaseRecord, Result
+from glow_core.errors import GlowError
 
-#: report file names inside the report directory
+#: report file names inside the report directory (a full run)
 FILES = {"json": "report.json", "junit": "report.junit.xml", "markdown": "report.md"}
+#: report file names of a partial run (``-k``): never over the full run's reports
+PARTIAL_FILES = {"json": "report.partial.json", "junit": "report.partial.junit.xml", "markdown": "report.partial.md"}
+
+
+def report_paths(directory: str | Path, partial: bool) -> dict[str, Path]:
+    """The paths the reports of a run (full or partial) are written to."""
+    d = Path(directory)
+    return {fmt: d / name for fmt, name in (PARTIAL_FILES if partial else FILES).items()}
+
+
+def check_report_dir(directory: str | Path) -> Path:
+    """Create ``directory`` if needed and make sure files can be written there; a one-line GlowError if not."""
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".glow-conformance-", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        where = f" ('{e.filename}')" if e.filename and str(e.filename) != str(d) else ""
+        raise GlowError(f"cannot write the conformance reports to '{d}': {why}{where}",
+                        hint="choose another --report-dir") from None
+    return d
 #: failures listed in the terminal summary
 SHOW_FAILURES = 25
 
@@ -40,6 +67,8 @@ class Report:
     waivers: dict[str, Any] = field(default_factory=dict)
     #: kinds of the kind table the suite has no generator for (a suite gap, reported, never passed)
     kinds_without_generator: list[str] = field(default_factory=list)
+    #: how many cases the level holds before ``-k`` (None: as many as were recorded)
+    total_cases: int | None = None
 
     # -- verdict -------------------------------------------------------------------
     @property
@@ -48,8 +77,27 @@ class Report:
         return [r for r in self.records if r.blocks_conformance]
 
     @property
+    def ok(self) -> bool:
+        """Every recorded case passes or is excused (the exit status of a run, partial or not)."""
+        return bool(self.records) and not self.blockers
+
+    @property
+    def partial(self) -> bool:
+        """Fewer cases were run than the level holds (``-k``, pytest deselection): no conformance verdict."""
+        return self.total_cases is not None and len(self.records) < self.total_cases
+
+    @property
     def conformant(self) -> bool:
-        return not self.blockers
+        """The verdict: a full run in which nothing keeps the backend from conforming."""
+        return self.ok and not self.partial
+
+    def scope(self) -> str:
+        """``partial run: N of M cases (filter: ...)`` or empty for a full run."""
+        if not self.partial:
+            return ""
+        filters = self.options.get("filters") or []
+        how = f", filter: {' '.join(filters)}" if filters else ""
+        return f"partial run: {len(self.records)} of {self.total_cases} cases{how}"
 
     def counts(self) -> dict[str, int]:
         c = Counter(r.result.value for r in self.records)
@@ -69,6 +117,11 @@ class Report:
     def verdict(self) -> str:
         name = self.backend.get("name", "?")
         head = f"glow-conformance {self.suite_version}, level {self.level}: backend '{name}'"
+        if not self.records:
+            return f"{head}: NO VERDICT (no case was run)"
+        if self.ok and self.partial:
+            return (f"{head} PASSES THE SELECTED CASES ({self.counts()['pass']} of {len(self.records)} pass; "
+                    f"{self.scope()}): not a conformance verdict")
         if self.conformant:
             return f"{head} CONFORMS ({self.counts()['pass']} of {len(self.records)} cases pass)"
         mand = sum(1 for r in self.blockers if r.mandatory)
@@ -78,7 +131,8 @@ class Report:
             why.append(f"{mand} mandatory case(s) do not pass")
         if other:
             why.append(f"{other} other case(s) fail without a waiver")
-        return f"{head} DOES NOT CONFORM: " + ", ".join(why)
+        tail = f" ({self.scope()})" if self.partial else ""
+        return f"{head} DOES NOT CONFORM: " + ", ".join(why) + tail
 
     # -- text --------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
@@ -121,7 +175,10 @@ class Report:
             "platform": self.platform,
             "started": self.started,
             "seconds": round(self.seconds, 3),
-            "verdict": {"conformant": self.conformant, "text": self.verdict(),
+            "partial": self.partial,
+            "selection": {"filters": list(self.options.get("filters") or []), "run": len(self.records),
+                          "total": self.total_cases if self.total_cases is not None else len(self.records)},
+            "verdict": {"conformant": self.conformant, "partial": self.partial, "text": self.verdict(),
                         "blocking_cases": [r.case.id for r in self.blockers]},
             "summary": {"total": len(self.records), **self.counts(),
                         "mandatory": sum(1 for r in self.records if r.mandatory)},
@@ -132,18 +189,22 @@ class Report:
         }
 
     def write(self, directory: str | Path) -> dict[str, Path]:
-        """Write report.json, report.junit.xml and report.md into ``directory``; return their paths."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        paths = {fmt: d / name for fmt, name in FILES.items()}
-        paths["json"].write_text(json.dumps(self.as_dict(), indent=1, default=str) + "\n")
-        paths["junit"].write_bytes(self.junit_xml())
-        paths["markdown"].write_text(self.markdown())
+        """Write report.json, report.junit.xml and report.md (a partial run: report.partial.*); return the paths."""
+        check_report_dir(directory)
+        paths = report_paths(directory, self.partial)
+        try:
+            paths["json"].write_text(json.dumps(self.as_dict(), indent=1, default=str) + "\n")
+            paths["junit"].write_bytes(self.junit_xml())
+            paths["markdown"].write_text(self.markdown())
+        except OSError as e:
+            raise GlowError(f"cannot write the conformance report '{e.filename}': {e.strerror or e}",
+                            hint="choose another --report-dir") from None
         return paths
 
     # -- JUnit XML -----------------------------------------------------------------------------
     def junit_xml(self) -> bytes:
-        root = ET.Element("testsuites", name="glow-conformance", tests=str(len(self.records)),
+        root = ET.Element("testsuites", name="glow-conformance (partial run)" if self.partial else "glow-conformance",
+                          tests=str(len(self.records)),
                           failures=str(len(self.blockers)), time=f"{self.seconds:.3f}")
         for cat in CATEGORIES:
             recs = [r for r in self.records if r.case.category == cat]
@@ -157,7 +218,8 @@ class Report:
             props = ET.SubElement(suite, "properties")
             for k, v in (("suite_version", self.suite_version), ("level", self.level),
                          ("backend", self.backend.get("name", "")), ("backend_version", self.backend.get("version", "")),
-                         ("distribution", self.backend.get("distribution", "")), ("glow_version", self.glow_version)):
+                         ("distribution", self.backend.get("distribution", "")), ("glow_version", self.glow_version),
+                         ("partial", str(self.partial).lower()), ("scope", self.scope() or "full run")):
                 ET.SubElement(props, "property", name=k, value=str(v))
             for r in recs:
                 tc = ET.SubElement(suite, "testcase", classname=f"glow_conformance.{cat}", name=r.case.id,
@@ -180,6 +242,8 @@ class Report:
         b = self.backend
         lines = [f"# glow-conformance {self.suite_version}: backend `{b.get('name')}`", "",
                  f"**{self.verdict()}**", "",
+                 *([f"> **{self.scope()[:1].upper()}{self.scope()[1:]}.** Only the selected cases ran: this is not a conformance "
+                    "report (a full run writes `report.md`).", ""] if self.partial else []),
                  "| | |", "|---|---|",
                  f"| suite | glow-conformance {self.suite_version}, level `{self.level}` |",
                  (f"| backend | `{b.get('name')}` {b.get('version', '')} ({b.get('distribution', '')} "

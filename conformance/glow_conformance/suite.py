@@ -28,7 +28,7 @@ from glow_conformance.cases_ops import node_cases
 from glow_conformance.cases_runtime import runtime_cases
 from glow_conformance.model import SUITE_VERSION, Case, CaseRecord, Context, Level, Outcome, Result
 from glow_conformance.progress import Progress
-from glow_conformance.report import Report
+from glow_conformance.report import Report, check_report_dir
 from glow_conformance.waivers import Waiver, find_waiver, load_waivers, parse_waivers
 from glow_core.errors import GlowError, UnsupportedError
 
@@ -62,6 +62,12 @@ def select(cases: list[Case], filters: Sequence[str]) -> list[Case]:
 
 def collect(backend_name: str, options: SuiteOptions) -> tuple[list[Case], Context, list[str]]:
     """The cases of ``options.level`` for the backend (filtered), the context to run them, kinds without generator."""
+    cases, ctx, missing = collect_all(backend_name, options)
+    return select(cases, options.filters), ctx, missing
+
+
+def collect_all(backend_name: str, options: SuiteOptions) -> tuple[list[Case], Context, list[str]]:
+    """Every case of ``options.level`` for the backend (before ``-k``), the context, kinds without generator."""
     from glow_core.plugin_host import REFERENCE_BACKEND, get_backend
 
     backend = get_backend(backend_name)
@@ -74,7 +80,19 @@ def collect(backend_name: str, options: SuiteOptions) -> tuple[list[Case], Conte
     ctx = Context(backend, reference, backend_name=backend_name, reference_name=ref_name,
                   force_lowering=options.force_lowering, seed=options.seed,
                   node_test_timeout=options.node_test_timeout)
-    return select(cases, options.filters), ctx, missing
+    return cases, ctx, missing
+
+
+class NoCasesError(GlowError):
+    """The options select no case: nothing would be tested, so nothing may be reported as conforming."""
+
+
+def no_cases_error(backend: str, options: SuiteOptions, total: int) -> NoCasesError:
+    if options.filters:
+        return NoCasesError(f"no conformance case of backend '{backend}' matches -k {' -k '.join(options.filters)} "
+                            f"(of {total} cases at level {options.level.value})",
+                            hint=f"'glow conformance -b {backend} --list' lists the case ids")
+    return NoCasesError(f"the conformance suite has no case for backend '{backend}' at level {options.level.value}")
 
 
 def run_case(case: Case, ctx: Context) -> tuple[Outcome, float]:
@@ -161,7 +179,10 @@ class Suite:
 
         self.backend_name = backend
         self.options = options
-        self.cases, self.ctx, self.missing = collect(backend, options)
+        every, self.ctx, self.missing = collect_all(backend, options)
+        #: the number of cases at this level before ``-k``: a run of fewer is partial
+        self.total_cases = len(every)
+        self.cases = select(every, options.filters)
         self.waivers, self.waiver_source = _waivers(backend, options)
         self.report = Report(SUITE_VERSION, options.level.value, _identity(backend),
                              _identity(self.ctx.reference_name), glow_version, _platform(),
@@ -169,9 +190,20 @@ class Suite:
                              options={"filters": list(options.filters), "force_lowering": options.force_lowering,
                                       "seed": options.seed, "onnx_node_tests": str(options.onnx_node_tests or ""),
                                       "waivers": self.waiver_source, "isolate": options.isolate},
-                             kinds_without_generator=sorted(self.missing))
+                             kinds_without_generator=sorted(self.missing), total_cases=self.total_cases)
 
     def run(self, report_dir: str | Path | None = None) -> Report:
+        """Run the selected cases; write the reports into ``report_dir`` (``report.partial.*`` for a partial run).
+
+        Raises :class:`NoCasesError` when no case is selected, a ``GlowError``
+        before the first case when ``report_dir`` cannot be written, and
+        ``KeyboardInterrupt("after N of M cases; no report written")`` when
+        interrupted (nothing is written then).
+        """
+        if not self.cases:
+            raise no_cases_error(self.backend_name, self.options, self.total_cases)
+        if report_dir is not None:
+            check_report_dir(report_dir)
         t0 = time.perf_counter()
         prog = Progress(len(self.cases), self.options.progress)
 
@@ -180,13 +212,18 @@ class Suite:
             self.report.records.append(rec)
             prog.update(case.id, rec.blocks_conformance)
 
-        if self.options.isolate:
-            from glow_conformance.isolation import run_isolated
+        try:
+            if self.options.isolate:
+                from glow_conformance.isolation import run_isolated
 
-            run_isolated(self.backend_name, self.options, self.cases, done)
-        else:
-            for case in self.cases:
-                done(case, *run_case(case, self.ctx))
+                run_isolated(self.backend_name, self.options, self.cases, done)
+            else:
+                for case in self.cases:
+                    done(case, *run_case(case, self.ctx))
+        except KeyboardInterrupt:
+            prog.close()
+            raise KeyboardInterrupt(f"after {len(self.report.records)} of {len(self.cases)} cases; "
+                                    "no report written") from None
         prog.close()
         self.report.seconds = time.perf_counter() - t0
         self.report.waivers = {
@@ -201,4 +238,5 @@ class Suite:
         return self.report
 
 
-__all__ = ["Suite", "SuiteOptions", "collect", "record", "run_case", "run_suite", "select"]
+__all__ = ["NoCasesError", "Suite", "SuiteOptions", "collect", "collect_all", "no_cases_error", "record", "run_case",
+           "run_suite", "select"]

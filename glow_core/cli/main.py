@@ -1,7 +1,12 @@
 """The ``glow`` command: a table of subcommands and one error policy.
 
-Subcommands are :class:`~glow_core.cli.common.Command` records listed in
-:data:`COMMANDS` (one module per subcommand). Error policy:
+Subcommands are :class:`~glow_core.cli.common.Command` records: the built-in
+ones are listed in :data:`COMMANDS` (one module per subcommand); other
+distributions add theirs through the entry-point group ``glow.commands``
+(:data:`COMMAND_GROUP`; e.g. ``glow conformance`` comes with
+``glow-conformance``). A command plugin that fails to load is skipped with
+one ``glow: warning:`` line, like a broken backend plugin; ``glow`` itself
+keeps working. Error policy:
 
 - a :class:`~glow_core.errors.GlowError` prints ``glow: error: <message> (<hint>)``
   on one line and exits 1;
@@ -22,13 +27,15 @@ import traceback
 from collections.abc import Sequence
 
 from glow_core import __version__
-from glow_core.cli import cmd_backends, cmd_bench, cmd_compare, cmd_compile, cmd_conformance, cmd_dump, cmd_run, cmd_sdk
+from glow_core.cli import cmd_backends, cmd_bench, cmd_cache, cmd_compare, cmd_compile, cmd_dump, cmd_run, cmd_sdk
 from glow_core.cli.common import USAGE_PROG_ATTR, Command, Parser, UsageError, subcommand_parsers
+from glow_core.cli.plugins import load_command_plugins
 from glow_core.errors import GlowError
 
-#: The subcommands, in the order ``glow --help`` lists them (docs/cli.md's reference is generated from them).
+#: The built-in subcommands, in the order ``glow --help`` lists them (plugin commands follow;
+#: docs/cli.md's reference is generated from the parser).
 COMMANDS: list[Command] = [cmd_backends.COMMAND, cmd_run.COMMAND, cmd_compile.COMMAND, cmd_dump.COMMAND,
-                           cmd_bench.COMMAND, cmd_conformance.COMMAND, cmd_compare.COMMAND, cmd_sdk.COMMAND]
+                           cmd_bench.COMMAND, cmd_compare.COMMAND, cmd_sdk.COMMAND, cmd_cache.COMMAND]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -65,7 +72,7 @@ def build_parser() -> Parser:
     _common_options(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for cmd in COMMANDS:
+    for cmd in [*COMMANDS, *load_command_plugins({c.name for c in COMMANDS})]:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help, epilog=cmd.epilog,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_arguments(p)
@@ -116,8 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"glow: error: {e.one_line()}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("glow: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        # a command may say where it stopped: KeyboardInterrupt("after 12 of 40 cases; no report written")
+        detail = _one_line(str(e))
+        print("glow: interrupted" + (f" {detail}" if detail else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (glow dump ... | head): stop quietly

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -17,10 +19,11 @@ from glow_conformance.gen import FAMILIES, generators
 from glow_conformance.isolation import _decode, _encode
 from glow_conformance.model import SUITE_VERSION, Case, CaseRecord, Level, Outcome, Result
 from glow_conformance.progress import Progress
-from glow_conformance.report import Report
-from glow_conformance.suite import record, run_suite, select
+from glow_conformance.report import Report, check_report_dir
+from glow_conformance.suite import NoCasesError, Suite, SuiteOptions, record, run_suite, select
 from glow_conformance.waivers import WaiverError, parse_waivers
 
+from glow_core.errors import GlowError
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind
 from glow_core.plugin_host import get_backend
@@ -174,16 +177,99 @@ def test_worker_protocol_round_trip() -> None:
 
 def test_run_suite_in_process() -> None:
     rep = run_suite("interpreter-primitives", "core", filters=["primitive/Gather/", "runtime/device"])
-    assert rep.conformant, "\n".join(rep.summary_lines())
+    assert rep.ok, "\n".join(rep.summary_lines())
+    assert rep.partial and not rep.conformant  # -k: the selected cases pass, no conformance verdict
     assert rep.counts()["pass"] == len(rep.records) > 5
 
 
-def test_missing_suite_says_what_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> \
-        None:
-    from glow_core.cli import cmd_conformance
-    from glow_core.cli.main import main
+def test_partial_report_is_labelled_in_every_format_and_written_beside_the_full_one(tmp_path: Path) -> None:
+    recs = [record(_case("primitive/Add/float32/odd", True), Outcome(Result.PASS, "", 0.0), 0.1, []),
+            record(_case("primitive/Add/float32/unit", True), Outcome(Result.PASS, "", 0.0), 0.1, [])]
+    full = _report(list(recs))
+    full.total_cases = 2
+    assert full.conformant and not full.partial and "CONFORMS (2 of 2 cases pass)" in full.verdict()
+    full_paths = full.write(tmp_path)
+    assert sorted(p.name for p in full_paths.values()) == ["report.json", "report.junit.xml", "report.md"]
+    before = {p: p.read_bytes() for p in full_paths.values()}
+    part = _report(recs[:1])
+    part.total_cases, part.options = 2, {"filters": ["odd"]}
+    assert part.partial and part.ok and not part.conformant
+    verdict = part.verdict()
+    assert "CONFORMS" not in verdict and "PASSES THE SELECTED CASES" in verdict
+    assert "partial run: 1 of 2 cases, filter: odd" in verdict and part.summary_lines()[-1] == verdict
+    paths = part.write(tmp_path)
+    assert sorted(p.name for p in paths.values()) == ["report.partial.json", "report.partial.junit.xml",
+                                                      "report.partial.md"]
+    assert before == {p: p.read_bytes() for p in full_paths.values()}  # the full report is untouched
+    data = json.loads(paths["json"].read_text())
+    assert data["partial"] is True and data["verdict"]["conformant"] is False
+    assert data["selection"] == {"filters": ["odd"], "run": 1, "total": 2}
+    root = ET.parse(paths["junit"]).getroot()
+    assert root.get("name") == "glow-conformance (partial run)"
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["partial"] == "true" and props["scope"] == "partial run: 1 of 2 cases, filter: odd"
+    assert "> **Partial run: 1 of 2 cases, filter: odd.**" in paths["markdown"].read_text()
+    failing = _report([record(_case("primitive/Add/float32/odd", True), Outcome(Result.FAIL, "wrong"), 0.1, [])])
+    failing.total_cases = 2
+    assert failing.verdict().endswith("DOES NOT CONFORM: 1 mandatory case(s) do not pass (partial run: 1 of 2 cases)")
+    empty = _report([])
+    assert not empty.ok and not empty.conformant and "NO VERDICT" in empty.verdict()
 
-    monkeypatch.setattr(cmd_conformance, "SUITE_MODULE", "glow_conformance_not_installed.cli")
-    assert main(["conformance", "--backend", "interpreter"]) == 1
-    err = capsys.readouterr().err
-    assert "glow: error: the conformance suite is not installed (pip install glow-conformance" in err
+
+def test_no_selected_case_is_an_error() -> None:
+    with pytest.raises(NoCasesError, match="no conformance case of backend 'interpreter' matches -k nosuchcase"):
+        run_suite("interpreter", "core", filters=["nosuchcase"])
+
+
+def test_an_unwritable_report_dir_fails_before_any_case_runs(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(GlowError, match="cannot write the conformance reports to .*: Not a directory"):
+        check_report_dir(tmp_path / "file" / "sub")
+    suite = Suite("interpreter-primitives", SuiteOptions(filters=["primitive/Gather/"]))
+    with pytest.raises(GlowError, match="Not a directory") as err:
+        suite.run(tmp_path / "file" / "sub")
+    assert err.value.hint == "choose another --report-dir"
+    assert suite.report.records == []  # no case ran
+    assert check_report_dir(tmp_path / "new" / "dir").is_dir()  # created, writable
+
+
+def test_interrupt_stops_in_one_exception_saying_how_far(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import glow_conformance.suite as suite_mod
+
+    suite = Suite("interpreter-primitives", SuiteOptions(filters=["primitive/Gather/"]))
+    calls = []
+
+    def run_case(case: Case, ctx: Any) -> tuple[Outcome, float]:
+        calls.append(case.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return Outcome(Result.PASS), 0.0
+
+    monkeypatch.setattr(suite_mod, "run_case", run_case)
+    with pytest.raises(KeyboardInterrupt, match=f"^after 2 of {len(suite.cases)} cases; no report written$"):
+        suite.run(tmp_path / "r")
+    assert list((tmp_path / "r").iterdir()) == []
+
+
+def _pytest_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, check=False)
+
+
+def test_pytest_plugin_does_nothing_without_glow_backend(tmp_path: Path) -> None:
+    """Loaded into every pytest session (entry point pytest11), it only declares its options."""
+    (tmp_path / "test_other.py").write_text(
+        "import sys\n\n"
+        "def test_nothing_of_the_suite_or_glow_is_imported():\n"
+        "    loaded = sorted(m for m in sys.modules if m.startswith(('glow_core', 'glow_conformance.')))\n"
+        "    assert loaded == ['glow_conformance.pytest_plugin'], loaded\n\n"
+        "def test_two():\n    pass\n")
+    r = _pytest_run(["-q", "test_other.py"], tmp_path)
+    assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr
+    fixtures = _pytest_run(["--fixtures", "test_other.py"], tmp_path)
+    assert fixtures.returncode == 0 and "glow_suite" not in fixtures.stdout and "glow_case" not in fixtures.stdout
+    ids = _pytest_run(["--collect-only", "-q", "test_other.py"], tmp_path).stdout.splitlines()
+    without = _pytest_run(["--collect-only", "-q", "-p", "no:glow_conformance", "test_other.py"], tmp_path)
+    assert ids == without.stdout.splitlines() and "test_other.py::test_two" in ids
+    helptext = _pytest_run(["--help"], tmp_path).stdout
+    assert "--glow-backend=NAME" in helptext  # the options are there

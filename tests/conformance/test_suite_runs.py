@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -46,8 +48,10 @@ def conformance(args: list[str], tmp: Path, site: Path | None = None, env: dict[
                 pythonpath=[site] if site else [], cwd=tmp, env=env, timeout=TIMEOUT)
 
 
-def load_report(tmp: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((tmp / "report" / "report.json").read_text())
+def load_report(tmp: Path, partial: bool = False) -> dict[str, Any]:
+    """The JSON report of a full run, or of a partial one (``-k``: ``report.partial.json``, labelled partial)."""
+    data: dict[str, Any] = json.loads((tmp / "report" / f"report{'.partial' if partial else ''}.json").read_text())
+    assert data["partial"] is partial and data["verdict"]["partial"] is partial
     return data
 
 
@@ -80,6 +84,22 @@ def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str,
     assert "CONFORMS" in (tmp_path / "report" / "report.md").read_text()
     record_property("cases", s["total"])
     record_property("seconds", data["seconds"])
+    # a filtered run into the same folder is labelled partial everywhere and leaves the full report alone
+    full = {f: (tmp_path / "report" / f).read_bytes() for f in ("report.json", "report.junit.xml", "report.md")}
+    part = conformance(["--backend", "interpreter", "--level", "full", "-k", "primitive/Add/float32"], tmp_path)
+    assert part.returncode == 0, part.stdout[-4000:] + part.stderr[-4000:]
+    assert f"running 6 cases of {s['total']} (partial run, filter: primitive/Add/float32)" in part.stdout
+    verdict = part.stdout.splitlines()[-2]
+    assert "PASSES THE SELECTED CASES" in verdict and f"partial run: 6 of {s['total']} cases" in verdict
+    assert "CONFORMS" not in verdict and "not a conformance verdict" in verdict
+    assert full == {f: (tmp_path / "report" / f).read_bytes() for f in full}
+    pdata = load_report(tmp_path, partial=True)
+    assert pdata["verdict"]["conformant"] is False and pdata["summary"]["total"] == 6
+    assert pdata["selection"] == {"filters": ["primitive/Add/float32"], "run": 6, "total": s["total"]}
+    pjunit = ET.parse(tmp_path / "report" / "report.partial.junit.xml").getroot()
+    assert pjunit.get("name") == "glow-conformance (partial run)"
+    assert {p.get("value") for p in pjunit.iter("property") if p.get("name") == "partial"} == {"true"}
+    assert "Partial run: 6 of" in (tmp_path / "report" / "report.partial.md").read_text()
 
 
 def test_cpu_passes_full_with_its_waivers_listed(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
@@ -123,7 +143,7 @@ def test_broken_backend_fails_and_the_reports_name_the_primitive_case_and_error(
     assert "backend 'wrongadd' DOES NOT CONFORM" in r.stdout
     line = next(ln for ln in r.stdout.splitlines() if "primitive/Add/float32/odd:" in ln)
     assert "FAIL (mandatory, primitive)" in line and "elements differ" in line and "expected" in line
-    cases = by_id(load_report(tmp_path))
+    cases = by_id(load_report(tmp_path, partial=True))
     odd = cases["primitive/Add/float32/odd"]
     assert (odd["result"], odd["kind"], odd["elem"], odd["variant"]) == ("fail", "Add", "float32", "odd")
     assert odd["max_error"] == pytest.approx(1.0) and "got" in odd["message"] and "expected" in odd["message"]
@@ -131,11 +151,12 @@ def test_broken_backend_fails_and_the_reports_name_the_primitive_case_and_error(
     assert cases["primitive/Add/float32/scalar"]["result"] == "pass"
     assert cases["primitive/Add/int64/unit"]["result"] == "pass"
     assert all(c["result"] == "pass" for i, c in cases.items() if i.startswith("primitive/Mul/"))
-    junit = ET.parse(tmp_path / "report" / "report.junit.xml").getroot()
+    junit = ET.parse(tmp_path / "report" / "report.partial.junit.xml").getroot()
     failed = {tc.get("name") for tc in junit.iter("testcase") if tc.find("failure") is not None}
     assert "primitive/Add/float32/odd" in failed and "primitive/Add/float32/scalar" not in failed
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = (tmp_path / "report" / "report.partial.md").read_text()
     assert "`primitive/Add/float32/odd` | fail | yes |" in md
+    assert not (tmp_path / "report" / "report.json").exists()  # a partial run never writes the full report
 
 
 def test_mandatory_cases_cannot_be_waived_others_can(site: Path, tmp_path: Path) -> None:
@@ -145,7 +166,7 @@ def test_mandatory_cases_cannot_be_waived_others_can(site: Path, tmp_path: Path)
     args = ["--backend", "wrongadd", "--level", "full", "--waivers", str(waivers), "-k", "high-level/Softsign/float32"]
     r = conformance([*args, "-k", "primitive/Add/float32"], tmp_path, site)
     assert r.returncode == 1, r.stdout + r.stderr
-    data = load_report(tmp_path)
+    data = load_report(tmp_path, partial=True)
     cases = by_id(data)
     soft = cases["high-level/Softsign/float32/basic"]
     assert soft["result"] == "waived" and soft["result_before_waiver"] == "fail"
@@ -157,14 +178,14 @@ def test_mandatory_cases_cannot_be_waived_others_can(site: Path, tmp_path: Path)
     # the waived failures alone do not keep the backend from conforming
     r2 = conformance(args, tmp_path, site)
     assert r2.returncode == 0, r2.stdout + r2.stderr
-    assert load_report(tmp_path)["summary"]["waived"] >= 1
+    assert load_report(tmp_path, partial=True)["summary"]["waived"] >= 1
 
 
 def test_a_backend_that_crashes_the_process_fails_the_case_not_the_suite(site: Path, tmp_path: Path) -> None:
     r = conformance(["--backend", "wrongadd", "-k", "primitive/Sub/float32"], tmp_path, site,
                     env={"GLOW_FIXTURE_CRASH": "1"})
     assert r.returncode == 1, r.stdout + r.stderr
-    cases = by_id(load_report(tmp_path))
+    cases = by_id(load_report(tmp_path, partial=True))
     large = cases["primitive/Sub/float32/large"]
     assert large["result"] == "fail" and "crashed the process" in large["message"] and "SIGSEGV" in large["message"]
     others = [c for i, c in cases.items() if i != "primitive/Sub/float32/large"]
@@ -234,8 +255,57 @@ def test_onnx_node_tests_are_optional_cases(tmp_path: Path) -> None:
     r = conformance(["--backend", "interpreter-primitives", "--onnx-node-tests", str(root), "-k", "onnx-node/test_relu",
                      "-k", "onnx-node/test_softmax_axis_0"], tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    cases = load_report(tmp_path)["cases"]
+    cases = load_report(tmp_path, partial=True)["cases"]
     assert cases and all(c["category"] == "onnx-node" and not c["mandatory"] for c in cases)
     assert {c["id"] for c in cases} >= {"onnx-node/test_relu", "onnx-node/test_softmax_axis_0"}
     missing = conformance(["--backend", "interpreter", "--onnx-node-tests", str(tmp_path / "nope")], tmp_path)
     assert missing.returncode == 1 and "is not a directory" in missing.error_line()
+
+
+def test_no_selected_case_is_an_error_not_a_verdict(tmp_path: Path) -> None:
+    r = conformance(["--backend", "interpreter", "-k", "nosuchcase"], tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "CONFORMS" not in r.stdout
+    assert r.error_line() == ("glow: error: no conformance case of backend 'interpreter' matches -k nosuchcase "
+                              "(of 944 cases at level core) ('glow conformance -b interpreter --list' lists the "
+                              "case ids)")
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_bad_report_dir_fails_before_the_first_case(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("in the way")
+    r = glow(["conformance", "-b", "interpreter", "--report-dir", str(tmp_path / "file" / "reports"),
+              "--progress", "lines"], cwd=tmp_path, timeout=TIMEOUT)
+    assert r.returncode == 1 and "running" not in r.stdout and "conformance:" not in r.stderr
+    assert r.error_line() == (f"glow: error: cannot write the conformance reports to '{tmp_path / 'file' / 'reports'}"
+                              "': Not a directory (choose another --report-dir)")
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        r = glow(["conformance", "-b", "interpreter", "--report-dir", str(locked), "--progress", "lines"],
+                 cwd=tmp_path, timeout=TIMEOUT)
+        assert r.returncode == 1 and "conformance:" not in r.stderr
+        assert r.error_line().startswith(f"glow: error: cannot write the conformance reports to '{locked}': "
+                                         "Permission denied")
+
+
+def test_ctrl_c_is_one_line_exit_130_and_writes_no_report(tmp_path: Path) -> None:
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it (the worker process included)."""
+    env = {k: v for k, v in os.environ.items() if k != "GLOW_TRACEBACK"}
+    proc = subprocess.Popen([sys.executable, "-m", "glow_core.cli", "conformance", "-b", "interpreter", "--level",
+                             "full", "--report-dir", str(tmp_path / "report"), "--progress", "lines"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            start_new_session=True)
+    assert proc.stderr is not None
+    seen = []
+    while not (seen and seen[-1].startswith("conformance:")):  # the first progress line: cases run, in the worker
+        seen.append(proc.stderr.readline())
+        assert seen[-1], "".join(seen)
+    assert seen[-1].startswith("conformance:  10%"), seen
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 130, out + err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("conformance:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    m = re.fullmatch(r"glow: interrupted after (\d+) of (\d+) cases; no report written", lines[0])
+    assert m is not None and 0 < int(m.group(1)) < int(m.group(2)), lines[0]
+    assert list((tmp_path / "report").iterdir()) == []

@@ -33,7 +33,7 @@ from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind
-from glow_sdk.backend import Backend, Capability, CompiledFunction, CompileOptions, DeviceInfo
+from glow_sdk.backend import Backend, CacheInfo, Capability, CompiledFunction, CompileOptions, DeviceInfo
 
 DEFAULT_PARALLEL_THRESHOLD = 32768
 #: overrides the default parallel threshold (0: every function runs on every thread; for tests)
@@ -81,6 +81,13 @@ class CpuBackend(Backend):
         from importlib import resources
 
         return resources.files("glow_backend_cpu").joinpath("conformance_waivers.txt").read_text(encoding="utf-8")
+
+    def cache_info(self) -> CacheInfo:
+        """The object cache (``glow cache info``): complete entries, bytes, the LRU limit."""
+        return object_cache.info()
+
+    def clear_cache(self) -> tuple[int, int]:
+        return object_cache.clear()
 
     def create_device(self) -> DeviceInfo:
         try:
@@ -131,6 +138,11 @@ class CpuBackend(Backend):
                                 parallel=_work_elements(function) >= threshold, packed_image=image)
         except KeyError as e:  # pragma: no cover  (layout and function disagree)
             raise BackendError(f"cpu backend: compiled code does not match the function ({e})") from e
+        except OSError:
+            if image is None:
+                raise
+            # another process evicted the entry between load and mapping its image: compile afresh
+            return self.compile(function, CompileOptions(options.threads, options.debug, {**extra, "cache": False}))
         timings["load"] = time.perf_counter() - t3
         exe.lir = lir  # type: ignore[attr-defined]
         exe.compile_timings = timings  # type: ignore[attr-defined]

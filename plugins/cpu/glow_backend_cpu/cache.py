@@ -11,13 +11,24 @@ The key is a SHA-256 over everything the object code depends on:
   this backend and of the low-level IR (so editing a kernel emitter never
   serves stale code).
 
-An entry is three files named by the key in ``$GLOW_CACHE_DIR`` (default
+An entry is three files named by the key in the backend's cache folder,
+``glow_sdk.backend.cache_root() / "cpu"`` (``$GLOW_CACHE_DIR/cpu``, default
 ``~/.cache/glow/cpu``): ``KEY.o`` (object code), ``KEY.json`` (the region
 layout) and ``KEY.bin`` (the constants emitters packed at compile time, an
 image of the packed-constant region, mapped read-only into memory on a hit).
-Files are written to a temporary name and renamed, so a reader never sees a
-half-written entry; an unreadable entry is a miss. ``GLOW_CPU_CACHE=0``
-disables the cache.
+Files are written to a temporary name and renamed, the metadata last, so a
+reader never sees a half-written entry; an unreadable or vanished entry is a
+miss. ``GLOW_CPU_CACHE=0`` disables the cache.
+
+Bound: the folder is kept under ``GLOW_CACHE_MAX_BYTES`` (default 1 GiB) by
+evicting the least recently used entries (a hit touches ``KEY.json``, whose
+modification time is the entry's last use). An entry larger than the limit is
+not stored. A process scans the folder on its first store and then whenever
+it has stored another sixteenth of the limit, so concurrent processes may
+overshoot by that much each between scans. Eviction is safe against other
+processes: it removes ``KEY.json`` first (the entry becomes a miss), tolerates
+files that vanish, and leaves alone incomplete entries and temporary files
+younger than :data:`GRACE_SECONDS` (a write in progress elsewhere).
 """
 
 from __future__ import annotations
@@ -27,7 +38,10 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +50,23 @@ import numpy as np
 from glow_backend_cpu.codegen import Layout
 from glow_core.ir.graph import Function
 
-ENV_DIR = "GLOW_CACHE_DIR"
+from glow_sdk.backend import CACHE_DIR_ENV, CacheInfo, cache_max_bytes, cache_root
+
+ENV_DIR = CACHE_DIR_ENV
 ENV_ENABLE = "GLOW_CPU_CACHE"
 FORMAT = 2
+#: the files of one entry; the metadata (written last, removed first) marks a complete entry
+META, OBJECT, IMAGE = ".json", ".o", ".bin"
+SUFFIXES = (META, OBJECT, IMAGE)
+TEMP_SUFFIX = ".tmp"
+#: incomplete entries and temporary files younger than this may be a write in progress elsewhere
+GRACE_SECONDS = 600.0
+#: a process scans the folder again after storing this fraction of the limit
+SCAN_FRACTION = 16
+
+_scan_lock = threading.Lock()
+#: bytes this process stored since its last scan (-1: none yet, the first store scans)
+_stored_since_scan = -1
 
 
 def enabled() -> bool:
@@ -46,9 +74,12 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(ENV_DIR, "")
-    root = Path(base) if base else Path.home() / ".cache" / "glow"
-    return root / "cpu"
+    return cache_root() / "cpu"
+
+
+def max_bytes() -> int:
+    """The size limit of the folder (``GLOW_CACHE_MAX_BYTES``, default 1 GiB)."""
+    return cache_max_bytes()
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,14 +138,16 @@ def load(k: str) -> tuple[bytes, Layout, Path] | None:
     """The object code and layout stored under ``k``, and the path of the packed-constant image; or None."""
     d = cache_dir()
     try:
-        meta = json.loads((d / f"{k}.json").read_text())
-        obj = (d / f"{k}.o").read_bytes()
-        image = d / f"{k}.bin"
+        meta_path = d / f"{k}{META}"
+        meta = json.loads(meta_path.read_text())
+        obj = (d / f"{k}{OBJECT}").read_bytes()
+        image = d / f"{k}{IMAGE}"
         layout = _layout_from_json(meta)
         if image.stat().st_size != layout.packed_bytes:
             return None
+        os.utime(meta_path)  # the entry's last use, for LRU eviction
         return obj, layout, image
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # a vanished (evicted) or damaged entry is a miss
         return None
 
 
@@ -133,14 +166,147 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def store(k: str, object_code: bytes, layout: Layout) -> bool:
-    """Store an entry (the metadata last, so a complete .json means a complete entry); False on failure."""
+    """Store an entry (the metadata last, so a complete .json means a complete entry); False when it is not stored.
+
+    An entry larger than the limit is not stored; storing may evict the least
+    recently used entries of the folder.
+    """
     d = cache_dir()
+    image = packed_image(layout)
+    meta = json.dumps(_layout_to_json(layout)).encode()
+    size = len(object_code) + len(image) + len(meta)
+    limit = max_bytes()
+    if size > limit:
+        return False
     try:
         d.mkdir(parents=True, exist_ok=True)
-        _write(d / f"{k}.o", object_code)
-        _write(d / f"{k}.bin", packed_image(layout))
-        meta = _layout_to_json(layout)
-        _write(d / f"{k}.json", json.dumps(meta).encode())
-        return True
+        _write(d / f"{k}{OBJECT}", object_code)
+        _write(d / f"{k}{IMAGE}", image)
+        _write(d / f"{k}{META}", meta)
     except OSError:
         return False
+    _after_store(size, limit)
+    return True
+
+
+def _after_store(size: int, limit: int) -> None:
+    """Evict on this process's first store, then after every ``limit / SCAN_FRACTION`` bytes it stored."""
+    global _stored_since_scan
+    with _scan_lock:
+        first = _stored_since_scan < 0
+        _stored_since_scan = max(_stored_since_scan, 0) + size
+        if not first and _stored_since_scan < limit // SCAN_FRACTION:
+            return
+        _stored_since_scan = 0
+    evict(limit)
+
+
+@dataclass
+class _Entry:
+    key: str
+    #: suffix -> (size, mtime) of the files present
+    files: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return META in self.files
+
+    @property
+    def size(self) -> int:
+        return sum(sz for sz, _ in self.files.values())
+
+    @property
+    def last_use(self) -> float:
+        return self.files[META][1] if self.complete else max(t for _, t in self.files.values())
+
+
+def _scan(d: Path) -> tuple[dict[str, _Entry], list[tuple[Path, int, float]]]:
+    """The entries of the folder by key, and its temporary files (path, size, mtime); vanishing files skipped."""
+    entries: dict[str, _Entry] = {}
+    temps: list[tuple[Path, int, float]] = []
+    try:
+        listing = list(os.scandir(d))
+    except OSError:
+        return entries, temps
+    for item in listing:
+        try:
+            st = item.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if item.name.endswith(TEMP_SUFFIX):
+            temps.append((Path(item.path), st.st_size, st.st_mtime))
+            continue
+        stem, dot, suffix = item.name.rpartition(".")
+        if dot and "." + suffix in SUFFIXES:
+            entries.setdefault(stem, _Entry(stem)).files["." + suffix] = (st.st_size, st.st_mtime)
+    return entries, temps
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except FileNotFoundError:  # another process removed it first
+        return False
+    except OSError:
+        return False
+
+
+def _remove(d: Path, entry: _Entry) -> None:
+    for suffix in SUFFIXES:  # META first: from then on the entry is a miss for every reader
+        if suffix in entry.files:
+            _unlink(d / f"{entry.key}{suffix}")
+
+
+def evict(limit: int | None = None) -> tuple[int, int]:
+    """Bring the folder under ``limit`` bytes (default :func:`max_bytes`); (entries, bytes) removed.
+
+    Stale leftovers go first (incomplete entries and temporary files older
+    than :data:`GRACE_SECONDS`), then complete entries, least recently used
+    first, until the folder fits.
+    """
+    limit = max_bytes() if limit is None else limit
+    d = cache_dir()
+    entries, temps = _scan(d)
+    total = sum(e.size for e in entries.values()) + sum(sz for _, sz, _ in temps)
+    removed = freed = 0
+    stale = time.time() - GRACE_SECONDS
+    for path, sz, mtime in temps:
+        if mtime < stale and _unlink(path):
+            total -= sz
+            freed += sz
+    for e in [e for e in entries.values() if not e.complete and e.last_use < stale]:
+        _remove(d, e)
+        total -= e.size
+        freed += e.size
+    for e in sorted((e for e in entries.values() if e.complete), key=lambda e: e.last_use):
+        if total <= limit:
+            break
+        _remove(d, e)
+        total -= e.size
+        freed += e.size
+        removed += 1
+    return removed, freed
+
+
+def info() -> CacheInfo:
+    """The folder, its complete entries, its bytes (everything in it) and the limit."""
+    d = cache_dir()
+    entries, temps = _scan(d)
+    total = sum(e.size for e in entries.values()) + sum(sz for _, sz, _ in temps)
+    return CacheInfo(d, sum(1 for e in entries.values() if e.complete), total, max_bytes())
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry and temporary file; (complete entries, bytes) removed."""
+    d = cache_dir()
+    entries, temps = _scan(d)
+    removed = sum(1 for e in entries.values() if e.complete)
+    freed = 0
+    for e in entries.values():
+        _remove(d, e)
+        freed += e.size
+    for path, sz, _ in temps:
+        if _unlink(path):
+            freed += sz
+    return removed, freed
