@@ -97,10 +97,9 @@ class Histogram:
             self._regrid(e)
         w = self.width
         g = np.floor(x.astype(np.float64) / w).astype(np.int64)
-        g_lo = int(g.min())
+        g_lo, g_hi = int(g.min()), int(g.max())
         if len(self.counts):
-            g_lo = min(g_lo, self.first)
-        g_hi = max(int(g.max()), self.first + len(self.counts) - 1)
+            g_lo, g_hi = min(g_lo, self.first), max(g_hi, self.first + len(self.counts) - 1)
         counts = np.zeros(g_hi - g_lo + 1, np.int64)
         if len(self.counts):
             counts[self.first - g_lo:self.first - g_lo + len(self.counts)] = self.counts
