@@ -29,4 +29,4 @@ def profile(model: Any, data: Any, backend: str = "interpreter", input_shapes: A
     return _profile(model, data, backend, input_shapes, **kwargs)
 
 
-__all__ = ["compile", "profile", "__version__"]
+__all__ = ["__version__", "compile", "profile"]

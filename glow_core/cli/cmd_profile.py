@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     prof.save(args.output)
     observed = sum(1 for r in prof.records.values() if r.observed)
     print(f"profiled {len(prof.records)} values ({observed} with finite samples) of {args.model} on "
-          f"{prof.backend} over {prof.samples} samples -> {args.output}")
+          f"{prof.backend} over {prof.samples} sample{'' if prof.samples == 1 else 's'} -> {args.output}")
     nonfinite = [n for n, r in prof.records.items() if r.nonfinite]
     if nonfinite:
         print(f"note: {len(nonfinite)} value(s) saw NaN or inf (kept out of the ranges): {', '.join(nonfinite[:5])}")

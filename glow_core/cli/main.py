@@ -21,8 +21,17 @@ import traceback
 from collections.abc import Sequence
 
 from glow_core import __version__
-from glow_core.cli import cmd_backends, cmd_bench, cmd_compare, cmd_compile, cmd_conformance, cmd_dump, cmd_run, cmd_sdk
-from glow_core.cli import cmd_profile
+from glow_core.cli import (
+    cmd_backends,
+    cmd_bench,
+    cmd_compare,
+    cmd_compile,
+    cmd_conformance,
+    cmd_dump,
+    cmd_profile,
+    cmd_run,
+    cmd_sdk,
+)
 from glow_core.cli.common import Command, Parser, UsageError
 from glow_core.errors import GlowError
 

@@ -35,8 +35,13 @@ from glow_core.quantization.profile import (
     profile,
     profiled_values,
 )
-from glow_core.quantization.weights import WEIGHT_OPERANDS, ChannelParams, ChannelRanges, channel_params, \
-    weight_channel_ranges
+from glow_core.quantization.weights import (
+    WEIGHT_OPERANDS,
+    ChannelParams,
+    ChannelRanges,
+    channel_params,
+    weight_channel_ranges,
+)
 
 __all__ = [
     "DEFAULT_BINS", "RANGE_METHODS", "SCHEMA_RULES", "WEIGHT_OPERANDS", "CalibrationError", "ChannelParams",

@@ -15,8 +15,8 @@ float32 value; offsets round half away from zero.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -58,7 +58,7 @@ class QuantParams:
 
 
 def _round(x: float) -> int:
-    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
 
 
 def _f32(x: float) -> float:
@@ -105,7 +105,7 @@ def params_for_range(lo: float, hi: float, cfg: QuantizationConfig) -> QuantPara
 
 def _levels(record: ValueRecord, cfg: QuantizationConfig) -> int:
     """How many quantization levels cover [0, max|x|] (for the entropy search)."""
-    lo, hi = cfg.qrange
+    hi = cfg.qrange[1]
     if cfg.schema == "symmetric":
         return hi + 1
     return cfg.unsigned_max + 1 if record.min >= 0 else hi + 1

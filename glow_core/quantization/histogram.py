@@ -134,7 +134,7 @@ class Histogram:
                 "counts": [int(c) for c in self.counts[lo:hi]]}
 
     @staticmethod
-    def from_json(d: Any, bins: int, where: str) -> "Histogram":
+    def from_json(d: Any, bins: int, where: str) -> Histogram:
         try:
             counts = np.asarray(d["counts"], dtype=np.int64)
             h = Histogram(bins, int(d["log2_width"]), int(d["first"]), counts)
@@ -179,7 +179,7 @@ class ValueRecord:
                 "count": self.count, "nonfinite": self.nonfinite, "histogram": self.histogram.to_json()}
 
     @staticmethod
-    def from_json(d: Any, bins: int, where: str) -> "ValueRecord":
+    def from_json(d: Any, bins: int, where: str) -> ValueRecord:
         try:
             count = int(d["count"])
             lo = math.inf if d["min"] is None else float(d["min"])

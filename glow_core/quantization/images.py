@@ -129,7 +129,8 @@ def read_png(path: Path) -> np.ndarray:
 
 def _pnm_tokens(data: bytes, count: int, where: str) -> tuple[list[int], int]:
     """The first ``count`` header integers (after the magic) and the offset after them."""
-    vals, pos = [], 2
+    vals: list[int] = []
+    pos = 2
     while len(vals) < count:
         while pos < len(data) and (data[pos:pos + 1].isspace() or data[pos:pos + 1] == b"#"):
             if data[pos:pos + 1] == b"#":

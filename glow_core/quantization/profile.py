@@ -77,7 +77,7 @@ class Profile:
             f.write("\n")
 
     @staticmethod
-    def from_json(doc: Any, where: str = "profile") -> "Profile":
+    def from_json(doc: Any, where: str = "profile") -> Profile:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise GlowError(f"{where} is not a Glow quantization profile (no \"format\": \"{FORMAT}\")")
         if doc.get("version") != VERSION:
@@ -133,23 +133,27 @@ def fingerprint(fn: Function, backend: str) -> str:
     return h.hexdigest()
 
 
+def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo]) -> list[str]:
+    """What differs between the values a profile describes and those of a graph (first five of each)."""
+    both = [n for n in now if n in had]
+    found = {
+        "values missing from the profile": [n for n in now if n not in had],
+        "values not in this graph": [n for n in had if n not in now],
+        "different shapes": [f"{n} {list(had[n].shape)} vs {list(now[n].shape)}" for n in both
+                             if (had[n].shape, had[n].elem) != (now[n].shape, now[n].elem)],
+        "different kinds": [f"{n} {had[n].kind} vs {now[n].kind}" for n in both if had[n].kind != now[n].kind],
+    }
+    return [f"{label}: " + ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+            for label, items in found.items() if items]
+
+
 def check_profile(profile: Profile, fn: Function, backend: str | None = None, where: str = "profile") -> None:
     """Raise :class:`ProfileMismatchError` naming what differs when ``profile`` was not made on ``fn``."""
     problems = []
     if backend is not None and backend != profile.backend:
         problems.append(f"it was made for backend '{profile.backend}', not '{backend}'")
     if profile.fingerprint != fingerprint(fn, backend or profile.backend):
-        now = {n: info for n, (_, info) in profiled_values(fn).items()}
-        missing = [n for n in now if n not in profile.infos]
-        extra = [n for n in profile.infos if n not in now]
-        shapes = [f"{n} {list(profile.infos[n].shape)} vs {list(now[n].shape)}" for n in now
-                  if n in profile.infos and (profile.infos[n].shape, profile.infos[n].elem) != (now[n].shape, now[n].elem)]
-        kinds = [f"{n} {profile.infos[n].kind} vs {now[n].kind}" for n in now
-                 if n in profile.infos and profile.infos[n].kind != now[n].kind]
-        for label, items in (("values missing from the profile", missing), ("values not in this graph", extra),
-                             ("different shapes", shapes), ("different kinds", kinds)):
-            if items:
-                problems.append(f"{label}: " + ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else ""))
+        problems += _differences(profile.infos, {n: info for n, (_, info) in profiled_values(fn).items()})
         if not problems:
             problems.append("the graph's structure (node order, operands or outputs) differs")
     if problems:
@@ -159,9 +163,10 @@ def check_profile(profile: Profile, fn: Function, backend: str | None = None, wh
 
 def load_profile(path: str | os.PathLike[str], function: Function | Any, backend: str | None = None) -> Profile:
     """Read a profile and check it was made on ``function`` (a prepared Function or a CompiledNetwork)."""
-    if hasattr(function, "executable") and hasattr(function, "function"):  # a CompiledNetwork
+    fn: Function = function
+    if not isinstance(function, Function) and hasattr(function, "executable"):  # a CompiledNetwork
         backend = backend or function.backend.name
-        function = function.function
+        fn = function.function
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -170,7 +175,7 @@ def load_profile(path: str | os.PathLike[str], function: Function | Any, backend
     except (ValueError, UnicodeDecodeError) as e:
         raise GlowError(f"profile {os.fspath(path)} is not JSON: {e}") from None
     profile = Profile.from_json(doc, f"profile {os.fspath(path)}")
-    check_profile(profile, function, backend, f"profile {os.fspath(path)}")
+    check_profile(profile, fn, backend, f"profile {os.fspath(path)}")
     return profile
 
 
@@ -244,7 +249,8 @@ def run_profile(net: Any, fn_infos: dict[str, ValueInfo], read_from: Mapping[str
     return records, len(labels), labels
 
 
-def profile(model: Any, data: Any, backend: str = "interpreter", input_shapes: Mapping[str, Sequence[int]] | None = None,
+def profile(model: Any, data: Any, backend: str = "interpreter",
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
             *, image: Any = None, progress: bool | None = None, bins: int = DEFAULT_BINS,
             threads: int | None = None) -> Profile:
     """Profile ``model`` on ``data`` for ``backend``; see docs/quantization.md.
@@ -255,8 +261,14 @@ def profile(model: Any, data: Any, backend: str = "interpreter", input_shapes: M
     :class:`~glow_core.quantization.data.ImageOptions` for image folders.
     ``progress`` None draws the bar only when stderr is a terminal.
     """
-    from glow_core.api import CompiledNetwork, CompileStats, _check_input_shapes, _check_model_arg, \
-        check_support, prepare_function
+    from glow_core.api import (
+        CompiledNetwork,
+        CompileStats,
+        _check_input_shapes,
+        _check_model_arg,
+        check_support,
+        prepare_function,
+    )
     from glow_core.importer import import_model
     from glow_core.plugin_host import get_backend
     from glow_core.quantization.data import open_samples

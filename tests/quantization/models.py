@@ -33,7 +33,8 @@ def mlp_softmax_model(batch: int = 2, width: int = 8, hidden: int = 6) -> onnx.M
 def two_input_model() -> onnx.ModelProto:
     """``out = Tanh(a) * b`` on float32[1, 4] inputs a and b."""
     graph = helper.make_graph(
-        [helper.make_node("Tanh", ["a"], ["t"], name="tanh0"), helper.make_node("Mul", ["t", "b"], ["out"], name="mul0")],
+        [helper.make_node("Tanh", ["a"], ["t"], name="tanh0"),
+         helper.make_node("Mul", ["t", "b"], ["out"], name="mul0")],
         "two_input", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4]),
                       helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4])])

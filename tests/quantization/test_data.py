@@ -142,7 +142,7 @@ def test_stacked_npz_and_mapping(tmp_path: Path) -> None:
     assert src.count == 2 and len(list(src)) == 2
     with pytest.raises(InputError, match="different numbers of samples"):
         open_samples({"a": np.zeros((2, 1, 2), np.float32), "b": np.zeros((3, 3), np.float32)}, types)
-    with pytest.raises(InputError, match=r"input 'b' has shape \[4, 2\]; with samples along axis 0 it should be \[N, 3\]"):
+    with pytest.raises(InputError, match=r"input 'b' has shape \[4, 2\]; with samples along axis 0 .* \[N, 3\]"):
         open_samples({"a": np.zeros((4, 1, 2), np.float32), "b": np.zeros((4, 2), np.float32)}, types)
 
 
