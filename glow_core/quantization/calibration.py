@@ -218,6 +218,13 @@ def calibrate(record: ValueRecord, cfg: QuantizationConfig, name: str = "value")
     return params_for_range(lo, hi, cfg)
 
 
-def calibrate_profile(records: Mapping[str, ValueRecord], cfg: QuantizationConfig) -> dict[str, QuantParams]:
-    """Parameters for every value of a profile that ``cfg`` does not keep float (names only)."""
-    return {name: calibrate(rec, cfg, name) for name, rec in records.items() if name not in cfg.keep_float_names}
+def calibrate_profile(records: Mapping[str, ValueRecord], cfg: QuantizationConfig,
+                      kinds: Mapping[str, str] | None = None) -> dict[str, QuantParams]:
+    """Parameters for every profiled value that ``cfg`` does not keep float.
+
+    ``kinds`` (value name -> node kind, e.g. ``{n: i.kind for n, i in profile.infos.items()}``)
+    lets ``cfg.keep_float_kinds`` apply; without it only ``cfg.keep_float_names`` does.
+    """
+    kinds = kinds or {}
+    return {name: calibrate(rec, cfg, name) for name, rec in records.items()
+            if not cfg.keeps_float(kinds.get(name, ""), name)}

@@ -157,3 +157,34 @@ def test_per_channel_weight_parameters() -> None:
     assert [c.offset for c in asym.channels] == [-64, -128, 127]
     whole = channel_params(ranges, QuantizationConfig(schema="symmetric", per_channel=False))
     assert set(whole.scales.tolist()) == {f32(6.25 / 127)}
+
+
+def test_calibrate_profile_keeps_float_by_kind_and_name() -> None:
+    from glow_core.quantization import calibrate_profile
+
+    recs = {n: _record(seed=i) for i, n in enumerate(("x", "sm", "h"))}
+    kinds = {"x": "input", "sm": "Softmax", "h": "Relu"}
+    cfg = QuantizationConfig(keep_float_kinds=["Softmax"], keep_float_names=["x"])
+    assert set(calibrate_profile(recs, cfg, kinds)) == {"h"}
+    assert set(calibrate_profile(recs, cfg)) == {"sm", "h"}  # without kinds only names apply
+
+
+@pytest.mark.parametrize(("kind", "attrs", "w_shape", "axis"), [
+    ("Gemm", {"trans_b": True}, (4, 3), 0),
+    ("Gemm", {}, (3, 4), 1),
+    ("MatMul", {}, (3, 4), 1),
+])
+def test_weight_channel_axes_of_linear_kinds(kind: str, attrs: dict, w_shape: tuple, axis: int) -> None:
+    from glow_core.ir.graph import Function
+    from glow_core.ir.types import ElemKind, TensorType
+    from glow_core.quantization import weight_channel_ranges
+
+    fn = Function()
+    a = fn.add_input("a", TensorType(ElemKind.FLOAT32, (2, 3)))
+    payload = np.random.default_rng(0).standard_normal(w_shape).astype(np.float32)
+    w = fn.add_constant(payload, "w")
+    fn.set_output("o", fn.create(kind, [a, w], attrs).result)
+    (r,) = weight_channel_ranges(fn).values()
+    assert r.axis == axis and len(r.mins) == 4
+    np.testing.assert_array_equal(r.maxs, payload.max(axis=1 - axis))
+    np.testing.assert_array_equal(r.mins, payload.min(axis=1 - axis))
