@@ -158,7 +158,9 @@ class ValueRecord:
     def add(self, array: np.ndarray) -> None:
         x = np.asarray(array).ravel()
         if x.dtype.kind != "f":
-            raise GlowError(f"only float values are profiled, got {x.dtype}")
+            if x.dtype.name != "bfloat16":
+                raise GlowError(f"only float values are profiled, got {x.dtype}")
+            x = x.astype(np.float32)  # (exact)
         finite = np.isfinite(x)
         if not finite.all():
             self.nonfinite += int((~finite).sum())

@@ -174,3 +174,32 @@ def test_image_options_validation() -> None:
         ImageOptions(layout="CHW")
     with pytest.raises(InputError, match="std must not contain 0"):
         ImageOptions(std=(0.0,))
+
+
+def _png_bytes(width: int, height: int, depth: int, color_type: int, rows: list[bytes], plte: bytes = b"") -> bytes:
+    """A PNG from already packed rows (filter 0)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 0)
+    raw = b"".join(b"\x00" + r for r in rows)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + (chunk(b"PLTE", plte) if plte else b"")
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_png_palette_16bit_and_low_bit_depths(tmp_path: Path) -> None:
+    pal = bytes([255, 0, 0, 0, 255, 0, 0, 0, 255])
+    (tmp_path / "p.png").write_bytes(_png_bytes(3, 1, 8, 3, [bytes([2, 0, 1])], pal))
+    np.testing.assert_array_equal(read_image(tmp_path / "p.png")[0], [[0, 0, 255], [255, 0, 0], [0, 255, 0]])
+    (tmp_path / "p2.png").write_bytes(_png_bytes(3, 1, 8, 3, [bytes([3, 0, 1])], pal))
+    with pytest.raises(ImageError, match="palette entry 3 of 3"):
+        read_image(tmp_path / "p2.png")
+    (tmp_path / "g16.png").write_bytes(_png_bytes(2, 1, 16, 0, [struct.pack(">HH", 0, 65535)]))
+    np.testing.assert_allclose(read_image(tmp_path / "g16.png")[0, :, 0], [0.0, 255.0])
+    (tmp_path / "g1.png").write_bytes(_png_bytes(10, 1, 1, 0, [bytes([0b10100000, 0b01000000])]))
+    np.testing.assert_array_equal(read_image(tmp_path / "g1.png")[0, :, 0], [255, 0, 255] + [0] * 6 + [255])
+    (tmp_path / "g4.png").write_bytes(_png_bytes(3, 1, 4, 0, [bytes([0xF0, 0x50])]))
+    np.testing.assert_array_equal(read_image(tmp_path / "g4.png")[0, :, 0], [255, 0, 85])
+    (tmp_path / "short.png").write_bytes(_png_bytes(4, 2, 8, 0, [bytes(4)]))  # one row of two
+    with pytest.raises(ImageError, match="short.png: PNG image data has 5 bytes, expected 10"):
+        read_image(tmp_path / "short.png")

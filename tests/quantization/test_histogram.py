@@ -86,3 +86,14 @@ def test_json_round_trip_and_malformed_records() -> None:
         ValueRecord.from_json(bad, DEFAULT_BINS, "v")
     with pytest.raises(GlowError, match="malformed"):
         ValueRecord.from_json({"min": 0}, DEFAULT_BINS, "v")
+
+
+def test_half_precision_values() -> None:
+    import ml_dtypes
+
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        rec = ValueRecord()
+        rec.add(np.array([-1.5, 0.25, 3.0], dt))
+        assert (rec.min, rec.max, rec.count) == (-1.5, 3.0, 3)
+    with pytest.raises(GlowError, match="only float values"):
+        ValueRecord().add(np.array([1, 2], np.int32))
