@@ -140,6 +140,8 @@ class Histogram:
             h = Histogram(bins, int(d["log2_width"]), int(d["first"]), counts)
         except (KeyError, TypeError, ValueError) as e:
             raise GlowError(f"{where}: malformed histogram ({type(e).__name__}: {e})") from None
+        if not -1100 <= h.log2_width <= 1100 or abs(h.first) > 1 << 62:
+            raise GlowError(f"{where}: histogram grid 2**{h.log2_width}, first bin {h.first} is out of range")
         if counts.ndim != 1 or len(counts) > bins or (counts < 0).any():
             raise GlowError(f"{where}: histogram has {counts.size} bins (at most {bins}) or negative counts")
         return h

@@ -168,3 +168,29 @@ def test_progress_bar_only_when_asked(capsys: pytest.CaptureFixture[str]) -> Non
     glow_core.profile(two_input_model(), samples, progress=True)
     err = capsys.readouterr().err
     assert "profiling" in err and "3/3" in err
+
+
+def test_malformed_profiles_are_clear_errors(tmp_path: Path) -> None:
+    from glow_core.errors import GlowError
+
+    fn = _prepared(two_input_model(), "interpreter")
+    path = tmp_path / "p.json"
+    path.write_text("{not json")
+    with pytest.raises(GlowError, match="is not JSON"):
+        load_profile(path, fn)
+    path.write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(GlowError, match="is not a Glow quantization profile"):
+        load_profile(path, fn)
+    with pytest.raises(InputError, match="cannot read profile"):
+        load_profile(tmp_path / "missing.json", fn)
+    glow_core.profile(two_input_model(), {"a": np.ones((1, 1, 4), np.float32), "b": np.ones((1, 1, 4), np.float32)}
+                      ).save(path)
+    doc = json.loads(path.read_text())
+    doc["values"]["a"]["histogram"]["log2_width"] = 100000
+    path.write_text(json.dumps(doc))
+    with pytest.raises(GlowError, match="value 'a': histogram grid 2\\*\\*100000"):
+        load_profile(path, fn)
+    doc["values"]["a"]["histogram"] = {"counts": "x"}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(GlowError, match="value 'a': malformed"):
+        load_profile(path, fn)
