@@ -47,10 +47,11 @@ class ValueInfo:
     shape: tuple[int, ...]
     elem: str
     output: str = ""  # the graph output name, when the value is one
+    step: str = ""  # the lowering/fusion step that produced it: ``reducesum_1`` of ``ln0.reducesum_1``
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "origin": self.origin, "shape": list(self.shape), "elem": self.elem,
-                "output": self.output}
+        return {"kind": self.kind, "origin": self.origin, "step": self.step, "shape": list(self.shape),
+                "elem": self.elem, "output": self.output}
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Profile:
             infos, records = {}, {}
             for name, v in dict(doc["values"]).items():
                 infos[name] = ValueInfo(str(v["kind"]), str(v["origin"]), tuple(int(d) for d in v["shape"]),
-                                        str(v["elem"]), str(v.get("output", "")))
+                                        str(v["elem"]), str(v.get("output", "")), str(v.get("step", "")))
                 records[name] = ValueRecord.from_json(v, bins, f"{where}: value '{name}'")
             return Profile(str(doc["backend"]), str(doc["fingerprint"]), infos, records, int(doc["samples"]),
                            str(doc.get("model", "")), bins)
@@ -111,8 +112,13 @@ def profiled_values(fn: Function) -> dict[str, tuple[Value, ValueInfo]]:
         for o in node.outputs:
             if o.type.elem.is_float:
                 found[o.name] = (o, ValueInfo(node.kind.name, node.origin, o.type.shape, o.type.elem.value,
-                                              out_names.get(id(o), "")))
+                                              out_names.get(id(o), ""), _step(node.name, node.origin)))
     return found
+
+
+def _step(name: str, origin: str) -> str:
+    """``reducesum_1`` for node ``ln0.reducesum_1`` from ONNX node ``ln0``; "" for the node itself."""
+    return name[len(origin) + 1:] if origin and name.startswith(origin + ".") else ""
 
 
 def fingerprint(fn: Function, backend: str) -> str:

@@ -74,6 +74,8 @@ def test_small_model_ranges_contain_every_observed_value(backend: str) -> None:
     assert lowered == (backend != "interpreter")
     pieces = [n for n, i in prof.infos.items() if i.origin == "ln0"]
     assert all(n.startswith("ln0.") for n in pieces) and len(pieces) > (5 if lowered else 2)
+    if lowered:
+        assert {prof.infos[n].step for n in pieces} >= {"sub", "sqrt"}
     assert {n for n in prof.infos} == {n for n, (_, _) in _values(_prepared(model, backend))}
 
 
