@@ -22,4 +22,11 @@ def compile(model: Any, backend: str = "interpreter", input_shapes: Any = None, 
     return _compile(model, backend, input_shapes, **kwargs)
 
 
-__all__ = ["compile", "__version__"]
+def profile(model: Any, data: Any, backend: str = "interpreter", input_shapes: Any = None, **kwargs: Any) -> Any:
+    """Profile a model on sample data for quantization (see glow_core.quantization.profile)."""
+    from glow_core.quantization.profile import profile as _profile
+
+    return _profile(model, data, backend, input_shapes, **kwargs)
+
+
+__all__ = ["__version__", "compile", "profile"]

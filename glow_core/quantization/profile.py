@@ -1,0 +1,300 @@
+"""Profiling: run a model on sample data and record every float value's range and histogram.
+
+The model is imported, optimized and lowered for the chosen backend exactly as
+``glow_core.compile`` does (``prepare_function``); then every float node result
+that is not already a graph output is marked as an extra output (named
+``__profile__.<value name>``), so any backend runs the instrumented function
+unchanged; the host accumulates one :class:`ValueRecord` per value. Graph inputs
+are recorded from the feeds.
+
+Values are named by their graph-IR name: the importer names a node after its
+ONNX node (or first output tensor), and a lowering step names what it emits
+``<node>.<kind>``, so ``conv1.add`` is the Add that lowering ``conv1`` produced.
+Each entry also keeps the ONNX origin and node kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+
+from glow_core.errors import GlowError, InputError
+from glow_core.ir.graph import Function, Placeholder, Value
+from glow_core.quantization.histogram import DEFAULT_BINS, ValueRecord
+
+FORMAT = "glow-quantization-profile"
+VERSION = 1
+PREFIX = "__profile__."
+
+
+class ProfileMismatchError(GlowError):
+    """A profile was made on a different graph (or backend) than the one it is applied to."""
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """Where a profiled value comes from: node kind (``input`` for graph inputs), ONNX origin, type."""
+
+    kind: str
+    origin: str
+    shape: tuple[int, ...]
+    elem: str
+    output: str = ""  # the graph output name, when the value is one
+    step: str = ""  # the lowering/fusion step that produced it: ``reducesum_1`` of ``ln0.reducesum_1``
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "origin": self.origin, "step": self.step, "shape": list(self.shape),
+                "elem": self.elem, "output": self.output}
+
+
+@dataclass
+class Profile:
+    """The result of profiling: per value name, its :class:`ValueInfo` and :class:`ValueRecord`."""
+
+    backend: str
+    fingerprint: str
+    infos: dict[str, ValueInfo]
+    records: dict[str, ValueRecord]
+    samples: int = 0
+    model: str = ""
+    bins: int = DEFAULT_BINS
+    sources: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "model": self.model, "backend": self.backend,
+                "fingerprint": self.fingerprint, "samples": self.samples, "histogram_bins": self.bins,
+                "values": {n: {**self.infos[n].to_json(), **self.records[n].to_json()} for n in self.infos}}
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_json(), f, indent=1)
+            f.write("\n")
+
+    @staticmethod
+    def from_json(doc: Any, where: str = "profile") -> Profile:
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise GlowError(f"{where} is not a Glow quantization profile (no \"format\": \"{FORMAT}\")")
+        if doc.get("version") != VERSION:
+            raise GlowError(f"{where} has profile format version {doc.get('version')!r}; this Glow reads "
+                            f"version {VERSION}", hint="profile the model again with this version")
+        try:
+            bins = int(doc["histogram_bins"])
+            infos, records = {}, {}
+            for name, v in dict(doc["values"]).items():
+                infos[name] = ValueInfo(str(v["kind"]), str(v["origin"]), tuple(int(d) for d in v["shape"]),
+                                        str(v["elem"]), str(v.get("output", "")), str(v.get("step", "")))
+                records[name] = ValueRecord.from_json(v, bins, f"{where}: value '{name}'")
+            return Profile(str(doc["backend"]), str(doc["fingerprint"]), infos, records, int(doc["samples"]),
+                           str(doc.get("model", "")), bins)
+        except (KeyError, TypeError, ValueError) as e:
+            raise GlowError(f"{where} is malformed ({type(e).__name__}: {e})") from None
+
+
+# -- what is profiled, and the graph's fingerprint -------------------------------------------------
+
+def profiled_values(fn: Function) -> dict[str, tuple[Value, ValueInfo]]:
+    """The float graph inputs and float node results of ``fn``, by value name, in topological order."""
+    out_names: dict[int, str] = {}
+    for name, v in fn.outputs:
+        out_names.setdefault(id(v), name)
+    found: dict[str, tuple[Value, ValueInfo]] = {}
+    for p in fn.inputs:
+        if p.type.elem.is_float:
+            found[p.name] = (p, ValueInfo("input", p.name, p.type.shape, p.type.elem.value, out_names.get(id(p), "")))
+    for node in fn.nodes:
+        for o in node.outputs:
+            if o.type.elem.is_float:
+                found[o.name] = (o, ValueInfo(node.kind.name, node.origin, o.type.shape, o.type.elem.value,
+                                              out_names.get(id(o), ""), _step(node.name, node.origin)))
+    return found
+
+
+def _step(name: str, origin: str) -> str:
+    """``reducesum_1`` for node ``ln0.reducesum_1`` from ONNX node ``ln0``; "" for the node itself."""
+    return name[len(origin) + 1:] if origin and name.startswith(origin + ".") else ""
+
+
+def fingerprint(fn: Function, backend: str) -> str:
+    """sha256 over the backend name and the graph's inputs, nodes (kind, origin, names, types) and outputs."""
+    h = hashlib.sha256()
+
+    def put(*parts: object) -> None:
+        h.update(("\x1f".join(str(p) for p in parts) + "\x1e").encode())
+
+    put("backend", backend)
+    for p in fn.inputs:
+        put("input", p.name, p.type)
+    for node in fn.nodes:
+        put("node", node.kind.name, node.origin, node.name, *(v.name if v is not None else "-" for v in node.inputs),
+            *(f"{o.name}:{o.type}" for o in node.outputs))
+    for name, v in fn.outputs:
+        put("output", name, v.name)
+    return h.hexdigest()
+
+
+def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo]) -> list[str]:
+    """What differs between the values a profile describes and those of a graph (first five of each)."""
+    both = [n for n in now if n in had]
+    found = {
+        "values missing from the profile": [n for n in now if n not in had],
+        "values not in this graph": [n for n in had if n not in now],
+        "different shapes": [f"{n} {list(had[n].shape)} vs {list(now[n].shape)}" for n in both
+                             if (had[n].shape, had[n].elem) != (now[n].shape, now[n].elem)],
+        "different kinds": [f"{n} {had[n].kind} vs {now[n].kind}" for n in both if had[n].kind != now[n].kind],
+    }
+    return [f"{label}: " + ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+            for label, items in found.items() if items]
+
+
+def check_profile(profile: Profile, fn: Function, backend: str | None = None, where: str = "profile") -> None:
+    """Raise :class:`ProfileMismatchError` naming what differs when ``profile`` was not made on ``fn``."""
+    problems = []
+    if backend is not None and backend != profile.backend:
+        problems.append(f"it was made for backend '{profile.backend}', not '{backend}'")
+    if profile.fingerprint != fingerprint(fn, backend or profile.backend):
+        problems += _differences(profile.infos, {n: info for n, (_, info) in profiled_values(fn).items()})
+        if not problems:
+            problems.append("the graph's structure (node order, operands or outputs) differs")
+    if problems:
+        raise ProfileMismatchError(f"{where} does not match this graph: " + "; ".join(problems),
+                                   hint="profile this model again for this backend and input shapes")
+
+
+def load_profile(path: str | os.PathLike[str], function: Function | Any, backend: str | None = None) -> Profile:
+    """Read a profile and check it was made on ``function`` (a prepared Function or a CompiledNetwork)."""
+    fn: Function = function
+    if not isinstance(function, Function) and hasattr(function, "executable"):  # a CompiledNetwork
+        backend = backend or function.backend.name
+        fn = function.function
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise InputError(f"cannot read profile {os.fspath(path)}: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GlowError(f"profile {os.fspath(path)} is not JSON: {e}") from None
+    profile = Profile.from_json(doc, f"profile {os.fspath(path)}")
+    check_profile(profile, fn, backend, f"profile {os.fspath(path)}")
+    return profile
+
+
+# -- the instrumented run --------------------------------------------------------------------------
+
+class Progress:
+    """A one-line progress bar on a stream (stderr), drawn only when enabled."""
+
+    def __init__(self, total: int | None, enabled: bool, stream: TextIO | None = None) -> None:
+        self.total, self.enabled, self.stream, self.done = total, enabled, stream or sys.stderr, 0
+
+    def step(self, label: str = "") -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.total:
+            filled = int(30 * self.done / self.total)
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}"
+        else:
+            bar = f"{self.done} samples"
+        self.stream.write(f"\rprofiling {bar} {label[-40:]:40s}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def instrument(fn: Function) -> dict[str, str]:
+    """Mark every profiled node result as an output of ``fn``; value name -> output name to read it from."""
+    read_from: dict[str, str] = {}
+    taken = {n for n, _ in fn.outputs}
+    for name, (value, info) in profiled_values(fn).items():
+        if isinstance(value, Placeholder):
+            continue
+        if info.output:
+            read_from[name] = info.output
+            continue
+        out = PREFIX + name
+        while out in taken:
+            out += "_"
+        taken.add(out)
+        fn.set_output(out, value)
+        read_from[name] = out
+    return read_from
+
+
+def run_profile(net: Any, fn_infos: dict[str, ValueInfo], read_from: Mapping[str, str],
+                samples: Iterable[tuple[str, Mapping[str, np.ndarray]]], progress: Progress,
+                bins: int = DEFAULT_BINS) -> tuple[dict[str, ValueRecord], int, list[str]]:
+    """Run ``net`` on every sample, accumulating a record per value."""
+    from glow_core.quantization.histogram import Histogram
+
+    records = {n: ValueRecord(histogram=Histogram(bins)) for n in fn_infos}
+    labels: list[str] = []
+    for label, feeds in samples:
+        try:
+            checked = net.check_feeds(feeds)
+        except InputError as e:
+            raise InputError(f"sample {label}: {e}", hint=e.hint) from None
+        outs = net.run(checked)
+        for name, info in fn_infos.items():
+            arr = checked[name] if info.kind == "input" else outs[read_from[name]]
+            records[name].add(np.asarray(arr))
+        labels.append(label)
+        progress.step(label)
+    progress.close()
+    if not labels:
+        raise InputError("no samples to profile", hint="give a folder of .npy/.npz/image files or an .npz file")
+    return records, len(labels), labels
+
+
+def profile(model: Any, data: Any, backend: str = "interpreter",
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
+            *, image: Any = None, progress: bool | None = None, bins: int = DEFAULT_BINS,
+            threads: int | None = None) -> Profile:
+    """Profile ``model`` on ``data`` for ``backend``; see docs/quantization.md.
+
+    ``data`` is a path (a folder of .npy/.npz/image files, or one .npz/.npy with
+    samples along axis 0), a mapping input name -> array with samples along axis
+    0, or an iterable of feed dicts. ``image`` is an
+    :class:`~glow_core.quantization.data.ImageOptions` for image folders.
+    ``progress`` None draws the bar only when stderr is a terminal.
+    """
+    from glow_core.api import (
+        CompiledNetwork,
+        CompileStats,
+        _check_input_shapes,
+        _check_model_arg,
+        check_support,
+        prepare_function,
+    )
+    from glow_core.importer import import_model
+    from glow_core.plugin_host import get_backend
+    from glow_core.quantization.data import open_samples
+    from glow_sdk.backend import CompileOptions
+
+    if not isinstance(bins, int) or isinstance(bins, bool) or not 16 <= bins <= 1 << 16:
+        raise InputError(f"bins must be an integer in [16, 65536], got {bins!r}")
+    be = get_backend(backend)
+    model_arg = _check_model_arg(model)
+    shapes = _check_input_shapes(input_shapes)
+    probe = import_model(model_arg, shapes)
+    source = open_samples(data, {p.name: p.type for p in probe.inputs}, image)
+    fn = prepare_function(probe, be)
+    check_support(fn, be)
+    fp = fingerprint(fn, be.name)
+    infos = {n: info for n, (_, info) in profiled_values(fn).items()}
+    read_from = instrument(fn)
+    exe = be.compile(fn, CompileOptions(threads=threads))
+    net = CompiledNetwork(fn, exe, be, CompileStats())
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    records, n, labels = run_profile(net, infos, read_from, source, Progress(source.count, show), bins)
+    label = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
+    return Profile(be.name, fp, infos, records, n, label, bins, labels)

@@ -1,0 +1,1 @@
+"""Tests of profiling and calibration (glow_core.quantization)."""
