@@ -21,14 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from glow_core import zoo
-from glow_core.cli.common import fmt_ms, load_model_ref
+from glow_core.cli.common import load_model_ref
 from glow_core.errors import GlowError
+
+
+def fmt_time(seconds: float) -> str:
+    """Microseconds below a millisecond, milliseconds above (kernels span both)."""
+    return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
 
 
 def _row(rank: int, seconds: float, per_run: float, flops: int, name: str, kinds: str) -> str:
     pct = 100.0 * seconds / per_run if per_run > 0 else 0.0
     gf = f"{flops / seconds / 1e9:8.1f}" if flops and seconds > 0 else " " * 8
-    return f"{rank:>4}  {seconds * 1e3:9.3f}  {pct:5.1f}%  {gf}  {kinds:<22} {name}"
+    return f"{rank:>4}  {fmt_time(seconds):>10}  {pct:5.1f}%  {gf}  {kinds:<22} {name}"
 
 
 def _short(text: str, width: int = 70) -> str:
@@ -37,11 +42,15 @@ def _short(text: str, width: int = 70) -> str:
 
 def profile_model(model: str, backend: str, *, threads: int | None, warmup: int, runs: int, seed: int,
                   input_shapes: Mapping[str, tuple[int, ...]] | None, options: Mapping[str, Any],
-                  trace: str | os.PathLike[str], top: int) -> list[str]:
+                  trace: str | os.PathLike[str], top: int, random_weights: bool = False) -> list[str]:
     """Compile ``model`` instrumented, run it, and return the report's lines (writes ``trace``)."""
     from glow_core.api import compile as glow_compile
 
     proto, label = load_model_ref(model)
+    if random_weights:
+        if not zoo.is_zoo_ref(model):
+            raise GlowError("--random-weights applies to zoo:NAME models only")
+        proto = zoo.load_with_random_weights(model, seed=seed)
     net = glow_compile(proto, backend, dict(input_shapes) if input_shapes else None, threads=threads,
                        options={**dict(options), "profile": True})
     if not callable(getattr(net.executable, "profile_run", None)):
@@ -67,11 +76,11 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
     Path(trace).write_text(json.dumps(last.chrome_trace(label)), encoding="utf-8")
     kernels = sorted(last.kernels, key=lambda k: -kernel_s[k.index])
     busy = sum(kernel_s.values()) / runs
-    head = f"{'rank':>4}  {'ms':>9}  {'wall':>6}  {'GFLOP/s':>8}  {'kind':<22} "
+    head = f"{'rank':>4}  {'time':>10}  {'wall':>6}  {'GFLOP/s':>8}  {'kind':<22} "
     lines = [f"model        {label}",
-             f"profile      {backend}, {last.threads} thread(s), mean of {runs} run(s): {fmt_ms(per_run)} per run, "
-             f"{fmt_ms(busy)} in {len(last.kernels)} kernels (the rest: barrier waits, thread wake-up, call overhead)",
-             "", f"kernels (LIR instructions; a fused chain is one kernel), slowest first:", head + "instructions"]
+             f"profile      {backend}, {last.threads} thread(s), mean of {runs} run(s): {fmt_time(per_run)} per run, "
+             f"{fmt_time(busy)} in {len(last.kernels)} kernels (the rest: barrier waits, thread wake-up, call overhead)",
+             "", "kernels (LIR instructions; a fused chain is one kernel), slowest first:", head + "instructions"]
     for r, k in enumerate(kernels[:top], 1):
         lines.append(_row(r, kernel_s[k.index] / runs, per_run, k.flops, _short(k.label), _short(k.kind, 22)))
     origins = sorted(origin_s.items(), key=lambda kv: -kv[1][1])

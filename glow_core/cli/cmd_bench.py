@@ -245,7 +245,8 @@ def run(args: argparse.Namespace) -> int:
         opts: dict[str, Any] = {"cache": False} if args.no_cache else {}
         for line in profile_model(args.model, args.backend, threads=args.threads, warmup=args.warmup,
                                   runs=args.runs, seed=args.seed, input_shapes=shapes_from_args(args.input_shape),
-                                  options=opts, trace=args.trace, top=args.top):
+                                  options=opts, trace=args.trace, top=args.top,
+                                  random_weights=args.random_weights):
             print(line)
         return 0
     r = benchmark(args.model, args.backend, threads=args.threads, compare=args.compare, warmup=args.warmup,

@@ -142,3 +142,19 @@ def test_bench_profile_other_backend_says_so(tmp_path: Path) -> None:
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert lines == ["glow: error: backend 'interpreter' has no per-kernel profiler; "
                      "--profile works with the cpu backend"]
+
+
+def test_worked_example_of_the_doc(tmp_path: Path) -> None:
+    """docs/cpu-backend.md's worked example: the command runs and prints what the page shows."""
+    from tests.docs.mdblocks import DOCS, matches, samples
+
+    shown = [s for s in samples(DOCS / "cpu-backend.md") if "--profile" in s.command]
+    assert len(shown) == 1
+    sample = shown[0]
+    args = sample.command.split()[1:]  # after "glow"
+    p = _glow(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert matches(sample.expected, p.stdout), f"the page shows:\n" + "\n".join(sample.expected) + \
+        f"\n--- the command printed:\n{p.stdout}"
+    trace = json.loads((tmp_path / "sq.json").read_text())
+    assert {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}
