@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -88,7 +87,7 @@ def speech_chunk(n: int, rng: np.random.Generator, rate: int = 16000) -> np.ndar
     return (0.3 * env * wave / 2 + rng.normal(0, 0.01, n)).astype(np.float32)
 
 
-def silero_feed(state_first: bool = True) -> Feeds:
+def silero_feed() -> Feeds:
     def make(rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"input": speech_chunk(512, rng)[None], "state": np.zeros((2, 1, 128), np.float32),
                 "sr": np.array(16000, np.int64)}
@@ -346,23 +345,33 @@ class Worker:
         self.engine = engine
         self.outputs = outputs
         self.timeout = timeout
-        self.proc = subprocess.Popen([sys.executable, str(script), "--worker", engine, str(model), str(feeds),
-                                      str(outputs), "--threads", str(threads), "--warmup", str(warmup)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # stderr goes to a file: an engine's warnings must never fill a pipe nobody reads
+        self.errfile = outputs.with_suffix(".stderr.txt")
+        with open(self.errfile, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, str(script), "--worker", engine, str(model), str(feeds),
+                                          str(outputs), "--threads", str(threads), "--warmup", str(warmup)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
         self.error: str | None = None
         first = self._read()
         if "error" in first:
             self.error = first["error"]
 
     def _read(self) -> dict[str, Any]:
+        """The next protocol line (JSON object); other lines an engine prints to stdout are skipped."""
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            self.proc.wait(timeout=self.timeout)
-            tail = " ".join(err.split())[-300:]
-            return {"error": f"worker exited with code {self.proc.returncode}: {tail}"}
-        return json.loads(line)  # type: ignore[no-any-return]
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait(timeout=self.timeout)
+                err = self.errfile.read_text(errors="replace")
+                tail = " ".join(err.split())[-300:]
+                return {"error": f"worker exited with code {self.proc.returncode}: {tail}"}
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                return obj
 
     def round(self, runs: int) -> float | None:
         if self.error:

@@ -79,7 +79,8 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
     head = f"{'rank':>4}  {'time':>10}  {'wall':>6}  {'GFLOP/s':>8}  {'kind':<22} "
     lines = [f"model        {label}",
              f"profile      {backend}, {last.threads} thread(s), mean of {runs} run(s): {fmt_time(per_run)} per run, "
-             f"{fmt_time(busy)} in {len(last.kernels)} kernels (the rest: barrier waits, thread wake-up, call overhead)",
+             f"{fmt_time(busy)} in {len(last.kernels)} kernels "
+             "(the rest: barrier waits, thread wake-up, call overhead)",
              "", "kernels (LIR instructions; a fused chain is one kernel), slowest first:", head + "instructions"]
     for r, k in enumerate(kernels[:top], 1):
         lines.append(_row(r, kernel_s[k.index] / runs, per_run, k.flops, _short(k.label), _short(k.kind, 22)))

@@ -154,7 +154,7 @@ def test_worked_example_of_the_doc(tmp_path: Path) -> None:
     args = sample.command.split()[1:]  # after "glow"
     p = _glow(*args, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert matches(sample.expected, p.stdout), f"the page shows:\n" + "\n".join(sample.expected) + \
+    assert matches(sample.expected, p.stdout), "the page shows:\n" + "\n".join(sample.expected) + \
         f"\n--- the command printed:\n{p.stdout}"
     trace = json.loads((tmp_path / "sq.json").read_text())
     assert {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}
