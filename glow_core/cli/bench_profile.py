@@ -89,6 +89,10 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
               head + "ONNX node"]
     for r, (name, (kinds, sec, flops)) in enumerate(origins[:top], 1):
         lines.append(_row(r, sec / runs, per_run, flops, _short(name), _short(kinds, 22)))
+    lines += ["", "threads in the last run (gaps between a thread's kernels are barrier waits):"]
+    for t, (busy_t, gap_t, long_n) in enumerate(last.idle()):
+        lines.append(f"  worker {t}: busy {fmt_time(busy_t)}, waiting {fmt_time(gap_t)} "
+                     f"({long_n} wait(s) over 1 ms)")
     lines += ["", f"trace        {trace} (chrome://tracing or ui.perfetto.dev; one row per worker thread)"]
     return lines
 

@@ -158,3 +158,15 @@ def test_worked_example_of_the_doc(tmp_path: Path) -> None:
         f"\n--- the command printed:\n{p.stdout}"
     trace = json.loads((tmp_path / "sq.json").read_text())
     assert {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}
+
+
+def test_idle_summary_adds_up() -> None:
+    net = _compile(threads=2)
+    net.run(X)
+    run = net.executable.profile_run()
+    idle = run.idle()
+    assert len(idle) == 2
+    for t, (busy, waiting, long_waits) in enumerate(idle):
+        assert busy == pytest.approx(sum(e - s for s, e in (k.spans[t] for k in run.kernels)))
+        assert waiting >= 0 and 0 <= long_waits <= len(run.kernels) - 1
+        assert busy + waiting <= run.span + 1e-9

@@ -195,6 +195,17 @@ class ProfileRun:
         rows = [(name, "+".join(sorted(r[0])), r[1], r[2]) for name, r in acc.items()]
         return sorted(rows, key=lambda r: -r[2])
 
+    def idle(self, long: float = 1e-3) -> list[tuple[float, float, int]]:
+        """Per thread: (busy seconds, seconds between its kernels, how many of those gaps exceed ``long``).
+        Gaps are barrier waits; long ones on a loaded machine are a worker that was descheduled."""
+        out = []
+        for t in range(self.threads):
+            spans = sorted(k.spans[t] for k in self.kernels)
+            busy = sum(e - s for s, e in spans)
+            gaps = [max(b[0] - a[1], 0.0) for a, b in zip(spans, spans[1:])]
+            out.append((busy, sum(gaps), sum(1 for g in gaps if g > long)))
+        return out
+
     def chrome_trace(self, label: str = "glow") -> dict[str, Any]:
         """Trace-event JSON (chrome://tracing, Perfetto): one complete event per kernel and thread."""
         events: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
