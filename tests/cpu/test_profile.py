@@ -170,3 +170,17 @@ def test_idle_summary_adds_up() -> None:
         assert busy == pytest.approx(sum(e - s for s, e in (k.spans[t] for k in run.kernels)))
         assert waiting >= 0 and 0 <= long_waits <= len(run.kernels) - 1
         assert busy + waiting <= run.span + 1e-9
+
+
+def test_profiled_variant_from_the_object_cache() -> None:
+    """The profiled variant is its own cache entry, and a cache hit profiles like a fresh compile."""
+    opts = {"profile": True, "cache": True, "parallel_threshold": 0}
+    first = glow_core.compile(_model(), "cpu", threads=2, options=opts)
+    plain = glow_core.compile(_model(), "cpu", threads=2, options={"cache": True, "parallel_threshold": 0})
+    again = glow_core.compile(_model(), "cpu", threads=2, options=opts)
+    assert again.executable.compile_timings["cached"] and not plain.executable.layout.profile
+    again.run(X)
+    run = again.executable.profile_run()
+    assert [k.label for k in run.kernels] == ["+".join(i["name"] for i in d["instrs"])
+                                              for d in first.executable.layout.profile]
+    assert {i["origin"] for k in run.kernels for i in k.instrs} <= set(NODES)
