@@ -242,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
     if args.profile:
         from glow_core.cli.bench_profile import profile_model
 
+        if args.compare:
+            raise GlowError("--profile times glow's kernels only; run --compare without --profile")
+
         opts: dict[str, Any] = {"cache": False} if args.no_cache else {}
         for line in profile_model(args.model, args.backend, threads=args.threads, warmup=args.warmup,
                                   runs=args.runs, seed=args.seed, input_shapes=shapes_from_args(args.input_shape),

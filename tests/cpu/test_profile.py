@@ -184,3 +184,9 @@ def test_profiled_variant_from_the_object_cache() -> None:
     assert [k.label for k in run.kernels] == ["+".join(i["name"] for i in d["instrs"])
                                               for d in first.executable.layout.profile]
     assert {i["origin"] for k in run.kernels for i in k.instrs} <= set(NODES)
+
+
+def test_bench_profile_refuses_compare(tmp_path: Path) -> None:
+    onnx.save(_model(), tmp_path / "m.onnx")
+    p = _glow("bench", "m.onnx", "-b", "cpu", "--profile", "--compare", "onnxruntime", cwd=tmp_path)
+    assert p.returncode != 0 and "--profile times glow's kernels only" in p.stderr
