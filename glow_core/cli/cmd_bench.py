@@ -221,6 +221,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", metavar="S", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--random-weights", action="store_true", help="zoo models: seeded random weights")
     p.add_argument("--no-cache", action="store_true", help="compile without the backend's object cache (cold)")
+    p.add_argument("--profile", action="store_true",
+                   help="compile an instrumented variant and print the time of every kernel (LIR instructions) and "
+                        "of every ONNX node, slowest first, and write a Chrome trace of the last run")
+    p.add_argument("--trace", metavar="FILE", default="glow-trace.json",
+                   help="with --profile: where the trace-event JSON goes (default glow-trace.json)")
+    p.add_argument("--top", metavar="N", type=positive_int, default=15,
+                   help="with --profile: rows of each table (default 15)")
     add_shape_argument(p)
 
 
@@ -232,6 +239,19 @@ def run(args: argparse.Namespace) -> int:
         raise GlowError(f"--warmup must be at least 0, got {args.warmup}")
     if args.compare and args.threads is None:
         note("comparing with the backend's default thread count for both runtimes")
+    if args.profile:
+        from glow_core.cli.bench_profile import profile_model
+
+        if args.compare:
+            raise GlowError("--profile times glow's kernels only; run --compare without --profile")
+
+        opts: dict[str, Any] = {"cache": False} if args.no_cache else {}
+        for line in profile_model(args.model, args.backend, threads=args.threads, warmup=args.warmup,
+                                  runs=args.runs, seed=args.seed, input_shapes=shapes_from_args(args.input_shape),
+                                  options=opts, trace=args.trace, top=args.top,
+                                  random_weights=args.random_weights):
+            print(line)
+        return 0
     r = benchmark(args.model, args.backend, threads=args.threads, compare=args.compare, warmup=args.warmup,
                   runs=args.runs, seed=args.seed, random_weights=args.random_weights,
                   input_shapes=shapes_from_args(args.input_shape), options={"cache": False} if args.no_cache else None)
@@ -245,6 +265,7 @@ COMMAND = Command(
     help="time a compiled model (median/min/max, GFLOP/s), optionally against onnxruntime",
     description=__doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else "",
     epilog="examples:\n  glow bench zoo:resnet50 --backend cpu --threads 2 --compare onnxruntime\n"
+           "  glow bench zoo:squeezenet --backend cpu --threads 2 --profile --trace squeezenet.json\n"
            "  glow bench model.onnx -b cpu --warmup 5 --runs 50",
     add_arguments=add_arguments,
     run=run,

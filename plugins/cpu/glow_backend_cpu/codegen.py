@@ -40,7 +40,8 @@ from llvmlite import ir
 from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
 from glow_backend_cpu.emit.dtypes import storage_type
 from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
-from glow_backend_cpu.helpers import I8P, I64, VOID, i64, intrinsic, memcpy, partition_blocks
+from glow_backend_cpu.helpers import I8P, I64, VOID, i64, memcpy, partition_blocks
+from glow_backend_cpu.profiling import Stamper, describe_step
 from glow_backend_cpu.sync import emit_barrier_function, emit_error_functions, emit_worker_functions
 from glow_backend_cpu.target import Codegen
 from glow_core.errors import UnsupportedError
@@ -89,8 +90,8 @@ class Layout:
     kernels_emitted: int = 0
     barriers: int = 0
     fused: int = 0
-    #: with profiling: the kernel kinds, in order (``glow_profile`` holds a cycle stamp before each)
-    profile: list[str] = field(default_factory=list)
+    #: with profiling: per kernel, its LIR instructions (``profiling.describe_step``; stamps in ``glow_profile``)
+    profile: list[dict[str, Any]] = field(default_factory=list)
     #: the memory plan's report (``MemoryReport`` fields), kept for cache hits
     memory: dict[str, Any] = field(default_factory=dict)
 
@@ -110,7 +111,7 @@ class LIRCodegen:
 
     def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False) -> None:
         self.cg = codegen
-        #: record a cycle counter on thread 0 before every kernel (``glow_profile``: i64 x (kernels + 1))
+        #: stamp a cycle counter before and after every kernel on every thread (``profiling.Stamper``)
         self.profile = profile
         self.lir = lir
         self.module = codegen.new_module(name)
@@ -416,17 +417,9 @@ class LIRCodegen:
         cargs = b.alloca(I8P, size=max(max_cargs, 1), name="cargs")
         pending_r: list[Loc] = []
         pending_w: list[Loc] = []
-        stamps = None
-        if self.profile:
-            at = ir.ArrayType(I64, len(steps) + 1)
-            stamps = ir.GlobalVariable(self.module, at, name="glow_profile")
-            stamps.initializer = ir.Constant(at, None)
-            clock = intrinsic(self.module, "llvm.readcyclecounter", I64, [])
-            is_first = b.icmp_signed("==", tid, i64(0))
-
-            def stamp(k: int) -> None:
-                with b.if_then(is_first):
-                    b.store(b.call(clock, []), b.gep(stamps, [i64(0), i64(k)], inbounds=True))
+        stamper = Stamper(self.module, b, tid, len(steps)) if self.profile else None
+        if stamper is not None:
+            stamper.start()
         for index, (step, (kfn, slots, const_offsets)) in enumerate(zip(steps, self._calls)):
             hazard = any(w.overlaps(p) for w in step.writes for p in pending_r + pending_w) or \
                 any(r.overlaps(p) for r in step.reads for p in pending_w)
@@ -437,19 +430,21 @@ class LIRCodegen:
             for k, off in enumerate(const_offsets):
                 b.store(b.gep(bases[REGION_PACKED], [i64(off)], inbounds=True),
                         b.gep(cargs, [i64(k)], inbounds=True))
-            if stamps is not None:
-                stamp(index)
+            if stamper is not None:
+                stamper.before(index)
             args = [tid, nthreads, scratch, cargs]
             for region, off, t in slots:
                 args.append(b.bitcast(b.gep(bases[region], [i64(off)], inbounds=True), t))
             b.call(kfn, args)
+            if stamper is not None:
+                stamper.after(index)
             pending_r += step.reads
             pending_w += step.writes
         b.call(barrier, [nthreads])
         self.layout.barriers += 1
-        if stamps is not None:
-            stamp(len(steps))
-            self.layout.profile = [s.kind for s in steps]
+        if stamper is not None:
+            stamper.end()
+            self.layout.profile = [describe_step(s.instrs) for s in steps]
         b.ret_void()
         return fn
 

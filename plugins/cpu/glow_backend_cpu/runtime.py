@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from glow_backend_cpu import profiling
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.sync import CTL_BYTES
 from glow_backend_cpu.target import Library
@@ -186,19 +187,24 @@ class CpuExecutable(CompiledFunction):
         return MemoryReport(**self.layout.memory) if self.layout.memory else None
 
     # -- profiling -----------------------------------------------------------------------------------
-    def profile(self) -> list[tuple[str, float]]:
-        """(kernel kinds, seconds) of every kernel in the last run (compiled with ``options={"profile": True}``),
-        barrier waits included; cycles are converted with a rate measured over one run."""
+    def profile_run(self) -> profiling.ProfileRun:
+        """Per kernel and worker thread, start and end (seconds) in the last run; needs a network compiled
+        with ``options={"profile": True}`` (``profiling.py``)."""
         if not self.layout.profile:
             raise InputError("this network was not compiled with options={'profile': True}")
-        n = len(self.layout.profile) + 1
-        addr = self.library.engine.get_global_value_address("glow_profile")  # type: ignore[union-attr]
-        stamps = np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(addr)).copy()
-        total_cycles = max(int(stamps[-1] - stamps[0]), 1)
-        seconds = self._last_run_seconds or 0.0
-        per_cycle = seconds / total_cycles
-        return [(k, float(stamps[i + 1] - stamps[i]) * per_cycle) for i, k in enumerate(self.layout.profile)]
+        if self._last_run_seconds is None:
+            raise InputError("profile_run(): run the network once first")
+        assert self.library.engine is not None
+        clock = ctypes.CFUNCTYPE(ctypes.c_int64)(self.library.address(profiling.CLOCK_FN))
+        stamps = profiling.stamp_table(self.library.engine, len(self.layout.profile))
+        return profiling.read_profile(stamps, self.layout.profile, self._last_run_threads, self._last_run_seconds,
+                                      profiling.cycles_per_second(clock))
 
+    def profile(self) -> list[tuple[str, float]]:
+        """(kernel kinds, seconds: mean over the threads) of every kernel in the last run."""
+        return [(k.kind, k.seconds) for k in self.profile_run().kernels]
+
+    _last_run_threads: int = 1
     _last_run_seconds: float | None = None
 
     # -- running -------------------------------------------------------------------------------------
@@ -243,6 +249,7 @@ class CpuExecutable(CompiledFunction):
             n = 1
         regions = ctypes.cast(self._regions, ctypes.c_void_p).value
         pool = self._workers(n)
+        self._last_run_threads = min(n, profiling.MAX_THREADS)
         t0 = time.perf_counter()
         try:
             if pool is None:
