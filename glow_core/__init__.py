@@ -22,4 +22,11 @@ def compile(model: Any, backend: str = "interpreter", input_shapes: Any = None, 
     return _compile(model, backend, input_shapes, **kwargs)
 
 
-__all__ = ["compile", "__version__"]
+def load_bundle(directory: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """Link and load the ahead-of-time bundle in ``directory`` (``glow bundle``) to run it from Python."""
+    from glow_core.bundle import load_bundle as _load
+
+    return _load(directory, name, **kwargs)
+
+
+__all__ = ["compile", "load_bundle", "__version__"]
