@@ -54,6 +54,9 @@ ALLOWED_UNDEFINED = frozenset(EXTERNAL_SYMBOLS) | {"pthread_create", "pthread_jo
 STATUS = {"OK": 0, "INDEX_OUT_OF_RANGE": 1, "THREAD_START_FAILED": 2, "MISALIGNED": 3}
 #: the module's functions that become internal (the bundle exports only its entry)
 _INTERNAL = (ENTRY, "glow_worker", "glow_run", "glow_stop", "glow_get_error", "glow_clear_error")
+#: feature strings of targets whose LLVM default lacks what a Linux system has (RISC-V: rv64gc, not bare rv64i
+#: with soft floats and library atomics)
+DEFAULT_FEATURES = {"riscv64": "+m,+a,+f,+d,+c", "riscv32": "+m,+a,+f,+d,+c"}
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long "
     "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile "
@@ -94,6 +97,8 @@ def target_codegen(triple: str | None, cpu: str | None, features: str | None) ->
                            hint="use a triple such as x86_64-linux-gnu, aarch64-linux-gnu, riscv64-linux-gnu") from None
     if cpu is None and triple == host:
         cpu = llvm.get_host_cpu_name()
+    if features is None:
+        features = DEFAULT_FEATURES.get(triple.split("-")[0], "")
     with _captured_stderr() as warnings:
         cg = Codegen(triple=triple, cpu_name=cpu or "", features=features or "", reloc="pic", codemodel="default")
         probe = llvm.parse_assembly(f'target triple = "{triple}"\ndefine void @f() {{\n  ret void\n}}\n')
@@ -181,7 +186,7 @@ def _emit_parallel(module: ir.Module, threads: int, ptr_bits: int) -> ir.Functio
     tids = b.alloca(tid_t, size=i64(threads), name="tids")
     created = b.alloca(I64, name="created")
     b.store(i64(0), created)
-    for k in for_range(b, 1, threads, name="start"):
+    with for_range(b, 1, threads, name="start") as k:
         with b.if_then(b.icmp_signed("==", b.load(created), b.sub(k, i64(1)))):
             slot = b.gep(args, [k])
             b.store(ctl, b.gep(slot, [i64(0), ir.Constant(I32, 0)]))
@@ -193,7 +198,7 @@ def _emit_parallel(module: ir.Module, threads: int, ptr_bits: int) -> ir.Functio
     with b.if_then(ok):
         b.call(module.globals["glow_run"], [ctl, regions, i64(threads)])
     b.call(module.globals["glow_stop"], [ctl])
-    for k in for_range(b, 1, b.add(b.load(created), i64(1)), name="join"):
+    with for_range(b, 1, b.add(b.load(created), i64(1)), name="join") as k:
         b.call(join, [b.load(b.gep(tids, [k])), ir.Constant(I8P.as_pointer(), None)])
     b.ret(b.select(ok, ir.Constant(I32, STATUS["OK"]), ir.Constant(I32, STATUS["THREAD_START_FAILED"])))
     return fn
@@ -391,7 +396,7 @@ def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptio
         "constant_mem_size": 0 if bundle.embed_weights else areas.constant_bytes,
         "mutable_mem_size": areas.mutable_bytes,
         "activations_mem_size": areas.activations_bytes, "mem_align": ALIGN,
-        "io": [{"role": role, "name": n, "c_name": c, "dtype": dt, "shape": list(shape), "offset": off, "size": size}
+        "io": [{"role": role, "name": n, "c_name": c, "dtype": dt if dt == "bfloat16" else np.dtype(dt).name, "shape": list(shape), "offset": off, "size": size}
                for (role, n, dt, shape), c, off, size in zip(layout.io, c_names, areas.io_offsets, areas.io_sizes)],
     }
     files = [out_dir / f"{name}.o", out_dir / f"{name}.h", out_dir / f"{name}.json"]

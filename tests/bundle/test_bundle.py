@@ -1,0 +1,134 @@
+"""Ahead-of-time bundles: the files, the C example built with cc, bit-exact against the JIT, load_bundle."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import glow_core
+from glow_core.bundle import read_elf, write_bundle
+from glow_core.errors import ExecutionError, InputError
+from tests.bundle.util import (
+    ALLOWED_UNDEFINED,
+    build_example,
+    multi_io_feeds,
+    multi_io_model,
+    nm_undefined,
+    run_example,
+)
+from tests.cliutil import glow
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
+                                reason="needs a C compiler and make")
+
+
+def _manifest(d, name):
+    return json.loads((d / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_multi_io_example_matches_jit_bit_for_bit(tmp_path, threads):
+    model = multi_io_model()
+    opts = {"parallel_threshold": 0}  # both run the model on every thread
+    files = write_bundle(model, "cpu", tmp_path / "b", name="multi", threads=threads, options=opts)
+    assert sorted(f.name for f in files) == ["multi.h", "multi.json", "multi.o", "multi.weights.bin"]
+    m = _manifest(tmp_path / "b", "multi")
+    assert m["threads"] == threads
+    c_names = [io["c_name"] for io in m["io"]]
+    assert len(set(c_names)) == len(c_names) and all(re.fullmatch(r"\w+", c) for c in c_names)
+    header = (tmp_path / "b" / "multi.h").read_text()
+    for macro in ("MULTI_CONSTANT_MEM_SIZE", "MULTI_MUTABLE_MEM_SIZE", "MULTI_ACTIVATIONS_MEM_SIZE",
+                  "MULTI_MEM_ALIGN", "int multi(uint8_t *constantWeight"):
+        assert macro in header
+    for io in m["io"]:
+        assert f"#define MULTI_OFFSET_{io['c_name']} {io['offset']}ULL" in header
+    feeds = multi_io_feeds()
+    jit = glow_core.compile(model, "cpu", threads=threads, options={**opts, "cache": False}).run(feeds)
+    exe = build_example(tmp_path / "b", "multi")
+    got, _ = run_example(exe, m, feeds, tmp_path / "run")
+    assert set(got) == set(jit) == {"out.0", "out-0", "0 probs"}
+    for k in jit:
+        assert got[k].dtype == jit[k].dtype and np.array_equal(got[k], jit[k]), k
+    loaded = glow_core.load_bundle(tmp_path / "b").run(feeds)
+    for k in jit:
+        assert np.array_equal(loaded[k], jit[k]), k
+    undefined = set(read_elf(tmp_path / "b" / "multi.o").undefined)
+    assert undefined <= ALLOWED_UNDEFINED, undefined - ALLOWED_UNDEFINED
+    assert ("pthread_create" in undefined) == (threads > 1)
+    nm = nm_undefined(tmp_path / "b" / "multi.o")
+    assert nm is None or nm == undefined
+    assert read_elf(tmp_path / "b" / "multi.o").exported == ["__extendhfsf2", "__gnu_f2h_ieee", "__gnu_h2f_ieee",
+                                                             "__truncdfhf2", "__truncsfhf2", "multi"]
+
+
+def test_load_bundle_checks_feeds_and_reports_index_errors(tmp_path):
+    write_bundle(multi_io_model(), "cpu", tmp_path, name="multi")
+    b = glow_core.load_bundle(tmp_path)
+    feeds = multi_io_feeds()
+    with pytest.raises(InputError, match="missing input"):
+        b.run({k: v for k, v in feeds.items() if k != "idx"})
+    with pytest.raises(InputError, match="dtype"):
+        b.run({**feeds, "idx": feeds["idx"].astype(np.int32)})
+    with pytest.raises(InputError, match="shape"):
+        b.run({**feeds, "img": feeds["img"][:1]})
+    with pytest.raises(ExecutionError, match="out of range"):
+        b.run({**feeds, "idx": np.array([0, 1, 2, 3, 70], np.int64)})
+    assert b.run(feeds)["out-0"].shape == (5, 33)  # the error flag was cleared
+
+
+def test_embedded_weights_and_c_array(tmp_path):
+    model = multi_io_model()
+    write_bundle(model, "cpu", tmp_path / "file", name="net", weights_text=True)
+    write_bundle(model, "cpu", tmp_path / "emb", name="net", embed_weights=True)
+    assert not (tmp_path / "emb" / "net.weights.bin").exists()
+    data = (tmp_path / "file" / "net.weights.bin").read_bytes()
+    text = (tmp_path / "file" / "net.weights.txt").read_text()
+    values = bytes(int(x, 16) for x in re.findall(r"0x[0-9a-f]{2}", text.split("*/", 1)[1]))
+    assert values == data and len(data) > 4 * 3 * 3 * 3 * 4 - 1
+    assert _manifest(tmp_path / "emb", "net")["constant_mem_size"] == 0
+    feeds = multi_io_feeds()
+    a = glow_core.load_bundle(tmp_path / "file").run(feeds)
+    b = glow_core.load_bundle(tmp_path / "emb").run(feeds)
+    exe = build_example(tmp_path / "emb", "net")
+    c, _ = run_example(exe, _manifest(tmp_path / "emb", "net"), feeds, tmp_path / "run")
+    for k in a:
+        assert np.array_equal(a[k], b[k]) and np.array_equal(a[k], c[k])
+
+
+@pytest.mark.parametrize("triple,cpu,machine", [("aarch64-linux-gnu", "cortex-a72", 183),
+                                                 ("riscv64-linux-gnu", None, 243)])
+def test_cross_target_objects(tmp_path, triple, cpu, machine):
+    args = ["bundle", "zoo:squeezenet", "-o", str(tmp_path), "--target", triple, "--threads", "2"]
+    r = glow(args + (["--cpu", cpu] if cpu else []), timeout=600)
+    assert r.returncode == 0, r.stderr
+    info = read_elf(tmp_path / "squeezenet.o")
+    assert info.machine == machine and info.bits == 64
+    assert set(info.undefined) <= ALLOWED_UNDEFINED, set(info.undefined) - ALLOWED_UNDEFINED
+    m = _manifest(tmp_path, "squeezenet")
+    assert m["triple"] == triple
+    with pytest.raises(glow_core.errors.BackendError, match="built for"):
+        glow_core.load_bundle(tmp_path)
+
+
+@pytest.mark.parametrize("extra,expect", [
+    (["--target", "nonsense-triple"], "LLVM has no target for 'nonsense-triple'"),
+    (["--target", "aarch64-linux-gnu", "--cpu", "pentium9000"], "no CPU or feature named 'pentium9000'"),
+    (["--target", "aarch64-linux-gnu", "--features", "+avx512f"], "no CPU or feature named '+avx512f'"),
+    (["--name", "2bad-name"], "is not usable as a C function name"),
+])
+def test_bad_targets_are_one_line_errors(tmp_path, extra, expect):
+    r = glow(["bundle", "zoo:squeezenet", "-o", str(tmp_path)] + extra, timeout=600)
+    assert r.returncode == 1, r.stderr
+    assert expect in r.error_line()
+
+
+def test_backend_without_bundles_says_so(tmp_path):
+    r = glow(["bundle", "zoo:squeezenet", "-b", "interpreter", "-o", str(tmp_path)])
+    assert r.returncode == 1
+    assert r.error_line() == ("glow: error: backend 'interpreter' cannot write bundles "
+                              "(use a backend that can, such as cpu (glow backends lists them))")
+    assert not any(tmp_path.iterdir())
