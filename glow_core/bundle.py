@@ -259,7 +259,10 @@ def load_bundle(directory: str | os.PathLike[str], name: str | None = None, *, c
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise BackendError(f"linking the bundle failed ({' '.join(cmd)}): {proc.stderr.strip()[:500]}")
-    return LoadedBundle(d, manifest, lib)
+    try:
+        return LoadedBundle(d, manifest, lib)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the loaded library stays mapped
 
 
 __all__ = ["ElfInfo", "LoadedBundle", "default_name", "load_bundle", "read_elf", "write_bundle"]

@@ -22,7 +22,7 @@ ALLOWED_UNDEFINED = {
 
 def multi_io_model() -> onnx.ModelProto:
     """Three inputs (float images, int64 indices, a float vector), three outputs whose names collide as C
-    identifiers (``out.0`` / ``out-0``) or are not identifiers at all (``0 probs``)."""
+    identifiers (``out.0`` / ``out-0``) or are not identifiers at all (``0 probs */``, which would also end a C comment)."""
     rng = np.random.default_rng(1)
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
     nodes = [
@@ -30,7 +30,7 @@ def multi_io_model() -> onnx.ModelProto:
         helper.make_node("Relu", ["c"], ["out.0"]),
         helper.make_node("Gather", ["table", "idx"], ["out-0"], axis=0),
         helper.make_node("ReduceSum", ["c"], ["s"], keepdims=0, axes=[2, 3]),
-        helper.make_node("Softmax", ["s"], ["0 probs"], axis=1),
+        helper.make_node("Softmax", ["s"], ["0 probs */"], axis=1),
     ]
     graph = helper.make_graph(
         nodes, "multi_io",
@@ -39,7 +39,7 @@ def multi_io_model() -> onnx.ModelProto:
          helper.make_tensor_value_info("table", TensorProto.FLOAT, [7, 33])],
         [helper.make_tensor_value_info("out.0", TensorProto.FLOAT, [2, 4, 16, 16]),
          helper.make_tensor_value_info("out-0", TensorProto.FLOAT, [5, 33]),
-         helper.make_tensor_value_info("0 probs", TensorProto.FLOAT, [2, 4])],
+         helper.make_tensor_value_info("0 probs */", TensorProto.FLOAT, [2, 4])],
         [w],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=7)

@@ -41,8 +41,8 @@ from llvmlite import ir
 
 from glow_backend_cpu import __version__
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, Layout, align_up, generate
-from glow_backend_cpu.helpers import I8, I8P, I32, I64, VOID, for_range, i64, memset
-from glow_backend_cpu.target import EXTERNAL_SYMBOLS, Codegen
+from glow_backend_cpu.helpers import I8, I8P, I32, I64, for_range, i64, memset
+from glow_backend_cpu.target import EXTERNAL_SYMBOLS, Codegen, _init_llvm
 from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
 from glow_sdk.backend import BundleOptions, CompileOptions
@@ -89,7 +89,7 @@ def target_codegen(triple: str | None, cpu: str | None, features: str | None) ->
     if triple in (None, "", host) and cpu is None and features is None:
         return Codegen(reloc="pic", codemodel="default")
     triple = triple or host
-    Codegen(opt_level=0, triple=host, cpu_name="", features="")  # initializes LLVM's targets
+    _init_llvm()  # every target LLVM was built with
     try:
         llvm.Target.from_triple(triple)
     except RuntimeError as e:
@@ -277,7 +277,8 @@ def c_string(text: str) -> str:
     out = []
     for byte in text.encode():
         ch = chr(byte)
-        out.append(ch if 32 <= byte < 127 and ch not in '"\\?' else f"\\{byte:03o}")
+        # octal escapes for quotes, backslashes, trigraph '?' and '*' '/' (the literal also appears in comments)
+        out.append(ch if 32 <= byte < 127 and ch not in '"\\?*/' else f"\\{byte:03o}")
     return '"' + "".join(out) + '"'
 
 
