@@ -161,3 +161,26 @@ int main(void) { printf("%d %d %d\\n", run(&first_config), run(&second_config), 
                    cwd=tmp_path, check=True, capture_output=True, text=True)
     out = subprocess.run(["./two"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
     assert out.split() == ["30", "30", "2"]  # 0 = ok, then 3 (misaligned constant area) x 10
+
+
+def test_load_bundle_refuses_features_the_host_lacks(tmp_path):
+    import llvmlite.binding as llvm
+
+    if not llvm.get_process_triple().startswith("x86_64"):
+        pytest.skip("an x86-64 feature is named")
+    host = {f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+")}
+    missing = next(f for f in ("amx-tile", "avx512fp16", "avx10.1-512", "sse4a") if f not in host)
+    write_bundle(multi_io_model(), "cpu", tmp_path, name="net", target=llvm.get_process_triple(), cpu="x86-64",
+                 features=f"+{missing}")
+    with pytest.raises(glow_core.errors.BackendError, match=f"lacks: {re.escape(missing)}"):
+        glow_core.load_bundle(tmp_path)
+
+
+@pytest.mark.parametrize("triple,features", [("aarch64-linux-gnu", None), ("aarch64-linux-gnu", "+neon,+sve"),
+                                             ("riscv64-linux-gnu", None)])
+def test_non_x86_targets_take_the_generic_kernels(triple, features):
+    from glow_backend_cpu.bundle import target_codegen
+
+    cg = target_codegen(triple, None, features)
+    assert cg.triple == triple and not cg.is_x86
+    assert cg.target.vector_lanes == 4 and not cg.target.has_fma
