@@ -29,4 +29,11 @@ def profile(model: Any, data: Any, backend: str = "interpreter", input_shapes: A
     return _profile(model, data, backend, input_shapes, **kwargs)
 
 
-__all__ = ["__version__", "compile", "profile"]
+def load_bundle(directory: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """Link and load the ahead-of-time bundle in ``directory`` (``glow bundle``) to run it from Python."""
+    from glow_core.bundle import load_bundle as _load
+
+    return _load(directory, name, **kwargs)
+
+
+__all__ = ["__version__", "compile", "load_bundle", "profile"]

@@ -16,7 +16,15 @@ Modules:
 - ``glow_sdk.scaffold``: ``glow sdk new-backend`` (a complete backend package to start from).
 """
 
-from glow_sdk.backend import Backend, BackendSpec, Capability, CompiledFunction, CompileOptions, DeviceInfo
+from glow_sdk.backend import (
+    Backend,
+    BackendSpec,
+    BundleOptions,
+    Capability,
+    CompiledFunction,
+    CompileOptions,
+    DeviceInfo,
+)
 from glow_sdk.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from glow_sdk.version import SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
 
@@ -27,6 +35,7 @@ __all__ = [
     "Backend",
     "BackendSpec",
     "Capability",
+    "BundleOptions",
     "CompileOptions",
     "CompiledFunction",
     "DeviceInfo",

@@ -192,6 +192,25 @@ class CompileOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class BundleOptions:
+    """What ``glow bundle`` asks of :meth:`Backend.save_bundle` (an ahead-of-time bundle)."""
+
+    #: the bundle's name: its files are NAME.*, and NAME is the C entry point
+    name: str
+    #: target triple (None: the host), CPU name and LLVM-style feature string (None: the target's default)
+    target: str | None = None
+    cpu: str | None = None
+    features: str | None = None
+    #: threads the bundle's entry runs on (1: no threads library needed)
+    threads: int = 1
+    #: put the weights inside the object instead of NAME.weights.bin
+    embed_weights: bool = False
+    #: also write NAME.weights.txt, the weights as a C array initializer
+    weights_text: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
 class CompiledFunction(abc.ABC):
     """An executable produced by ``Backend.compile`` for one function."""
 
@@ -246,6 +265,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         """Compile a lowered, optimized function into an executable."""
+
+    def save_bundle(self, function: Function, options: CompileOptions, bundle: BundleOptions,
+                    out_dir: Path) -> list[Path]:
+        """Write an ahead-of-time bundle of a lowered, optimized function into ``out_dir``; return its files.
+
+        A bundle runs without Python (``glow bundle``; docs/bundles.md describes the cpu backend's format).
+        A backend with its own AOT format overrides this; the default says the backend has none.
+        """
+        raise UnsupportedError(f"backend '{self.name}' cannot write bundles",
+                               hint="use a backend that can, such as cpu (glow backends lists them)")
 
     def supports(self, node: Node) -> bool:
         """Can this node run here? A capability of its kind accepts it, and :meth:`supports_node`."""

@@ -30,6 +30,7 @@ from glow_core import __version__
 from glow_core.cli import (
     cmd_backends,
     cmd_bench,
+    cmd_bundle,
     cmd_cache,
     cmd_compare,
     cmd_compile,
@@ -45,8 +46,8 @@ from glow_core.errors import GlowError
 #: The built-in subcommands, in the order ``glow --help`` lists them (plugin commands follow;
 #: docs/cli.md's reference is generated from the parser).
 COMMANDS: list[Command] = [cmd_backends.COMMAND, cmd_run.COMMAND, cmd_compile.COMMAND, cmd_dump.COMMAND,
-                           cmd_bench.COMMAND, cmd_profile.COMMAND, cmd_compare.COMMAND, cmd_sdk.COMMAND,
-                           cmd_cache.COMMAND]
+                           cmd_bench.COMMAND, cmd_bundle.COMMAND, cmd_profile.COMMAND, cmd_compare.COMMAND,
+                           cmd_sdk.COMMAND, cmd_cache.COMMAND]
 
 EXIT_OK = 0
 EXIT_ERROR = 1

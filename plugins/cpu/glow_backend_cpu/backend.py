@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,7 +34,15 @@ from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind
-from glow_sdk.backend import Backend, CacheInfo, Capability, CompiledFunction, CompileOptions, DeviceInfo
+from glow_sdk.backend import (
+    Backend,
+    BundleOptions,
+    CacheInfo,
+    Capability,
+    CompiledFunction,
+    CompileOptions,
+    DeviceInfo,
+)
 
 DEFAULT_PARALLEL_THRESHOLD = 32768
 #: overrides the default parallel threshold (0: every function runs on every thread; for tests)
@@ -148,3 +157,12 @@ class CpuBackend(Backend):
         exe.compile_timings = timings  # type: ignore[attr-defined]
         self.last_compile = timings
         return exe
+
+    def save_bundle(self, function: Function, options: CompileOptions, bundle: BundleOptions,
+                    out_dir: Path) -> list[Path]:
+        """An ahead-of-time bundle: NAME.o, NAME.h, NAME.weights.bin, NAME.json (``bundle.py``)."""
+        from glow_backend_cpu.bundle import save_bundle
+
+        threshold = int(dict(options.extra).get("parallel_threshold",
+                                                os.environ.get(THRESHOLD_ENV, DEFAULT_PARALLEL_THRESHOLD)))
+        return save_bundle(function, options, bundle, Path(out_dir), parallel=_work_elements(function) >= threshold)

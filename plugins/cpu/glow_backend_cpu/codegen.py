@@ -28,6 +28,7 @@ not on values.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Mapping
@@ -383,6 +384,30 @@ class LIRCodegen:
             return f"@const<{g.value_type}:{g.initializer}>"
         return m.group(0)
 
+    def _compact_constants(self) -> None:
+        """Keep only the constant weights some kernel reads, back to back (64-byte aligned), and move the
+        kernels' operand offsets with them: the constant region (a bundle's weights file) has no holes where
+        weights that packed copies replaced were laid out."""
+        used = [w for w in self._const_weights
+                if any(u.overlaps(Loc(REGION_CONST, w[1], w[2])) for u in self._used_const)]
+        moved: dict[int, int] = {}
+        off = 0
+        for name, old, nbytes in used:
+            moved[old] = off
+            self.layout.const_offsets[name] = off
+            off = align_up(off + max(nbytes, 1))
+        self.layout.const_bytes = off
+        starts = sorted((old, nbytes) for _, old, nbytes in self._const_weights)
+        keys = [s for s, _ in starts]
+        for fn, slots, consts in self._calls:
+            for k, (region, o, t) in enumerate(slots):
+                if region != REGION_CONST:
+                    continue
+                i = bisect.bisect_right(keys, o) - 1
+                base = keys[i] if i >= 0 else 0
+                # an operand of a weight no kernel reads is never dereferenced: point it at the region's start
+                slots[k] = (region, moved[base] + (o - base) if base in moved else 0, t)
+
     # -- the entry point -----------------------------------------------------------------------------
     def build(self) -> ir.Module:
         steps = self.find_steps()
@@ -395,9 +420,7 @@ class LIRCodegen:
         for i, step in enumerate(steps):
             self.emit_step(i, step)
         self.layout.kernels = len(steps)
-        for name, off, nbytes in self._const_weights:
-            if any(u.overlaps(Loc(REGION_CONST, off, nbytes)) for u in self._used_const):
-                self.layout.const_offsets[name] = off
+        self._compact_constants()
         barrier = emit_barrier_function(self.module, self.cg.is_x86)
         emit_error_functions(self.module)
         main = self._emit_main(steps, barrier)

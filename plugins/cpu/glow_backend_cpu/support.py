@@ -64,14 +64,17 @@ def _half_bits_to_float(b: ir.IRBuilder, h: ir.Value) -> ir.Value:
     return b.bitcast(b.or_(b.bitcast(v, I32), sign), F32)
 
 
-def build_module(triple: str, data_layout: str) -> ir.Module:
-    m = ir.Module(name="glow_support")
+def build_module(triple: str, data_layout: str, into: ir.Module | None = None, linkage: str = "") -> ir.Module:
+    """The support functions in a module of their own, or added to ``into`` (bundles: ``linkage="weak_odr"``)."""
+    m = into if into is not None else ir.Module(name="glow_support")
     m.triple = triple
     m.data_layout = data_layout
 
     def fn(name: str, ret: ir.Type, arg: ir.Type) -> tuple[ir.IRBuilder, ir.Value]:
         f = ir.Function(m, ir.FunctionType(ret, [arg]), name=name)
         f.attributes.add("nounwind")
+        if linkage:
+            f.linkage = linkage
         return ir.IRBuilder(f.append_basic_block("entry")), f.args[0]
 
     for name in ("__extendhfsf2", "__gnu_h2f_ieee"):

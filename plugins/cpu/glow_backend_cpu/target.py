@@ -59,6 +59,8 @@ def _init_llvm() -> None:
             return
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        llvm.initialize_all_targets()  # bundles may be cross-compiled for any target LLVM was built with
+        llvm.initialize_all_asmprinters()
         _register_externals()
         _initialized = True
 
@@ -110,31 +112,42 @@ class Library:
 class Codegen:
     """LLVM for the host: target machine, data layout, pass builder, JIT."""
 
-    def __init__(self, opt_level: int = 3) -> None:
+    def __init__(self, opt_level: int = 3, *, triple: str | None = None, cpu_name: str | None = None,
+                 features: str | None = None, reloc: str = "static", codemodel: str = "jitdefault") -> None:
+        """The host's code generator by default; ``triple`` / ``cpu_name`` / ``features`` choose another target
+        (ahead-of-time bundles: then nothing is JIT-compiled, and ``reloc="pic"`` makes linkable objects)."""
         _init_llvm()
-        self.triple = llvm.get_process_triple()
-        self.cpu_name = llvm.get_host_cpu_name()
-        level = os.environ.get(FEATURES_ENV, "").strip().lower()
-        self.features = _restrict_features(llvm.get_host_cpu_features().flatten(), level)
-        if level == "generic":
-            self.cpu_name = "x86-64" if self.triple.startswith("x86_64") else "generic"
+        host = triple is None and cpu_name is None and features is None
+        self.triple = triple or llvm.get_process_triple()
+        if host:
+            self.cpu_name = llvm.get_host_cpu_name()
+            level = os.environ.get(FEATURES_ENV, "").strip().lower()
+            self.features = _restrict_features(llvm.get_host_cpu_features().flatten(), level)
+            if level == "generic":
+                self.cpu_name = "x86-64" if self.triple.startswith("x86_64") else "generic"
+        else:
+            self.cpu_name = cpu_name or ""
+            self.features = features or ""
         self.opt_level = opt_level
+        self.reloc, self.codemodel = reloc, codemodel
+        self.is_x86 = self.triple.startswith(("x86_64", "i686", "i386"))
         self.tm = self._target_machine()
         self.data_layout = str(self.tm.target_data)
         feats = {f[1:] for f in self.features.split(",") if f.startswith("+")}
-        lanes = 16 if "avx512f" in feats else 8 if "avx" in feats else 4
+        # the wide micro-kernel geometries are x86 register files: every other target takes the 4-lane path
+        lanes = (16 if "avx512f" in feats else 8 if "avx" in feats else 4) if self.is_x86 else 4
         self.target = CpuTarget(
             triple=self.triple, cpu_name=self.cpu_name, features=self.features, vector_lanes=lanes,
-            has_fma="fma" in feats or "avx512f" in feats,
+            has_fma=self.is_x86 and ("fma" in feats or "avx512f" in feats),
         )
-        self.is_x86 = self.triple.startswith(("x86_64", "i686", "i386"))
         self._lock = threading.Lock()
-        _install_support(self)
+        if host:
+            _install_support(self)
 
     def _target_machine(self) -> llvm.TargetMachine:
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=self.opt_level,
-                                            reloc="static", codemodel="jitdefault")
+                                            reloc=self.reloc, codemodel=self.codemodel)
 
     @property
     def identity(self) -> str:
