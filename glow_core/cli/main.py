@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 
 from glow_core import __version__
+from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION
 from glow_core.cli import cmd_backends, cmd_bench, cmd_compare, cmd_compile, cmd_conformance, cmd_dump, cmd_run, cmd_sdk
 from glow_core.cli.common import Command, Parser, UsageError
 from glow_core.errors import GlowError
@@ -60,7 +61,8 @@ def build_parser() -> Parser:
                "Run 'glow COMMAND --help' for a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"glow {__version__}")
+    parser.add_argument("--version", action="version",
+                        version=f"glow {__version__} ({CORE_DISTRIBUTION}, SDK API version {SDK_API_VERSION})")
     _common_options(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
