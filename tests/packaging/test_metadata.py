@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import configparser
 import re
-import tomllib
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,11 @@ from packaging.version import Version
 import glow_core
 from glow_sdk.scaffold import BackendNames, render
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requirement
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest depends on tomli before Python 3.11
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 #: folder -> distribution name: everything this repository publishes
@@ -122,8 +127,8 @@ def test_license_file_is_the_full_apache_2_text() -> None:
 
 
 def test_ml_dtypes_is_declared_since_glow_core_imports_it() -> None:
-    imported = {m for f in (REPO / "glow_core").rglob("*.py")
-                for m in re.findall(r"^\s*import (\w+)|^\s*from (\w+)", f.read_text(), flags=re.M) for m in m if m}
+    pattern = re.compile(r"^\s*(?:import|from) (\w+)", flags=re.MULTILINE)
+    imported = {name for f in (REPO / "glow_core").rglob("*.py") for name in pattern.findall(f.read_text())}
     assert "ml_dtypes" in imported
     declared = {r.name for r in _requirements(_project("."))}
     assert {"numpy", "onnx", "pluggy", "ml_dtypes"} <= declared

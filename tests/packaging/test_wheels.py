@@ -128,8 +128,8 @@ def test_wheels_carry_names_the_core_range_license_and_urls(installed: Installed
 def test_installed_environment_is_consistent_and_outside_the_checkout(installed: Installed) -> None:
     proc = _run([str(installed.python), "-m", "pip", "check"], installed.cwd, installed.env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = _run([str(installed.python), "-c", "import glow_core, glow_backend_cpu; print(glow_core.__file__); "
-                 "print(glow_backend_cpu.__file__)"], installed.cwd, installed.env)
+    where = "import glow_core, glow_backend_cpu; print(glow_core.__file__); print(glow_backend_cpu.__file__)"
+    proc = _run([str(installed.python), "-c", where], installed.cwd, installed.env)
     assert proc.returncode == 0, proc.stderr
     for path in proc.stdout.split():
         assert Path(path).resolve().is_relative_to(installed.base.resolve()), path
