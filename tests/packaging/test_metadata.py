@@ -185,3 +185,11 @@ def test_constraints_pin_every_test_time_dependency() -> None:
     wanted |= {"tox", "protobuf"}
     missing = {w for w in wanted if w.replace("_", "-").lower() not in pins}
     assert not missing, f"constraints.txt pins no version of {sorted(missing)}"
+
+
+def test_plugin_guide_shows_the_current_core_range() -> None:
+    text = (REPO / "docs" / "plugins.md").read_text()
+    assert f'dependencies = ["{core_requirement()}"]' in text
+    assert "glow-compiler glow-backend-interpreter glow-conformance" in (REPO / "docs" / "vendor-guide.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert "python3 -m pip install -c constraints.txt " in readme and "https://github.com/glow-compiler/glow" in readme
