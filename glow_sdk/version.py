@@ -22,6 +22,18 @@ SDK_API_VERSION = 1
 #: The API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1})
 
+#: The pip distribution of the compiler core (``glow_core``, ``glow_sdk``, the ``glow`` command). Its version is
+#: ``0.<SDK_API_VERSION>.<patch>``: the minor number is the SDK API version it defines.
+CORE_DISTRIBUTION = "glow-compiler"
+
+
+def core_requirement(api_version: int = SDK_API_VERSION) -> str:
+    """The requirement a backend built for SDK API ``api_version`` declares on the core distribution.
+
+    ``glow-compiler>=0.N,<0.N+1``: any core release defining that SDK API version, none defining another.
+    """
+    return f"{CORE_DISTRIBUTION}>=0.{api_version},<0.{api_version + 1}"
+
 
 def is_compatible(api_version: object) -> bool:
     """Can this glow load a backend built for ``api_version``?"""
@@ -40,9 +52,10 @@ def incompatibility_message(api_version: object, distribution: str) -> str:
         return (f"declares SDK API version {api_version!r}, which is not an integer; this glow supports version "
                 f"{works}: fix {distribution} to declare glow_sdk.SDK_API_VERSION")
     newer = api_version > max(SUPPORTED_SDK_API_VERSIONS)
-    todo = (f"upgrade glow to a release that supports SDK API {api_version}" if newer
+    todo = (f"upgrade {CORE_DISTRIBUTION} to a release that supports SDK API {api_version}" if newer
             else f"upgrade {distribution} to a release built for SDK API {SDK_API_VERSION}")
     return f"targets glow SDK API version {api_version}; this glow supports version {works}: {todo}"
 
 
-__all__ = ["SDK_API_VERSION", "SUPPORTED_SDK_API_VERSIONS", "incompatibility_message", "is_compatible"]
+__all__ = ["CORE_DISTRIBUTION", "SDK_API_VERSION", "SUPPORTED_SDK_API_VERSIONS", "core_requirement",
+           "incompatibility_message", "is_compatible"]

@@ -7,7 +7,7 @@ Conv / MatMul / Gemm node of the compiled graph, fused kinds included, per
 median run). With ``--compare onnxruntime`` the same inputs run through an
 onnxruntime session with the same thread count in the same process, and the
 latency ratio glow / onnxruntime is printed (below 1: glow is faster).
-onnxruntime is a bench extra (``pip install glow[bench]``), never a run-time
+onnxruntime is a bench extra (``pip install glow-compiler[bench]``), never a run-time
 dependency. :func:`benchmark` is the same as a function (``scripts/bench_light_models.py``).
 """
 
@@ -142,7 +142,7 @@ def _onnxruntime_session(proto: onnx.ModelProto, threads: int) -> Any:
         import onnxruntime as ort
     except ImportError:
         raise GlowError("--compare onnxruntime needs the onnxruntime package",
-                        hint="pip install onnxruntime (or glow[bench])") from None
+                        hint="pip install onnxruntime (or glow-compiler[bench])") from None
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1

@@ -42,6 +42,7 @@ from glow_core.cli import (
 from glow_core.cli.common import USAGE_PROG_ATTR, Command, Parser, UsageError, subcommand_parsers
 from glow_core.cli.plugins import load_command_plugins
 from glow_core.errors import GlowError
+from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION
 
 #: The built-in subcommands, in the order ``glow --help`` lists them (plugin commands follow;
 #: docs/cli.md's reference is generated from the parser).
@@ -80,7 +81,8 @@ def build_parser() -> Parser:
                "Run 'glow COMMAND --help' for a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"glow {__version__}")
+    parser.add_argument("--version", action="version",
+                        version=f"glow {__version__} ({CORE_DISTRIBUTION}, SDK API version {SDK_API_VERSION})")
     _common_options(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True

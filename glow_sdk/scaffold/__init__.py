@@ -26,7 +26,7 @@ from pathlib import Path
 
 from glow_core.errors import GlowError
 from glow_sdk.scaffold import templates
-from glow_sdk.version import SDK_API_VERSION
+from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requirement
 
 _HERE = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
@@ -87,7 +87,8 @@ def render(names: BackendNames) -> dict[str, str]:
     from glow_core import __version__ as glow_version
 
     fields = {"name": names.name, "dist": names.dist, "package": names.package, "cls": names.cls,
-              "sdk": SDK_API_VERSION, "glow": glow_version}
+              "sdk": SDK_API_VERSION, "glow": glow_version, "core_dist": CORE_DISTRIBUTION,
+              "core_req": core_requirement(SDK_API_VERSION)}
     pkg = names.package
     return {
         "pyproject.toml": templates.PYPROJECT.format(**fields),

@@ -3,14 +3,15 @@
 Placeholders (``str.format`` fields): ``name`` (backend and entry-point name),
 ``dist`` (distribution, ``glow-backend-NAME``), ``package`` (import package),
 ``cls`` (backend class), ``sdk`` (SDK API version), ``glow`` (the glow version
-that scaffolded it). Braces meant literally are doubled.
+that scaffolded it), ``core_dist`` and ``core_req`` (the core distribution and the requirement on it
+matching ``sdk``, from :func:`glow_sdk.version.core_requirement`). Braces meant literally are doubled.
 """
 
 from __future__ import annotations
 
 PYPROJECT = '''\
 [build-system]
-requires = ["setuptools>=61", "wheel"]
+requires = ["setuptools>=77", "wheel"]
 build-backend = "setuptools.build_meta"
 
 [project]
@@ -19,10 +20,17 @@ version = "0.1.0"
 description = "A glow backend: {name}"
 readme = "README.md"
 requires-python = ">=3.10"
-dependencies = ["glow", "numpy>=1.24"]
+# the license you publish this backend under (an SPDX expression): glow's own, change it if yours differs
+license = "Apache-2.0"
+# {core_dist} releases 0.{sdk}.x define glow SDK API version {sdk}, the one this backend targets
+dependencies = ["{core_req}", "numpy>=1.24"]
 
 [project.optional-dependencies]
 test = ["pytest>=7", "glow-conformance"]
+
+# add your backend's pages (Homepage, Source, Issues) here
+[project.urls]
+"Glow vendor guide" = "https://github.com/glow-compiler/glow/blob/main/docs/vendor-guide.md"
 
 # glow finds the backend through this entry point (group glow.backends)
 [project.entry-points."glow.backends"]

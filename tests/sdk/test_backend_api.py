@@ -110,7 +110,7 @@ def test_device_info() -> None:
 
 
 @pytest.mark.parametrize("api, text", [
-    (SDK_API_VERSION + 1, f"upgrade glow to a release that supports SDK API {SDK_API_VERSION + 1}"),
+    (SDK_API_VERSION + 1, f"upgrade glow-compiler to a release that supports SDK API {SDK_API_VERSION + 1}"),
     (0, f"upgrade glow-backend-x to a release built for SDK API {SDK_API_VERSION}"),
     ("1", "which is not an integer"),
 ])
