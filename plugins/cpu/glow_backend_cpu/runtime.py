@@ -230,7 +230,10 @@ class CpuExecutable(CompiledFunction):
                 self._regions[region] = a.ctypes.data
             outs: dict[str, np.ndarray] = {}
             for region, name, t in self._outputs:
+                # a graph output listed twice has two regions: every buffer must outlive the native run
+                # (a dict entry replaced here would free the first buffer while the kernels still write it)
                 o = aligned_empty(tuple(t.shape), t.dtype)
+                keep.append(o)
                 outs[name] = o
                 self._regions[region] = o.ctypes.data
             self._run()
