@@ -32,6 +32,7 @@ from glow_core.errors import (
     UnsupportedError,
     UnsupportedOpsError,
 )
+from glow_core.importer.precheck import check_axes, check_strings
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -195,6 +196,10 @@ class OnnxImporter:
         node = self.fn.create(kind, inputs, norm, name=name, origin=origin)
         return list(node.outputs)
 
+    def _rank_of(self, onnx_name: str) -> int | None:
+        v = self.values.get(onnx_name)
+        return None if v is None else len(v.type.shape)
+
     # -- the import ----------------------------------------------------------
     def run(self) -> Function:
         proto = self.proto
@@ -209,6 +214,7 @@ class OnnxImporter:
             raise UnsupportedError(f"model uses opset {opset}, newer than the installed onnx package supports "
                                    f"({onnx.defs.onnx_opset_version()})", hint="upgrade onnx")
         graph = proto.graph
+        check_strings(proto)
         self._check_ops(graph)
         lean = lean_copy(proto)
         self._check_model(lean)
@@ -216,9 +222,13 @@ class OnnxImporter:
         for t in graph.initializer:
             self.values[t.name] = self._constant_from(t)
         self._add_inputs(graph, inits)
-        inferred = self._infer_shapes(lean)
+        # glow's own rules check every node first: onnx's native shape inference only sees a checked model
         for node in graph.node:
             self._import_node(node)
+        for node in graph.node:
+            check_axes(node, self._rank_of, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
+        inferred = self._infer_shapes(lean)
+        for node in graph.node:
             self._cross_check(node, inferred)
         for out in graph.output:
             v = self.value(out.name, f"graph output '{out.name}'")

@@ -57,3 +57,62 @@ def test_duplicate_graph_output_runs_like_onnxruntime(backend: str) -> None:
     y1, y2 = onnx_backend.prepare(m, backend=backend).run([x])
     np.testing.assert_array_equal(y1, -x)
     np.testing.assert_array_equal(y2, -x)
+
+
+_LAYERNORM_HUGE_AXIS = """
+import glow_core
+from onnx import helper, TensorProto as T
+from glow_core.errors import GlowError
+vi = lambda n, s: helper.make_tensor_value_info(n, T.FLOAT, s)
+node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "m", "i"], axis=10**12)
+g = helper.make_graph([node], "g", [vi("x", [2, 3]), vi("s", [3]), vi("b", [3])], [vi(o, [2, 3]) for o in "ymi"])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+try:
+    glow_core.compile(m)
+except GlowError as e:
+    print("GLOWERROR", e)
+"""
+
+
+def test_layernorm_huge_axis_is_refused_before_onnx_shape_inference() -> None:
+    """onnx's shape inference segfaults on this model: glow must refuse it before calling it."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _LAYERNORM_HUGE_AXIS], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"the process died (rc {r.returncode}): {r.stderr[-2000:]}"
+    assert "GLOWERROR" in r.stdout and "1000000000000" in r.stdout and "LayerNormalization" in r.stdout
+
+
+@pytest.mark.parametrize("op, attrs, rank, bad", [
+    ("LayerNormalization", {"axis": 10**12}, 2, "10000"),
+    ("Softmax", {"axis": -3}, 2, "-3"),
+    ("Flatten", {"axis": 3}, 2, "3"),
+    ("Transpose", {"perm": [0, 0]}, 2, "permutation"),
+    ("ReduceSum", {"axes": [0, 5]}, 3, "5"),
+])
+def test_axis_table_refuses_out_of_range_attributes(op: str, attrs: dict, rank: int, bad: str) -> None:
+    from glow_core.errors import ModelError
+    from glow_core.importer.precheck import check_axes
+
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    with pytest.raises(ModelError, match=bad):
+        check_axes(node, lambda name: rank, f"ONNX node 'n' ({op})")
+    ok = {k: ([rank - 1, 0] if k == "perm" else ([-1] if isinstance(v, list) else -1)) for k, v in attrs.items()}
+    if op == "Transpose":
+        ok = {"perm": list(reversed(range(rank)))}
+    check_axes(helper.make_node(op, ["x"], ["y"], **ok), lambda name: rank, "n")
+
+
+@pytest.mark.parametrize("field, needle", [("graph", b"GRAPHZ"), ("node", b"NODEZZ"), ("producer", b"PRODUCERZ")])
+def test_invalid_utf8_in_string_fields_is_a_model_error(tmp_path, field: str, needle: bytes) -> None:
+    from glow_core.errors import ModelError
+
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="NODEZZ")], [("x", F, [2])], [("y", F, [2])])
+    m.graph.name = "GRAPHZ"
+    m.producer_name = "PRODUCERZ"
+    raw = m.SerializeToString().replace(needle, needle[:2] + b"\xff\xfe" + needle[4:])
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(raw)
+    with pytest.raises(ModelError, match="not valid UTF-8"):
+        glow_core.compile(str(path))
