@@ -90,3 +90,8 @@ class ExecutionError(GlowError):
 
 class PassError(GlowError):
     """An optimization pass failed; the message names the pass."""
+
+
+class BudgetError(ModelError):
+    """A tensor (or all the constants, or a backend's arena) would exceed the memory budget
+    (see ``glow_core.budget``), or memory ran out while allocating one."""

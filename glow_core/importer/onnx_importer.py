@@ -13,6 +13,7 @@ rule in order, folding constant subgraphs as it goes.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,6 +23,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from glow_core import budget
 from glow_core.errors import (
     DynamicValueError,
     GlowError,
@@ -73,7 +75,7 @@ def lean_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     g.sparse_initializer.extend(graph.sparse_initializer)
     declared = {vi.name for vi in graph.input}
     for t in graph.initializer:
-        if int(np.prod(t.dims, dtype=np.int64)) <= LEAN_MIN_ELEMENTS:
+        if 0 <= math.prod(t.dims) <= LEAN_MIN_ELEMENTS:
             g.initializer.append(t)
         elif t.name not in declared:
             g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
@@ -170,6 +172,9 @@ class OnnxImporter:
         self.fn = Function(name)
         self.values: dict[str, Value] = {}
         self.opsets: dict[str, int] = {}
+        self.budget = budget.current()
+        #: bytes of constants (initializers, folded and generated values) allocated so far
+        self.tally = budget.Tally(self.budget)
 
     # -- values --------------------------------------------------------------
     def value(self, onnx_name: str, where: str) -> Value:
@@ -190,10 +195,14 @@ class OnnxImporter:
         present = [v for v in inputs if v is not None]
         if present and all(isinstance(v, Constant) for v in present):
             out_types = infer_types(spec, [v.type if v is not None else None for v in inputs], norm, where)
+            for t in out_types:  # before the fold allocates anything
+                self.tally.add(t.shape, t.elem.itemsize, where, "folded constant")
             folded = fold_node(self.fn, kind, inputs, norm, out_types, name)
             if folded is not None:
                 return folded
         node = self.fn.create(kind, inputs, norm, name=name, origin=origin)
+        for out in node.outputs:
+            self.budget.check_tensor(out.type.shape, out.type.elem.itemsize, where, "output")
         return list(node.outputs)
 
     def _rank_of(self, onnx_name: str) -> int | None:
@@ -215,6 +224,8 @@ class OnnxImporter:
                                    f"({onnx.defs.onnx_opset_version()})", hint="upgrade onnx")
         graph = proto.graph
         check_strings(proto)
+        for t in graph.initializer:  # dims first: an int64 product of hostile dims wraps around
+            self.budget.check_tensor(t.dims, 1, f"initializer '{t.name}'", "initializer")
         self._check_ops(graph)
         lean = lean_copy(proto)
         self._check_model(lean)
@@ -333,8 +344,11 @@ class OnnxImporter:
 
     def _constant_from(self, t: onnx.TensorProto) -> Constant:
         elem = onnx_elem(t.data_type, f"initializer '{t.name}'")
+        self.tally.add(t.dims, elem.itemsize, f"initializer '{t.name}'", "initializer")
         try:
             arr = numpy_helper.to_array(t)
+        except MemoryError:
+            raise budget.BudgetError(f"initializer '{t.name}': out of memory reading it") from None
         except Exception as e:  # noqa: BLE001
             raise ModelError(f"initializer '{t.name}' cannot be read: {e}") from None
         arr = np.asarray(arr.astype(elem.dtype, copy=False), order="C")

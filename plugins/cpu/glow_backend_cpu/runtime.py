@@ -34,6 +34,7 @@ import numpy as np
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.sync import CTL_BYTES
 from glow_backend_cpu.target import Library
+from glow_core import budget
 from glow_core.errors import ExecutionError, InputError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
@@ -120,6 +121,10 @@ class CpuExecutable(CompiledFunction):
         self._get_error = _GET_ERROR_TYPE(library.address("glow_get_error"))
         self._clear_error = _CLEAR_ERROR_TYPE(library.address("glow_clear_error"))
         self._lock = threading.Lock()
+        limits = budget.current()
+        where = f"cpu backend, function '{function.name}'"
+        limits.check_total(layout.arena_bytes, where, "the activation arena")
+        limits.check_total(layout.const_bytes + layout.packed_bytes, where, "the constant regions")
         # constant region: graph payloads and the constants emitters packed at compile time
         self._consts = aligned_empty((max(layout.const_bytes, 1),), np.uint8)
         for name, off in layout.const_offsets.items():
