@@ -121,27 +121,59 @@ def _load_external_data(proto: onnx.ModelProto, base: Path) -> None:
     for t in _all_tensors(proto.graph):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        info = {e.key: e.value for e in t.external_data}
-        loc = info.get("location", "")
-        target = (base / loc).resolve()
-        if not loc or os.path.isabs(loc) or not target.is_relative_to(base):
-            raise ModelError(
-                f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
-                hint="keep external data files next to the model",
-            )
-        if not target.is_file():
-            raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
-        try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else None
-        except ValueError:
-            raise ModelError(f"tensor '{t.name}': external data offset/length are not integers") from None
-        with open(target, "rb") as f:
-            f.seek(offset)
-            raw = f.read() if length is None else f.read(length)
-        t.raw_data = raw
+        t.raw_data = _read_external(t, base)
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _external_target(t: onnx.TensorProto, loc: str, base: Path) -> Path:
+    """The file ``loc`` names, refused unless it is a regular file inside ``base`` with no other hard link."""
+    if not loc or "\0" in loc:
+        raise ModelError(f"tensor '{t.name}': external data location {loc!r} is not a relative file name; refused",
+                         hint="keep external data files next to the model")
+    target = (base / loc).resolve()
+    if os.path.isabs(loc) or not target.is_relative_to(base):
+        raise ModelError(
+            f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
+            hint="keep external data files next to the model",
+        )
+    if not target.is_file():
+        raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
+    if target.stat().st_nlink > 1:  # a hard link may reach a file outside the directory: no way to tell
+        raise ModelError(f"tensor '{t.name}': external data file '{loc}' has {target.stat().st_nlink} hard links; "
+                         "refused, since one may be a file outside the model's directory",
+                         hint="copy the data file instead of hard-linking it")
+    return target
+
+
+def _read_external(t: onnx.TensorProto, base: Path) -> bytes:
+    """The bytes of an external tensor, after checking the location, the offset and the length."""
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location", "")
+    target = _external_target(t, loc, base)
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else None
+    except ValueError:
+        raise ModelError(f"tensor '{t.name}': external data offset/length are not integers") from None
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(target, flags)
+    except OSError as e:
+        raise ModelError(f"tensor '{t.name}': cannot open external data file '{loc}': {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if length is None:
+            length = size - offset
+        if not (0 <= offset <= size and 0 <= length <= size - offset):
+            raise ModelError(f"tensor '{t.name}': external data offset {offset} and length {length} fall outside "
+                             f"'{loc}' ({size} bytes)", hint="the model or its data file is corrupt")
+        budget.current().check_tensor((length,), 1, f"tensor '{t.name}'", "external data")
+        f.seek(offset)
+        raw = f.read(length)
+    if len(raw) != length:
+        raise ModelError(f"tensor '{t.name}': external data file '{loc}' ended early")
+    return raw
 
 
 def parse_shape_spec(spec: str) -> tuple[str, tuple[int, ...]]:

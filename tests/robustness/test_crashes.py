@@ -116,3 +116,52 @@ def test_invalid_utf8_in_string_fields_is_a_model_error(tmp_path, field: str, ne
     path.write_bytes(raw)
     with pytest.raises(ModelError, match="not valid UTF-8"):
         glow_core.compile(str(path))
+
+
+def _external(tmp_path, entries: dict[str, str]):  # type: ignore[no-untyped-def]
+    """``y = x + w`` saved in ``tmp_path/m`` with ``w`` external (the data file is the caller's)."""
+    from onnx import TensorProto, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in entries.items():
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", F, [2, 3])], [("y", F, [2, 3])], [w])
+    d = tmp_path / "m"
+    d.mkdir(exist_ok=True)
+    (d / "model.onnx").write_bytes(m.SerializeToString())
+    return d
+
+
+def test_external_data_through_a_hard_link_is_refused(tmp_path) -> None:
+    import os
+
+    from glow_core.errors import ModelError
+
+    secret = tmp_path / "outside.bin"
+    secret.write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    d = _external(tmp_path, {"location": "w.bin", "length": "24"})
+    os.link(secret, d / "w.bin")
+    with pytest.raises(ModelError, match="hard links"):
+        glow_core.compile(str(d / "model.onnx"))
+
+
+@pytest.mark.parametrize("offset, length", [("-1", "24"), (str(2**62), "24"), (str(2**64), "24"), ("0", "-1"),
+                                            ("0", str(2**62)), ("0", str(2**64)), ("8", "24")])
+def test_external_data_offset_and_length_are_bounds_checked(tmp_path, offset: str, length: str) -> None:
+    from glow_core.errors import ModelError
+
+    d = _external(tmp_path, {"location": "w.bin", "offset": offset, "length": length})
+    (d / "w.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    with pytest.raises(ModelError, match="fall outside 'w.bin' \\(24 bytes\\)"):
+        glow_core.compile(str(d / "model.onnx"))
+
+
+def test_external_data_location_with_a_nul_byte_is_refused(tmp_path) -> None:
+    from glow_core.errors import ModelError
+
+    d = _external(tmp_path, {"location": "w.bin\0x", "length": "24"})
+    with pytest.raises(ModelError, match="not a relative file name"):
+        glow_core.compile(str(d / "model.onnx"))
