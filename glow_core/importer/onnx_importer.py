@@ -448,6 +448,12 @@ class OnnxImporter:
             raise
         except (ValueError, TypeError, IndexError, KeyError) as e:
             raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
+        except ArithmeticError as e:  # OverflowError, ZeroDivisionError: an extreme attribute or constant
+            raise ModelError(f"{ctx.where()}: an attribute or constant operand is out of range "
+                             f"({type(e).__name__}: {e})", hint="fix the node's attributes in the model") from None
+        except MemoryError:
+            raise budget.BudgetError(f"{ctx.where()}: out of memory importing it",
+                                     hint=f"lower {budget.ENV_TOTAL} below the memory this machine has") from None
         outs = list(node.output)
         if len(results) < len([o for o in outs if o]):
             raise UnsupportedError(f"{ctx.where()}: only {len(results)} of its {len(outs)} outputs are supported")
