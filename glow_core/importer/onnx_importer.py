@@ -34,7 +34,7 @@ from glow_core.errors import (
     UnsupportedError,
     UnsupportedOpsError,
 )
-from glow_core.importer.precheck import check_axes, check_strings
+from glow_core.importer.precheck import check_axes, check_declared, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -176,6 +176,11 @@ def _read_external(t: onnx.TensorProto, base: Path) -> bytes:
     return raw
 
 
+def _fixed(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """A fixed dimension: a dim_value >= 0 (exporters write -1 for a dynamic one, like a dim_param)."""
+    return d.HasField("dim_value") and d.dim_value >= 0
+
+
 def parse_shape_spec(spec: str) -> tuple[str, tuple[int, ...]]:
     """``name=1,3,224,224`` -> (name, shape)."""
     name, sep, dims = spec.rpartition("=")
@@ -275,6 +280,7 @@ class OnnxImporter:
             self._cross_check(node, inferred)
         for out in graph.output:
             v = self.value(out.name, f"graph output '{out.name}'")
+            check_declared(out, v.type)
             self.fn.set_output(out.name, v)
         self.fn.erase_unused_constants()
         self.fn.verify()
@@ -318,6 +324,9 @@ class OnnxImporter:
         ``fixed`` is this importer's own copy of the model (see :func:`lean_copy`): it is modified here.
         """
         del fixed.graph.value_info[:]
+        for vi in fixed.graph.output:  # inference computes them: a wrong declaration must not be echoed back
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
         for vi in fixed.graph.input:
             v = self.values.get(vi.name)
             if v is not None and vi.type.HasField("tensor_type"):
@@ -396,6 +405,7 @@ class OnnxImporter:
                     f"--input-shape names '{given}', which is not an input of the model; "
                     f"its inputs are: {', '.join(sorted(names)) or '(none)'}"
                 )
+        given: dict[str, tuple[int, ...]] = {}
         for vi in real_inputs:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type"):
@@ -408,18 +418,20 @@ class OnnxImporter:
                         f"input '{vi.name}' has rank {len(tt.shape.dim)} but --input-shape gives {list(shape)}"
                     )
                 for d, want in zip(tt.shape.dim if tt.HasField("shape") else [], shape):
-                    if d.HasField("dim_value") and d.dim_value != want:
+                    if _fixed(d) and d.dim_value != want:
                         raise ImportShapeError(
                             f"input '{vi.name}' has fixed dimension {d.dim_value} where --input-shape gives {want}"
                         )
             elif vi.name in self.bind:
                 shape = tuple(self.bind[vi.name].shape)
-            elif not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
-                dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim] if tt.HasField("shape") else "unknown rank"
+            elif not tt.HasField("shape") or not all(_fixed(d) for d in tt.shape.dim):
+                dims = [d.dim_value if _fixed(d) else (d.dim_param or "?") for d in tt.shape.dim] if tt.HasField("shape") else "unknown rank"
                 unknown.append(f"{vi.name} {dims}")
                 continue
             else:
                 shape = tuple(d.dim_value for d in tt.shape.dim)
+            given[vi.name] = tuple(shape)
+            self.budget.check_tensor(shape, elem.itemsize, f"input '{vi.name}'", "input")
             if vi.name in self.bind:
                 arr = np.asarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False), order="C")
                 if tuple(arr.shape) != tuple(shape):
@@ -427,6 +439,7 @@ class OnnxImporter:
                 self.values[vi.name] = self.fn.add_constant(arr, vi.name)
             else:
                 self.values[vi.name] = self.fn.add_input(vi.name, TensorType(elem, shape))
+        check_symbols(real_inputs, given)
         if unknown:
             raise ImportShapeError(
                 "input(s) with symbolic or unknown dimensions: " + "; ".join(unknown),

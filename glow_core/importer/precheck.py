@@ -14,12 +14,14 @@ lazily and raises ``UnicodeDecodeError`` on invalid UTF-8 (:func:`check_strings`
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import onnx
 
-from glow_core.errors import ModelError
+from glow_core.errors import GlowWarning, ModelError
+from glow_core.ir.types import TensorType
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,58 @@ def check_strings(proto: onnx.ModelProto) -> None:
     except UnicodeDecodeError as e:
         raise ModelError(f"a string field of the model is not valid UTF-8 ({e.reason})",
                          hint="the model file is corrupt or was not written by an ONNX exporter") from None
+
+
+def declared_dims(vi: onnx.ValueInfoProto) -> list[int | None] | None:
+    """A value info's dimensions (None for a symbolic, unknown or negative one), or None without a shape."""
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
+
+
+def check_declared(vi: onnx.ValueInfoProto, computed: TensorType) -> None:
+    """Compare a graph output's declaration with the type glow computed for it.
+
+    An element type that differs is refused (onnxruntime refuses it too). A shape that differs is a
+    wrong declaration: the ONNX spec defines the output from the op's inputs and attributes, so glow
+    keeps the computed shape, as onnxruntime does, and warns (:class:`GlowWarning`).
+    """
+    from glow_core.importer.context import ONNX_ELEMS
+
+    tt = vi.type.tensor_type
+    declared = ONNX_ELEMS.get(tt.elem_type) if vi.type.HasField("tensor_type") else None
+    if declared is not None and declared.dtype != computed.dtype:
+        raise ModelError(f"graph output '{vi.name}': the model declares element type "
+                         f"{onnx.TensorProto.DataType.Name(tt.elem_type)}, the node producing it computes "
+                         f"{computed.elem.value}", hint="fix the output's declaration in the model")
+    dims = declared_dims(vi)
+    if dims is None:
+        return
+    shape = computed.shape
+    if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
+        shown = [d if d is not None else "?" for d in dims]
+        warnings.warn(f"graph output '{vi.name}': the model declares shape {shown}, the node producing it computes "
+                      f"{list(shape)}; glow uses the computed shape (as onnxruntime does)", GlowWarning, stacklevel=4)
+
+
+def check_symbols(inputs: list[onnx.ValueInfoProto], shapes: dict[str, tuple[int, ...]]) -> None:
+    """A symbolic dimension (``dim_param``) named by several inputs must get one value in all of them."""
+    seen: dict[str, tuple[int, str]] = {}
+    for vi in inputs:
+        shape = shapes.get(vi.name)
+        tt = vi.type.tensor_type
+        if shape is None or not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        for axis, (d, value) in enumerate(zip(tt.shape.dim, shape)):
+            if not d.dim_param:
+                continue
+            first = seen.setdefault(d.dim_param, (value, vi.name))
+            if first[0] != value:
+                from glow_core.errors import ImportShapeError
+
+                raise ImportShapeError(
+                    f"symbolic dimension '{d.dim_param}' is {first[0]} in input '{first[1]}' but {value} in input "
+                    f"'{vi.name}' (axis {axis}): the model says they are the same size",
+                    hint=f"give every input that uses '{d.dim_param}' the same size there",
+                )
