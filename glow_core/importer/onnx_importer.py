@@ -34,7 +34,7 @@ from glow_core.errors import (
     UnsupportedError,
     UnsupportedOpsError,
 )
-from glow_core.importer.precheck import check_axes, check_declared, check_strings, check_symbols
+from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -272,6 +272,7 @@ class OnnxImporter:
         self._add_inputs(graph, inits)
         # glow's own rules check every node first: onnx's native shape inference only sees a checked model
         for node in graph.node:
+            check_flags(node, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
             self._import_node(node)
         for node in graph.node:
             check_axes(node, self._rank_of, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")

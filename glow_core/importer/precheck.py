@@ -54,6 +54,24 @@ AXIS_RULES: Mapping[str, tuple[AxisRule, ...]] = {
 }
 
 
+#: attributes that are flags (0 or 1) in every op that has them: runtimes disagree on other values
+#: (onnx shape inference and onnxruntime test ``== 1``, numpy-style code tests truthiness)
+FLAG_ATTRS = frozenset({
+    "keepdims", "select_last_index", "ceil_mode", "count_include_pad", "transA", "transB", "is_causal",
+    "align_corners", "detect_positive", "detect_negative", "interleaved", "upper", "noop_with_empty_axes",
+    "sorted", "largest", "periodic", "onesided", "inverse", "center_point_box", "new_axis", "fmod",
+    "linear_before_reset", "input_forget", "layout", "allowzero", "saturate", "exclusive", "reverse",
+})
+
+
+def check_flags(node: onnx.NodeProto, where: str) -> None:
+    """Refuse a flag attribute (:data:`FLAG_ATTRS`) whose value is not 0 or 1."""
+    for a in node.attribute:
+        if a.name in FLAG_ATTRS and a.type == onnx.AttributeProto.INT and a.i not in (0, 1):
+            raise ModelError(f"{where}: attribute '{a.name}' = {a.i} must be 0 or 1",
+                             hint="fix the attribute in the model")
+
+
 def _ints(a: onnx.AttributeProto) -> list[int]:
     if a.type == onnx.AttributeProto.INT:
         return [a.i]

@@ -165,3 +165,14 @@ def test_external_data_location_with_a_nul_byte_is_refused(tmp_path) -> None:
     d = _external(tmp_path, {"location": "w.bin\0x", "length": "24"})
     with pytest.raises(ModelError, match="not a relative file name"):
         glow_core.compile(str(d / "model.onnx"))
+
+
+@pytest.mark.parametrize("op, attr", [("ArgMax", "keepdims"), ("ReduceMax", "keepdims"), ("ArgMin", "select_last_index")])
+def test_flag_attributes_outside_0_1_are_refused(op: str, attr: str) -> None:
+    """keepdims = 10**12 made glow keep the dims (truthy) where onnx and onnxruntime drop them (== 1 test)."""
+    from glow_core.errors import ModelError
+
+    m = model([helper.make_node(op, ["x"], ["y"], **{attr: 10**12})], [("x", F, [2, 3])], [("y", F, ["a", "b"])])
+    m.graph.output[0].type.tensor_type.elem_type = 7 if op.startswith("Arg") else 1
+    with pytest.raises(ModelError, match=rf"attribute '{attr}' = 1000000000000 must be 0 or 1"):
+        glow_core.compile(m)
