@@ -181,12 +181,13 @@ def _conv_transpose_taps(b: Builder, node: Node, x: Value, w: Value, bias_c: Val
     n, c, *sp = x.type.shape
     mg, kernel = w.type.shape[1], w.type.shape[2:]
     cg, nd, size = c // g, len(sp), math.prod(sp)
-    xg = b.reshape(x, (n, g, cg, 1, size))
+    # x as [g, cg, n * positions]: one batched MatMul per tap, [g, mg, cg] @ [g, cg, n * positions]
+    xg = b.reshape(b.transpose(b.reshape(x, (n, g, cg, size)), (1, 2, 0, 3)), (g, cg, n * size))
     acc = zeros(b, x.type.elem, out)
     for k in np.ndindex(*kernel):
-        wk = slice_nd(b, w, (0, 0) + k, (c, mg) + (1,) * nd)
-        prod = b.mul(xg, b.reshape(wk, (1, g, cg, mg, 1)))
-        t = b.reshape(b.reduce("ReduceSum", prod, (2,), keepdims=False), (n, g * mg) + tuple(sp))
+        wk = b.transpose(b.reshape(slice_nd(b, w, (0, 0) + k, (c, mg) + (1,) * nd), (g, cg, mg)), (0, 2, 1))
+        t = b.reshape(matmul(b, wk, xg), (g, mg, n, size))
+        t = b.reshape(b.transpose(t, (2, 0, 1, 3)), (n, g * mg) + tuple(sp))
         for i in range(nd):
             t = zero_insert(b, t, 2 + i, strides[i])
             t = _place(b, t, 2 + i, k[i] * dil[i] - pads[i], out[2 + i])

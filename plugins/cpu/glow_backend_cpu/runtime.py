@@ -125,6 +125,7 @@ class CpuExecutable(CompiledFunction):
         where = f"cpu backend, function '{function.name}'"
         limits.check_total(layout.arena_bytes, where, "the activation arena")
         limits.check_total(layout.const_bytes + layout.packed_bytes, where, "the constant regions")
+        limits.check_total(layout.scratch_stride * self.threads, where, "the per-thread scratch regions")
         # constant region: graph payloads and the constants emitters packed at compile time
         self._consts = aligned_empty((max(layout.const_bytes, 1),), np.uint8)
         for name, off in layout.const_offsets.items():
