@@ -109,3 +109,11 @@ def test_parse_bytes(text: str, want: int) -> None:
 def test_parse_bytes_refuses_nonsense(text: str) -> None:
     with pytest.raises(BudgetError):
         budget.parse_bytes(text, "x")
+
+
+def test_split_num_outputs_far_above_the_output_count_is_refused_before_allocating() -> None:
+    """num_outputs = 2**31-1 on a 2-output Split built a list of 2**31 sizes (the process was OOM-killed)."""
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2**31 - 1)
+    m = model([node], [("x", F, [5])], [("a", F, [3]), ("b", F, [2])], opset=18)
+    with pytest.raises(GlowTypeError, match="cannot split into 2147483647 parts with 2 outputs"):
+        glow_core.compile(m)
