@@ -180,6 +180,7 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     fn = prepare_function(fn, be, debug=debug)
     stats.optimize_s = time.perf_counter() - t1
     stats.nodes_by_kind = fn.count_by_kind()
+    budget.check_function(fn)  # what lowering made, before the backend allocates for it
     check_support(fn, be)
     t2 = time.perf_counter()
     try:

@@ -33,7 +33,7 @@ from typing import Any, Iterator, Mapping
 
 from glow_core.errors import BudgetError, ModelError
 
-__all__ = ["Budget", "BudgetError", "Tally", "current", "using"]
+__all__ = ["Budget", "BudgetError", "Tally", "check_function", "current", "using"]
 
 GiB = 1 << 30
 DEFAULT_TENSOR_BYTES = 2 * GiB
@@ -141,3 +141,17 @@ class Tally:
     def add(self, shape: Any, itemsize: int, where: str, what: str = "a constant") -> None:
         self.total += self.budget.check_tensor(shape, itemsize, where, what)
         self.budget.check_total(self.total, where)
+
+
+def check_function(fn: Any, budget: Budget | None = None) -> None:
+    """Every value of a prepared graph function within the budget (before a backend allocates for it):
+    what lowering made, not only what the importer typed."""
+    b = budget or current()
+    total = 0
+    for c in fn.constants:
+        total += b.check_tensor(c.type.shape, c.type.elem.itemsize, f"constant '{c.name}'", "constant")
+    b.check_total(total, f"function '{fn.name}'", "the constants")
+    for node in fn.nodes:
+        for out in node.outputs:
+            b.check_tensor(out.type.shape, out.type.elem.itemsize,
+                           f"{node.kind.name} '{node.name}' (from ONNX node '{node.origin}')", "output")

@@ -117,3 +117,18 @@ def test_split_num_outputs_far_above_the_output_count_is_refused_before_allocati
     m = model([node], [("x", F, [5])], [("a", F, [3]), ("b", F, [2])], opset=18)
     with pytest.raises(GlowTypeError, match="cannot split into 2147483647 parts with 2 outputs"):
         glow_core.compile(m)
+
+
+def test_prepared_function_is_checked_before_the_backend_compiles() -> None:
+    """What lowering makes counts too: a value under the limit at import but over it after is caught."""
+    from glow_core.ir.graph import Function
+    from glow_core.ir.types import ElemKind, TensorType
+
+    fn = Function("f")
+    x = fn.add_input("x", TensorType(ElemKind.FLOAT32, (256,)))
+    y = fn.create("Relu", [x], {}, name="r", origin="relu_node").outputs[0]
+    fn.set_output("y", y)
+    budget.check_function(fn, budget.Budget(tensor_bytes=1024))
+    with pytest.raises(BudgetError, match=r"Relu 'r' \(from ONNX node 'relu_node'\): output .* 1.0 KiB, over the "
+                                          r"1000 bytes limit"):
+        budget.check_function(fn, budget.Budget(tensor_bytes=1000))
