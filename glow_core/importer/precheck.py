@@ -20,7 +20,8 @@ from typing import Callable, Mapping
 
 import onnx
 
-from glow_core.errors import GlowWarning, ModelError
+from glow_core.errors import GlowWarning, ImportShapeError, ModelError
+from glow_core.importer.context import ONNX_ELEMS
 from glow_core.ir.types import TensorType
 
 
@@ -151,8 +152,6 @@ def check_declared(vi: onnx.ValueInfoProto, computed: TensorType) -> None:
     wrong declaration: the ONNX spec defines the output from the op's inputs and attributes, so glow
     keeps the computed shape, as onnxruntime does, and warns (:class:`GlowWarning`).
     """
-    from glow_core.importer.context import ONNX_ELEMS
-
     tt = vi.type.tensor_type
     declared = ONNX_ELEMS.get(tt.elem_type) if vi.type.HasField("tensor_type") else None
     if declared is not None and declared.dtype != computed.dtype:
@@ -182,8 +181,6 @@ def check_symbols(inputs: list[onnx.ValueInfoProto], shapes: dict[str, tuple[int
                 continue
             first = seen.setdefault(d.dim_param, (value, vi.name))
             if first[0] != value:
-                from glow_core.errors import ImportShapeError
-
                 raise ImportShapeError(
                     f"symbolic dimension '{d.dim_param}' is {first[0]} in input '{first[1]}' but {value} in input "
                     f"'{vi.name}' (axis {axis}): the model says they are the same size",
