@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from glow_core import zoo
+from glow_core import budget, zoo
 from glow_core.errors import (
     BackendError,
+    BudgetError,
     ExecutionError,
     GlowError,
     ImportShapeError,
@@ -133,6 +134,9 @@ class CompiledNetwork:
             return self.executable.execute(checked)
         except GlowError:
             raise
+        except MemoryError:
+            raise BudgetError(f"backend '{self.backend.name}' ran out of memory running the network",
+                              hint="free memory, or compile a smaller model or batch") from None
         except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
             raise ExecutionError(
                 f"backend '{self.backend.name}' failed while running: {type(e).__name__}: {e}",
@@ -161,6 +165,13 @@ def compile(
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise InputError(f"threads must be a positive integer, got {threads!r}")
     be = get_backend(backend)
+    with budget.using(budget.current().with_options(options)):
+        return _compile(model, be, shapes, bind, threads, debug, options)
+
+
+def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: dict[str, tuple[int, ...]] | None,
+             bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
+             options: Mapping[str, Any] | None) -> CompiledNetwork:
     stats = CompileStats()
     t0 = time.perf_counter()
     fn = import_model(model, shapes, bind)
@@ -169,12 +180,16 @@ def compile(
     fn = prepare_function(fn, be, debug=debug)
     stats.optimize_s = time.perf_counter() - t1
     stats.nodes_by_kind = fn.count_by_kind()
+    budget.check_function(fn)  # what lowering made, before the backend allocates for it
     check_support(fn, be)
     t2 = time.perf_counter()
     try:
         exe = be.compile(fn, CompileOptions(threads=threads, debug=debug, extra=dict(options or {})))
     except GlowError:
         raise
+    except MemoryError:
+        raise BudgetError(f"backend '{be.name}' ran out of memory compiling the model",
+                          hint="free memory, or lower GLOW_MAX_TOTAL_BYTES") from None
     except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
         raise BackendError(
             f"backend '{be.name}' failed to compile the model: {type(e).__name__}: {e}",

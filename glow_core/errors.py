@@ -90,3 +90,12 @@ class ExecutionError(GlowError):
 
 class PassError(GlowError):
     """An optimization pass failed; the message names the pass."""
+
+
+class BudgetError(ModelError):
+    """A tensor (or all the constants, or a backend's arena) would exceed the memory budget
+    (see ``glow_core.budget``), or memory ran out while allocating one."""
+
+
+class GlowWarning(UserWarning):
+    """Something glow accepted but the user should know (e.g. a model's declared output shape is wrong)."""

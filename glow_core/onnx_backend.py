@@ -66,7 +66,8 @@ class GlowRep(BackendRep):
 
     def compiled_for(self, feeds: Mapping[str, np.ndarray]) -> CompiledNetwork:
         while True:
-            bound = sorted(n for n in self._bound if n in feeds)
+            with self._lock:  # other threads add to _bound while this one compiles
+                bound = sorted(n for n in self._bound if n in feeds)
             key = (
                 tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
                 tuple((n, _digest(feeds[n])) for n in bound),
@@ -82,10 +83,13 @@ class GlowRep(BackendRep):
                     self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options
                 )
             except DynamicValueError as e:
-                new = [p for p in e.placeholders if p in feeds and p not in self._bound]
+                # new relative to what this attempt bound (another thread may have found them meanwhile);
+                # each retry binds strictly more, so the loop ends
+                new = [p for p in e.placeholders if p in feeds and p not in bound]
                 if not new:
                     raise
-                self._bound.update(new)
+                with self._lock:
+                    self._bound.update(new)
                 continue
             with self._lock:
                 self._cache[key] = net

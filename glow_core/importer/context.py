@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from glow_core.errors import DynamicValueError, GlowError, GlowTypeError, UnsupportedError
+from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowTypeError, UnsupportedError
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
@@ -199,6 +199,10 @@ class NodeContext:
               name: str | None = None) -> Value:
         return self.emit(kind, inputs, attrs, name)[0]
 
+    def reserve(self, shape: Sequence[int], elem: ElemKind, what: str = "generated constant") -> None:
+        """Count a constant this rule is about to compute against the memory budget (before allocating it)."""
+        self.importer.tally.add(shape, elem.itemsize, self.where(), what)
+
     def constant(self, array: np.ndarray | Any, dtype: Any = None, name: str | None = None) -> Constant:
         arr = np.asarray(array, dtype=dtype)
         return self.fn.add_constant(arr, name or f"{self.name}_const")
@@ -234,5 +238,10 @@ def fold_node(fn: Function, kind: str, inputs: Sequence[Value | None], attrs: Ma
     if sum(t.size for t in out_types) > FOLD_LIMIT:
         return None
     arrays = [v.payload if isinstance(v, Constant) else None for v in inputs]
-    results = reference_backend().evaluate(kind, attrs, arrays, out_types)
+    try:
+        results = reference_backend().evaluate(kind, attrs, arrays, out_types)
+    except MemoryError:
+        raise BudgetError(f"{kind} node '{name}': out of memory while folding it to a constant "
+                          f"({', '.join(str(t) for t in out_types)})",
+                          hint="lower GLOW_MAX_TOTAL_BYTES below the memory this machine has") from None
     return [fn.add_constant(np.asarray(r), name, t) for r, t in zip(results, out_types)]

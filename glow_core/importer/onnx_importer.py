@@ -13,6 +13,7 @@ rule in order, folding constant subgraphs as it goes.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,6 +23,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from glow_core import budget
 from glow_core.errors import (
     DynamicValueError,
     GlowError,
@@ -32,6 +34,7 @@ from glow_core.errors import (
     UnsupportedError,
     UnsupportedOpsError,
 )
+from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -72,7 +75,7 @@ def lean_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     g.sparse_initializer.extend(graph.sparse_initializer)
     declared = {vi.name for vi in graph.input}
     for t in graph.initializer:
-        if int(np.prod(t.dims, dtype=np.int64)) <= LEAN_MIN_ELEMENTS:
+        if 0 <= math.prod(t.dims) <= LEAN_MIN_ELEMENTS:
             g.initializer.append(t)
         elif t.name not in declared:
             g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
@@ -118,27 +121,64 @@ def _load_external_data(proto: onnx.ModelProto, base: Path) -> None:
     for t in _all_tensors(proto.graph):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        info = {e.key: e.value for e in t.external_data}
-        loc = info.get("location", "")
-        target = (base / loc).resolve()
-        if not loc or os.path.isabs(loc) or not target.is_relative_to(base):
-            raise ModelError(
-                f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
-                hint="keep external data files next to the model",
-            )
-        if not target.is_file():
-            raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
-        try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else None
-        except ValueError:
-            raise ModelError(f"tensor '{t.name}': external data offset/length are not integers") from None
-        with open(target, "rb") as f:
-            f.seek(offset)
-            raw = f.read() if length is None else f.read(length)
-        t.raw_data = raw
+        t.raw_data = _read_external(t, base)
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _external_target(t: onnx.TensorProto, loc: str, base: Path) -> Path:
+    """The file ``loc`` names, refused unless it is a regular file inside ``base`` with no other hard link."""
+    if not loc or "\0" in loc:
+        raise ModelError(f"tensor '{t.name}': external data location {loc!r} is not a relative file name; refused",
+                         hint="keep external data files next to the model")
+    target = (base / loc).resolve()
+    if os.path.isabs(loc) or not target.is_relative_to(base):
+        raise ModelError(
+            f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
+            hint="keep external data files next to the model",
+        )
+    if not target.is_file():
+        raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
+    if target.stat().st_nlink > 1:  # a hard link may reach a file outside the directory: no way to tell
+        raise ModelError(f"tensor '{t.name}': external data file '{loc}' has {target.stat().st_nlink} hard links; "
+                         "refused, since one may be a file outside the model's directory",
+                         hint="copy the data file instead of hard-linking it")
+    return target
+
+
+def _read_external(t: onnx.TensorProto, base: Path) -> bytes:
+    """The bytes of an external tensor, after checking the location, the offset and the length."""
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location", "")
+    target = _external_target(t, loc, base)
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else None
+    except ValueError:
+        raise ModelError(f"tensor '{t.name}': external data offset/length are not integers") from None
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(target, flags)
+    except OSError as e:
+        raise ModelError(f"tensor '{t.name}': cannot open external data file '{loc}': {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if length is None:
+            length = size - offset
+        if not (0 <= offset <= size and 0 <= length <= size - offset):
+            raise ModelError(f"tensor '{t.name}': external data offset {offset} and length {length} fall outside "
+                             f"'{loc}' ({size} bytes)", hint="the model or its data file is corrupt")
+        budget.current().check_tensor((length,), 1, f"tensor '{t.name}'", "external data")
+        f.seek(offset)
+        raw = f.read(length)
+    if len(raw) != length:
+        raise ModelError(f"tensor '{t.name}': external data file '{loc}' ended early")
+    return raw
+
+
+def _fixed(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """A fixed dimension: a dim_value >= 0 (exporters write -1 for a dynamic one, like a dim_param)."""
+    return d.HasField("dim_value") and d.dim_value >= 0
 
 
 def parse_shape_spec(spec: str) -> tuple[str, tuple[int, ...]]:
@@ -169,6 +209,9 @@ class OnnxImporter:
         self.fn = Function(name)
         self.values: dict[str, Value] = {}
         self.opsets: dict[str, int] = {}
+        self.budget = budget.current()
+        #: bytes of constants (initializers, folded and generated values) allocated so far
+        self.tally = budget.Tally(self.budget)
 
     # -- values --------------------------------------------------------------
     def value(self, onnx_name: str, where: str) -> Value:
@@ -189,11 +232,19 @@ class OnnxImporter:
         present = [v for v in inputs if v is not None]
         if present and all(isinstance(v, Constant) for v in present):
             out_types = infer_types(spec, [v.type if v is not None else None for v in inputs], norm, where)
+            for t in out_types:  # before the fold allocates anything
+                self.tally.add(t.shape, t.elem.itemsize, where, "folded constant")
             folded = fold_node(self.fn, kind, inputs, norm, out_types, name)
             if folded is not None:
                 return folded
         node = self.fn.create(kind, inputs, norm, name=name, origin=origin)
+        for out in node.outputs:
+            self.budget.check_tensor(out.type.shape, out.type.elem.itemsize, where, "output")
         return list(node.outputs)
+
+    def _rank_of(self, onnx_name: str) -> int | None:
+        v = self.values.get(onnx_name)
+        return None if v is None else len(v.type.shape)
 
     # -- the import ----------------------------------------------------------
     def run(self) -> Function:
@@ -209,6 +260,9 @@ class OnnxImporter:
             raise UnsupportedError(f"model uses opset {opset}, newer than the installed onnx package supports "
                                    f"({onnx.defs.onnx_opset_version()})", hint="upgrade onnx")
         graph = proto.graph
+        check_strings(proto)
+        for t in graph.initializer:  # dims first: an int64 product of hostile dims wraps around
+            self.budget.check_tensor(t.dims, 1, f"initializer '{t.name}'", "initializer")
         self._check_ops(graph)
         lean = lean_copy(proto)
         self._check_model(lean)
@@ -216,12 +270,18 @@ class OnnxImporter:
         for t in graph.initializer:
             self.values[t.name] = self._constant_from(t)
         self._add_inputs(graph, inits)
+        # glow's own rules check every node first: onnx's native shape inference only sees a checked model
+        for node in graph.node:
+            check_flags(node, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
+            self._import_node(node)
+        for node in graph.node:
+            check_axes(node, self._rank_of, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
         inferred = self._infer_shapes(lean)
         for node in graph.node:
-            self._import_node(node)
             self._cross_check(node, inferred)
         for out in graph.output:
             v = self.value(out.name, f"graph output '{out.name}'")
+            check_declared(out, v.type)
             self.fn.set_output(out.name, v)
         self.fn.erase_unused_constants()
         self.fn.verify()
@@ -265,6 +325,9 @@ class OnnxImporter:
         ``fixed`` is this importer's own copy of the model (see :func:`lean_copy`): it is modified here.
         """
         del fixed.graph.value_info[:]
+        for vi in fixed.graph.output:  # inference computes them: a wrong declaration must not be echoed back
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
         for vi in fixed.graph.input:
             v = self.values.get(vi.name)
             if v is not None and vi.type.HasField("tensor_type"):
@@ -323,8 +386,11 @@ class OnnxImporter:
 
     def _constant_from(self, t: onnx.TensorProto) -> Constant:
         elem = onnx_elem(t.data_type, f"initializer '{t.name}'")
+        self.tally.add(t.dims, elem.itemsize, f"initializer '{t.name}'", "initializer")
         try:
             arr = numpy_helper.to_array(t)
+        except MemoryError:
+            raise budget.BudgetError(f"initializer '{t.name}': out of memory reading it") from None
         except Exception as e:  # noqa: BLE001
             raise ModelError(f"initializer '{t.name}' cannot be read: {e}") from None
         arr = np.asarray(arr.astype(elem.dtype, copy=False), order="C")
@@ -340,6 +406,7 @@ class OnnxImporter:
                     f"--input-shape names '{given}', which is not an input of the model; "
                     f"its inputs are: {', '.join(sorted(names)) or '(none)'}"
                 )
+        given: dict[str, tuple[int, ...]] = {}
         for vi in real_inputs:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type"):
@@ -352,18 +419,20 @@ class OnnxImporter:
                         f"input '{vi.name}' has rank {len(tt.shape.dim)} but --input-shape gives {list(shape)}"
                     )
                 for d, want in zip(tt.shape.dim if tt.HasField("shape") else [], shape):
-                    if d.HasField("dim_value") and d.dim_value != want:
+                    if _fixed(d) and d.dim_value != want:
                         raise ImportShapeError(
                             f"input '{vi.name}' has fixed dimension {d.dim_value} where --input-shape gives {want}"
                         )
             elif vi.name in self.bind:
                 shape = tuple(self.bind[vi.name].shape)
-            elif not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
-                dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim] if tt.HasField("shape") else "unknown rank"
+            elif not tt.HasField("shape") or not all(_fixed(d) for d in tt.shape.dim):
+                dims = [d.dim_value if _fixed(d) else (d.dim_param or "?") for d in tt.shape.dim] if tt.HasField("shape") else "unknown rank"
                 unknown.append(f"{vi.name} {dims}")
                 continue
             else:
                 shape = tuple(d.dim_value for d in tt.shape.dim)
+            given[vi.name] = tuple(shape)
+            self.budget.check_tensor(shape, elem.itemsize, f"input '{vi.name}'", "input")
             if vi.name in self.bind:
                 arr = np.asarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False), order="C")
                 if tuple(arr.shape) != tuple(shape):
@@ -371,6 +440,7 @@ class OnnxImporter:
                 self.values[vi.name] = self.fn.add_constant(arr, vi.name)
             else:
                 self.values[vi.name] = self.fn.add_input(vi.name, TensorType(elem, shape))
+        check_symbols(real_inputs, given)
         if unknown:
             raise ImportShapeError(
                 "input(s) with symbolic or unknown dimensions: " + "; ".join(unknown),
@@ -392,6 +462,12 @@ class OnnxImporter:
             raise
         except (ValueError, TypeError, IndexError, KeyError) as e:
             raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
+        except ArithmeticError as e:  # OverflowError, ZeroDivisionError: an extreme attribute or constant
+            raise ModelError(f"{ctx.where()}: an attribute or constant operand is out of range "
+                             f"({type(e).__name__}: {e})", hint="fix the node's attributes in the model") from None
+        except MemoryError:
+            raise budget.BudgetError(f"{ctx.where()}: out of memory importing it",
+                                     hint=f"lower {budget.ENV_TOTAL} below the memory this machine has") from None
         outs = list(node.output)
         if len(results) < len([o for o in outs if o]):
             raise UnsupportedError(f"{ctx.where()}: only {len(results)} of its {len(outs)} outputs are supported")

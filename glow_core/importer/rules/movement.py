@@ -302,8 +302,8 @@ def _split(ctx: NodeContext) -> list[Value]:
         raise GlowTypeError(f"{ctx.where()}: give either split or num_outputs, not both")
     if split is None:
         parts = int(num) if num is not None else n_out
-        if parts <= 0:
-            raise GlowTypeError(f"{ctx.where()}: cannot split into {parts} parts")
+        if parts <= 0 or parts != n_out:  # checked before a list of `parts` sizes is made
+            raise GlowTypeError(f"{ctx.where()}: cannot split into {parts} parts with {n_out} outputs")
         if num is None and dim % parts:
             raise GlowTypeError(f"{ctx.where()}: dimension {dim} does not split into {parts} equal parts")
         chunk = -(-dim // parts)

@@ -45,9 +45,17 @@ def _range(ctx: NodeContext) -> list[Value]:
         raise GlowTypeError(f"{ctx.where()}: delta is zero")
     if elem.is_int:
         count = max(-(-(int(limit) - int(start)) // int(delta)), 0)
+    else:
+        with np.errstate(all="ignore"):
+            span = float(np.subtract(limit, start, dtype=compute)) / float(delta)
+        if not math.isfinite(span):
+            raise GlowTypeError(f"{ctx.where()}: start {start}, limit {limit}, delta {delta} give no finite "
+                                "element count", hint="start, limit and delta must be finite")
+        count = max(math.ceil(span), 0)
+    ctx.reserve((count,), elem, "Range output")
+    if elem.is_int:
         values = int(start) + np.arange(count, dtype=np.int64) * int(delta)
     else:
-        count = max(math.ceil(float(np.subtract(limit, start, dtype=compute)) / float(delta)), 0)
         values = start + np.arange(count, dtype=compute) * delta
     return [ctx.constant(np.asarray(values).astype(elem.dtype))]
 
@@ -62,6 +70,7 @@ def _eye_like(ctx: NodeContext) -> list[Value]:
     elem = t.elem if dtype is None else onnx_elem(int(dtype), ctx.where())
     if elem.is_quantized:
         raise ctx.unsupported(f"EyeLike of {elem.value}")
+    ctx.reserve(t.shape, elem, "EyeLike output")
     return [ctx.constant(np.eye(t.shape[0], t.shape[1], int(ctx.attr("k", 0)), dtype=elem.dtype))]
 
 
@@ -82,6 +91,7 @@ def _window(ctx: NodeContext) -> list[Value]:
     elem = onnx_elem(int(ctx.attr("output_datatype", 1)), ctx.where())
     if elem.is_quantized or elem == ElemKind.BOOL:
         raise ctx.unsupported(f"output_datatype {elem.value}")
+    ctx.reserve((size,), ElemKind.FLOAT32, "window")
     a0, a1, a2 = (np.float32(c) for c in _WINDOWS[ctx.op_type])
     # float32 arithmetic in the order of the ONNX function body, so results match it bit for bit
     n_fp = np.float32(size) if ctx.attr("periodic", 1) else np.float32(size) - np.float32(1)

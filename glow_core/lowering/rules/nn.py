@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from glow_core.ir.defs.nn import parse_einsum
-from glow_core.ir.graph import Node, Value
+from glow_core.ir.graph import Constant, Node, Value
 from glow_core.ir.types import ElemKind
 from glow_core.lowering.builder import Builder
 from glow_core.lowering.rules.reduce import compute_elem, finish, full, widen
@@ -128,6 +128,10 @@ def _conv_transpose(b: Builder, node: Node) -> list[Value]:
     c, mg = w.type.shape[:2]
     cg = c // g
     bias_c = b.cast(bias, ct) if bias is not None else None
+    w_in = b.input(1)
+    if ct.is_float and not (isinstance(w_in, Constant) and np.isfinite(w_in.payload).all()):
+        # the zeros of the Conv form meet every weight: 0 * inf would be NaN where the result is +-inf
+        return [finish(b, node, _conv_transpose_taps(b, node, x, w, bias_c, out))]
     # filter [C, M/g, k...] -> [M, C/g, k...] per group, flipped along the spatial axes
     wt = b.reshape(w, (g, cg, mg) + kernel)
     wt = b.transpose(wt, (0, 2, 1) + tuple(range(3, 3 + nd)))
@@ -152,6 +156,43 @@ def _conv_transpose(b: Builder, node: Node) -> list[Value]:
     y = b.emit1("Conv", [x, wt, bias_c], strides=(1,) * nd, pads=tuple(conv_pads_begin + conv_pads_end),
                 dilations=tuple(dil), group=g)
     return [finish(b, node, y)]
+
+
+def _place(b: Builder, t: Value, axis: int, shift: int, length: int) -> Value:
+    """``t`` moved by ``shift`` along ``axis`` inside a zero tensor of ``length`` there (cut where it leaves)."""
+    d = t.type.shape[axis]
+    lo, hi = max(0, -shift), min(d, length - shift)
+    if hi <= lo:
+        return zeros(b, t.type.elem, t.type.shape[:axis] + (length,) + t.type.shape[axis + 1:])
+    t = b.slice(t, axis, lo, hi - lo)
+
+    def pad(n: int) -> list[Value]:
+        return [zeros(b, t.type.elem, t.type.shape[:axis] + (n,) + t.type.shape[axis + 1:])] if n else []
+
+    return b.concat(pad(shift + lo) + [t] + pad(length - (shift + hi)), axis)
+
+
+def _conv_transpose_taps(b: Builder, node: Node, x: Value, w: Value, bias_c: Value | None,
+                         out: Sequence[int]) -> Value:
+    """ConvTranspose as a sum over kernel taps: each tap's product x * w[..., k] is moved to its output
+    positions (i * s + k * d - pad_begin) by zero insertion and padding, so padding zeros are only ever
+    added, never multiplied by a weight (an infinite weight gives +-inf, as in the ONNX reference)."""
+    strides, pads, dil, g = node.attrs["strides"], node.attrs["pads"], node.attrs["dilations"], node.attrs["group"]
+    n, c, *sp = x.type.shape
+    mg, kernel = w.type.shape[1], w.type.shape[2:]
+    cg, nd, size = c // g, len(sp), math.prod(sp)
+    # x as [g, cg, n * positions]: one batched MatMul per tap, [g, mg, cg] @ [g, cg, n * positions]
+    xg = b.reshape(b.transpose(b.reshape(x, (n, g, cg, size)), (1, 2, 0, 3)), (g, cg, n * size))
+    acc = zeros(b, x.type.elem, out)
+    for k in np.ndindex(*kernel):
+        wk = b.transpose(b.reshape(slice_nd(b, w, (0, 0) + k, (c, mg) + (1,) * nd), (g, cg, mg)), (0, 2, 1))
+        t = b.reshape(matmul(b, wk, xg), (g, mg, n, size))
+        t = b.reshape(b.transpose(t, (2, 0, 1, 3)), (n, g * mg) + tuple(sp))
+        for i in range(nd):
+            t = zero_insert(b, t, 2 + i, strides[i])
+            t = _place(b, t, 2 + i, k[i] * dil[i] - pads[i], out[2 + i])
+        acc = b.add(acc, t)
+    return acc if bias_c is None else b.add(acc, per_channel(b, bias_c, len(out)))
 
 
 # -- pooling -----------------------------------------------------------------------------------------------

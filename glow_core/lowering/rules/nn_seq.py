@@ -143,6 +143,10 @@ def _attention(b: Builder, node: Node) -> list[Value]:
         scores = b.add(scores, bias)
     qk.append(scores)
     probs = masked_softmax(b, scores)
+    if bias is not None:  # a row whose bias masks every key gives zeros, whatever its (NaN) scores
+        top = b.reduce("ReduceMax", bias, (bias.type.rank - 1,))
+        dead = b.emit1("IsInf", [top], detect_positive=False, detect_negative=True)
+        probs = b.where(dead, _c(b, 0.0, probs), probs)
     qk.append(probs)
     y = matmul(b, probs, v4)  # B, Hq, Sq, Dv
     if q.type.rank == 3:

@@ -142,16 +142,19 @@ def _lrn(b: Builder, node: Node) -> list[Value]:
     shape = a.type.shape
     c = shape[1]
     sq = b.mul(a, a)
-    # zero-pad the channel axis by (size-1)//2 before and size//2 after, then add the `size` windows
+    # zero-pad the channel axis by (size-1)//2 before and size//2 after, then add the `size` windows;
+    # a tap more than c-1 channels away only ever reads padding, so each pad is cut to c-1: at most
+    # 2c-1 taps, whatever the size attribute says (the sum is the same: the taps left out add zeros)
+    lo, hi = min((size - 1) // 2, c - 1), min(size // 2, c - 1)
     parts = []
-    for pad in ((size - 1) // 2, None, size // 2):
+    for pad in (lo, None, hi):
         if pad is None:
             parts.append(sq)
         elif pad:
             parts.append(full(b, 0, a, shape[:1] + (pad,) + shape[2:]))
     padded = b.concat(parts, 1)
     window = b.slice(padded, 1, 0, c)
-    for off in range(1, size):
+    for off in range(1, lo + hi + 1):
         window = b.add(window, b.slice(padded, 1, off, c))
     attrs = node.attrs
     base = b.add(b.scalar(attrs["bias"], a), b.mul(b.scalar(attrs["alpha"] / size, a), window))

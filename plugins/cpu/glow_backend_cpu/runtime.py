@@ -35,6 +35,7 @@ from glow_backend_cpu import profiling
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.sync import CTL_BYTES
 from glow_backend_cpu.target import Library
+from glow_core import budget
 from glow_core.errors import ExecutionError, InputError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
@@ -121,6 +122,11 @@ class CpuExecutable(CompiledFunction):
         self._get_error = _GET_ERROR_TYPE(library.address("glow_get_error"))
         self._clear_error = _CLEAR_ERROR_TYPE(library.address("glow_clear_error"))
         self._lock = threading.Lock()
+        limits = budget.current()
+        where = f"cpu backend, function '{function.name}'"
+        limits.check_total(layout.arena_bytes, where, "the activation arena")
+        limits.check_total(layout.const_bytes + layout.packed_bytes, where, "the constant regions")
+        limits.check_total(layout.scratch_stride * self.threads, where, "the per-thread scratch regions")
         # constant region: graph payloads and the constants emitters packed at compile time
         self._consts = aligned_empty((max(layout.const_bytes, 1),), np.uint8)
         for name, off in layout.const_offsets.items():
@@ -236,7 +242,10 @@ class CpuExecutable(CompiledFunction):
                 self._regions[region] = a.ctypes.data
             outs: dict[str, np.ndarray] = {}
             for region, name, t in self._outputs:
+                # a graph output listed twice has two regions: every buffer must outlive the native run
+                # (a dict entry replaced here would free the first buffer while the kernels still write it)
                 o = aligned_empty(tuple(t.shape), t.dtype)
+                keep.append(o)
                 outs[name] = o
                 self._regions[region] = o.ctypes.data
             self._run()

@@ -109,12 +109,8 @@ class ConvShape:
     def col_range(self, kw: int) -> tuple[int, int]:
         """Output columns ``[lo, hi)`` whose input column for tap ``kw`` lies inside the row."""
         off = kw * self.dw - self.pw
-        lo = max(0, -(off // self.sw)) if off < 0 else 0
-        while lo < self.OW and lo * self.sw + off < 0:
-            lo += 1
-        hi = self.OW
-        while hi > lo and (hi - 1) * self.sw + off >= self.W:
-            hi -= 1
+        lo = min(self.OW, max(0, -(off // self.sw)))  # closed form: constant time whatever the padding
+        hi = max(lo, min(self.OW, (self.W - 1 - off) // self.sw + 1))
         return lo, hi
 
 

@@ -34,6 +34,9 @@ from glow_backend_cpu.helpers import carried_loop, for_range, iota, partition, s
 from glow_core.ir.defs.nn import MAXPOOL_KINDS
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
+#: window widths above this take the scalar path, whose code size does not grow with the window
+MAX_UNROLLED_TAPS = 256
+
 
 def axis_counts(size: int, out: int, k: int, s: int, d: int, pb: int, pe: int, include_pad: bool) -> np.ndarray:
     """Per output position along one axis: how many window taps the average's divisor counts."""
@@ -43,13 +46,13 @@ def axis_counts(size: int, out: int, k: int, s: int, d: int, pb: int, pe: int, i
 
 
 def col_range(size: int, out: int, s: int, off: int) -> tuple[int, int]:
-    """Output positions ``[lo, hi)`` whose tap at input offset ``o * s + off`` lies in ``[0, size)``."""
-    lo = 0
-    while lo < out and lo * s + off < 0:
-        lo += 1
-    hi = out
-    while hi > lo and (hi - 1) * s + off >= size:
-        hi -= 1
+    """Output positions ``[lo, hi)`` whose tap at input offset ``o * s + off`` lies in ``[0, size)``.
+
+    In closed form (stride ``s`` > 0): constant time, whatever the padding (a pad of 2**31-1 made a
+    loop over every output column).
+    """
+    lo = min(out, max(0, -(off // s)))
+    hi = max(lo, min(out, (size - 1 - off) // s + 1))
     return lo, hi
 
 
@@ -71,6 +74,9 @@ def emit_pool(ctx: EmitContext, instr: Instr) -> None:
         emit_pool_scalar(ctx, instr)
         return
     g = _geometry(x.type.shape, y.type.shape, instr.attrs)
+    if g["KW"] > MAX_UNROLLED_TAPS:  # the vector paths unroll the window's columns: loop over them instead
+        emit_pool_scalar(ctx, instr)
+        return
     W = ctx.target.vector_lanes
     if g["OW"] * 2 <= W and g["KW"] * 2 >= W:
         emit_pool_window(ctx, instr, g)

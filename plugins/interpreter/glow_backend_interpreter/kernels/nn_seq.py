@@ -81,7 +81,9 @@ def _attention(attrs: Attrs, out: Types, q: np.ndarray, k: np.ndarray, v: np.nda
         bias = bias + np.where(cols <= rows + offset, 0, -np.inf).astype(wt)
     scores = scores + bias
     qk.append(scores)
-    probs = masked_softmax(scores)
+    # a query row whose bias masks every key gives zeros, decided on the bias, not on the scores
+    # (a NaN score of a masked key would make the row NaN): the ONNX reference's guard
+    probs = np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), wt.type(0), masked_softmax(scores))
     qk.append(probs)
     y = np.matmul(probs, v4)  # B, Hq, Sq, Dv
     if q.ndim == 3:
