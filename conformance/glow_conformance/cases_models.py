@@ -25,7 +25,7 @@ import onnx
 from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core import zoo
 from glow_core.ir.kinds import Category
-from glow_sdk.backend import CompileOptions
+from glow_core.api import compile_options
 from glow_sdk.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
 
 SEED = 20240607
@@ -84,7 +84,7 @@ def run_model_case(ctx: Context, name: str) -> Outcome:
         return Outcome(Result.UNSUPPORTED, f"the backend does not declare primitive(s) the model needs: "
                        f"{', '.join(kinds)}", details={"nodes": nodes})
     try:
-        exe = ctx.backend.compile(fn, CompileOptions())
+        exe = ctx.backend.compile(fn, compile_options())
         with np.errstate(all="ignore"):
             got = exe.execute(dict(feeds))
     except Exception as e:  # noqa: BLE001

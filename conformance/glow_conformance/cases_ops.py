@@ -27,7 +27,7 @@ from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core.errors import GlowError, UnsupportedError
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind
-from glow_sdk.backend import Backend, CompileOptions
+from glow_sdk.backend import Backend
 from glow_sdk.primitives import mandatory_primitives, primitive_kinds
 from glow_sdk.testing import (
     compare_arrays,
@@ -87,7 +87,7 @@ def run_node_case(ctx: Context, case_id: str, kind: str, build: Build, lower_all
         return Outcome(Result.UNSUPPORTED, str(e), details=details)
     feeds = feeds_of(fn, operands)
     try:
-        exe = backend.compile(fn, CompileOptions())
+        exe = backend.compile(fn, compile_options())
     except Exception as e:  # noqa: BLE001
         return Outcome(Result.FAIL, f"compile raised {_describe_exception(e)}", details=details)
     try:

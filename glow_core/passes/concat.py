@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
+from glow_core.passinfra import PassContext, graph_pass
 from glow_core.passes.noop import noop_operand
 from glow_core.passes.rewrite import create_before, erase_if_dead, producer, replace_value
 

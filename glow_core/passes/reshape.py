@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from glow_core.ir.graph import Constant, Function, Node
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
+from glow_core.passinfra import PassContext, graph_pass
 from glow_core.passes.rewrite import add_constant_like, create_before, erase_if_dead, producer, replace_value
 
 

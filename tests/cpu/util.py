@@ -21,13 +21,13 @@ from glow_sdk.testing import (
 def run_cpu(fn: Any, feeds: Mapping[str, np.ndarray], **options: Any) -> dict[str, np.ndarray]:
     from glow_core.api import check_support
     from glow_core.plugin_host import get_backend
-    from glow_sdk.backend import CompileOptions
+    from glow_core.api import compile_options
 
     be = get_backend("cpu")
     prepare_for(fn, be)
     check_support(fn, be)
     threads = options.pop("threads", None)
-    return be.compile(fn, CompileOptions(threads=threads, extra=options)).execute(dict(feeds))
+    return be.compile(fn, compile_options(threads=threads, extra=options)).execute(dict(feeds))
 
 
 def check(kind: str, operands: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,

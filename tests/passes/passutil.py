@@ -15,8 +15,8 @@ from glow_backend_interpreter.backend import InterpreterBackend, PrimitivesInter
 
 from glow_core.ir.graph import Function
 from glow_core.passes import PassContext, PassManager
-from glow_core.passes.manager import Step
-from glow_sdk.backend import CompileOptions
+from glow_core.passinfra import Step
+from glow_core.api import compile_options
 
 F32 = np.float32
 
@@ -24,7 +24,7 @@ F32 = np.float32
 def run(fn: Function, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute ``fn`` as it is now on the reference interpreter."""
     fn.verify()
-    return InterpreterBackend().compile(fn, CompileOptions()).execute(dict(feeds))
+    return InterpreterBackend().compile(fn, compile_options()).execute(dict(feeds))
 
 
 def random_feeds(fn: Function, seed: int = 0) -> dict[str, np.ndarray]:

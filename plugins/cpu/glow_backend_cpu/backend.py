@@ -91,7 +91,6 @@ class CpuBackend(Backend):
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         from glow_backend_cpu.codegen import generate
-        from glow_core.lir import build_lir
 
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
@@ -114,7 +113,7 @@ class CpuBackend(Backend):
             timings["cached"] = True
         else:
             t1 = time.perf_counter()
-            lir = build_lir(function, debug=options.debug)
+            lir = options.build_lir(function, debug=options.debug)
             timings["lir"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile)

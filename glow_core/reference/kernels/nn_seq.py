@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
+from glow_core.reference.kernels import KERNELS
 from glow_core.ir.types import TensorType
 
 Attrs = Mapping[str, Any]

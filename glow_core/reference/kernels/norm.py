@@ -12,8 +12,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
-from glow_backend_interpreter.kernels.reduce import acc_dtype, widen
+from glow_core.reference.kernels import KERNELS
+from glow_core.reference.kernels.reduce import acc_dtype, widen
 from glow_core.ir.types import TensorType
 
 Attrs = Mapping[str, Any]

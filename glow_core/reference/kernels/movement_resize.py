@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
+from glow_core.reference.kernels import KERNELS
 from glow_core.ir.defs.movement_resize import (
     interpolation_table,
     is_identity,

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
-from glow_backend_interpreter.kernels.nn import conv_nd
+from glow_core.reference.kernels import KERNELS
+from glow_core.reference.kernels.nn import conv_nd
 from glow_core.ir.types import TensorType
 
 Attrs = Mapping[str, Any]
