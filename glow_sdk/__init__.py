@@ -11,9 +11,9 @@ Modules:
 - ``glow_sdk.version``: the SDK API version and the compatibility message;
 - ``glow_sdk.primitives``: the mandatory primitive set;
 - ``glow_sdk.testing``: tolerances, comparisons, running nodes against the reference backend;
-- ``glow_sdk.capabilities``: the capability report of a backend;
-- ``glow_sdk.divergence``: which node of a model diverges first between two backends;
-- ``glow_sdk.scaffold``: ``glow sdk new-backend`` (a complete backend package to start from).
+- ``glow_tools.capabilities``: the capability report of a backend;
+- ``glow_tools.divergence``: which node of a model diverges first between two backends;
+- ``glow_tools.scaffold``: ``glow sdk new-backend`` (a complete backend package to start from).
 """
 
 from glow_sdk.backend import Backend, BackendSpec, Capability, CompiledFunction, CompileOptions, DeviceInfo

@@ -235,7 +235,7 @@ class Backend(abc.ABC):
     def capability_report(self) -> dict[str, list[str]]:
         """Kind -> supported element kinds, for every kind in the table (empty list: unsupported).
 
-        ``glow_sdk.capabilities.capability_report`` gives the full report
+        ``glow_tools.capabilities.capability_report`` gives the full report
         (mandatory primitives missing, what is lowered, predicates).
         """
         sup = self.supported_kinds()

@@ -13,14 +13,28 @@ History of the contract (what a backend built for each version may rely on):
   ``capabilities()``, ``compile()`` -> ``CompiledFunction.execute()``,
   ``supports_node``, ``should_lower``, ``transform_post_lowering``,
   ``create_device``, ``evaluate``, ``conformance_waivers``.
+- 2: the low-level IR reaches a backend through the contract: ``CompileOptions``
+  carries the core's LIR service, ``options.build_lir(function, debug=...)``
+  (IRGen -> LIR passes -> static memory plan); the LIR compiler moved out of
+  ``glow_core.lir`` (now data types only) into ``glow_core.lircompiler``, which
+  backends do not import. The reference kernels are ``glow_core.reference``
+  (``KERNELS``, ``run_kernel``). The public surface of what a backend consumes
+  (``glow_core.ir``, ``glow_core.lir``, ``glow_core.reference``) is recorded in
+  ``glow_sdk/surface.json`` and checked by tests: a change there bumps this
+  version. The developer tooling (``check_node``, divergence, capability
+  reports, the scaffold) moved to ``glow_tools``; ``glow_sdk.testing`` keeps the
+  pure tolerance and comparison helpers.
+  A version-1 backend still loads (version 2 only adds to ``CompileOptions``)
+  unless it imported ``build_lir`` from ``glow_core.lir``: that import now fails
+  and the plugin host lists the backend as ``broken`` with the import error.
 """
 
 from __future__ import annotations
 
 #: The API version this SDK defines; a backend declares the one it targets.
-SDK_API_VERSION = 1
+SDK_API_VERSION = 2
 #: The API versions this core can load.
-SUPPORTED_SDK_API_VERSIONS = frozenset({1})
+SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
 
 def is_compatible(api_version: object) -> bool:

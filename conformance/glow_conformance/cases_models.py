@@ -7,7 +7,7 @@ little. Each model is therefore run with seeded random weights (the
 values, biases and statistics in safe ranges) and with the logits before the
 final Softmax exposed as a second output, on the backend and on the reference,
 on the same seeded input; every output is compared under the ``model``
-tolerance of ``glow_sdk.testing``.
+tolerance of ``glow_tools.testing``.
 
 A model case is mandatory: a backend running the primitives must run it,
 since glow lowers everything else. When glow cannot lower some kind of the
@@ -26,7 +26,7 @@ from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core import zoo
 from glow_core.ir.kinds import Category
 from glow_core.api import compile_options
-from glow_sdk.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
+from glow_tools.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
 
 SEED = 20240607
 #: variance gain of the random conv / gemm weights per model

@@ -5,7 +5,7 @@ where the generator says so), evaluates the node on the reference backend
 (its ``evaluate``: the executable specification), prepares the function for
 the backend under test through the real pipeline (optimization, lowering of
 whatever the backend does not run natively), compiles, runs and compares
-every result under the tolerance of ``glow_sdk.testing``.
+every result under the tolerance of ``glow_tools.testing``.
 
 - ``unsupported``: after lowering, some node is not declared by the backend
   (the message lists them, as ``glow_core.compile`` would);
@@ -29,7 +29,7 @@ from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind
 from glow_sdk.backend import Backend
 from glow_sdk.primitives import mandatory_primitives, primitive_kinds
-from glow_sdk.testing import (
+from glow_tools.testing import (
     compare_arrays,
     feeds_of,
     one_node_function,

@@ -226,7 +226,7 @@ def test_unknown_backend_is_one_line(tmp_path: Path) -> None:
 
 
 def test_onnx_node_tests_are_optional_cases(tmp_path: Path) -> None:
-    from glow_core.nodetests import default_root
+    from glow_tools.nodetests import default_root
 
     root = default_root()
     if root is None or not root.is_dir():

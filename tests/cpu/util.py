@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from glow_backend_cpu.tolerances import tolerance
 
-from glow_sdk.testing import (
+from glow_tools.testing import (
     compare_arrays,
     evaluate_reference,
     feeds_of,

@@ -22,10 +22,10 @@ from glow_sdk import (
     DeviceInfo,
     hookimpl,
 )
-from glow_sdk.capabilities import capability_report
+from glow_tools.capabilities import capability_report
 from glow_sdk.primitives import MANDATORY_ELEMS, mandatory_elems, mandatory_primitives, primitive_kinds
-from glow_sdk.scaffold.backend import ELEMS, TemplateBackend
-from glow_sdk.testing import check_node, one_node_function, prepare_for
+from glow_tools.scaffold.backend import ELEMS, TemplateBackend
+from glow_tools.testing import check_node, one_node_function, prepare_for
 from glow_sdk.version import incompatibility_message, is_compatible
 
 E = ElemKind
@@ -57,8 +57,8 @@ class RecordBackend(TemplateBackend):
                 Capability("Relu", F32, when=lambda n: n.inputs[0] is not None and n.inputs[0].type.rank <= 2, why="rank <= 2")]
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        from glow_sdk.scaffold.backend import Executable
-        from glow_sdk.scaffold.kernels import KERNELS
+        from glow_tools.scaffold.backend import Executable
+        from glow_tools.scaffold.kernels import KERNELS
 
         relu = lambda attrs, out, x: np.maximum(x, np.zeros((), x.dtype))
         return Executable(function, {**KERNELS, "Relu": relu})

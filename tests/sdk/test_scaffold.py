@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from glow_sdk.scaffold import BackendNames, ScaffoldError, new_backend, render
+from glow_tools.scaffold import BackendNames, ScaffoldError, new_backend, render
 from tests.cliutil import glow
 from tests.conformance.pkgs import EXAMPLE, pip_install
 
