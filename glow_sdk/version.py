@@ -43,20 +43,28 @@ def is_compatible(api_version: object) -> bool:
         api_version in SUPPORTED_SDK_API_VERSIONS
 
 
+def supported_text() -> str:
+    """The loadable versions in words: "version 2", "versions 1, 2"."""
+    versions = sorted(SUPPORTED_SDK_API_VERSIONS)
+    return f"version{'s' if len(versions) > 1 else ''} {', '.join(str(v) for v in versions)}"
+
+
 def incompatibility_message(api_version: object, distribution: str) -> str:
     """Why a backend built for ``api_version`` cannot be loaded, which versions work and what to upgrade.
 
     ``distribution`` names the backend's package (``glow-backend-xyz``) for the
     advice when the backend is the older side.
     """
-    works = ", ".join(str(v) for v in sorted(SUPPORTED_SDK_API_VERSIONS))
+    works = supported_text()
     if not isinstance(api_version, int) or isinstance(api_version, bool):
-        return (f"declares SDK API version {api_version!r}, which is not an integer; this glow supports version "
-                f"{works}: fix {distribution} to declare glow_sdk.SDK_API_VERSION")
+        return (f"declares SDK API version {api_version!r}, which is not an integer; this glow supports {works}: "
+                f"fix {distribution} to declare glow_sdk.SDK_API_VERSION")
     newer = api_version > max(SUPPORTED_SDK_API_VERSIONS)
     todo = (f"upgrade glow to a release that supports SDK API {api_version}" if newer
             else f"upgrade {distribution} to a release built for SDK API {SDK_API_VERSION}")
-    return f"targets glow SDK API version {api_version}; this glow supports version {works}: {todo}"
+    return f"targets glow SDK API version {api_version}; this glow supports {works}: {todo}"
 
 
-__all__ = ["SDK_API_VERSION", "SUPPORTED_SDK_API_VERSIONS", "incompatibility_message", "is_compatible"]
+__all__ = [
+    "SDK_API_VERSION", "SUPPORTED_SDK_API_VERSIONS", "incompatibility_message", "is_compatible", "supported_text",
+]

@@ -26,7 +26,7 @@ from glow_tools.capabilities import capability_report
 from glow_sdk.primitives import MANDATORY_ELEMS, mandatory_elems, mandatory_primitives, primitive_kinds
 from glow_tools.scaffold.backend import ELEMS, TemplateBackend
 from glow_tools.testing import check_node, one_node_function, prepare_for
-from glow_sdk.version import incompatibility_message, is_compatible
+from glow_sdk.version import incompatibility_message, is_compatible, supported_text
 
 E = ElemKind
 F32 = frozenset({E.FLOAT32})
@@ -116,7 +116,7 @@ def test_device_info() -> None:
 ])
 def test_incompatibility_message_says_which_versions_work_and_what_to_upgrade(api: object, text: str) -> None:
     msg = incompatibility_message(api, "glow-backend-x")
-    assert text in msg and f"this glow supports version {SDK_API_VERSION}" in msg
+    assert text in msg and f"this glow supports {supported_text()}" in msg and str(SDK_API_VERSION) in supported_text()
     assert not is_compatible(api) and is_compatible(SDK_API_VERSION) and not is_compatible(True)
 
 
