@@ -159,5 +159,5 @@ def test_capability_report() -> None:
     text = "\n".join(rec.lines())
     assert "[only: rank <= 2]" in text and "device records0, 4 GiB x 1" in text
     d = rec.as_dict()
-    assert d["backend"] == "records" and d["sdk_api_version"] == 1 and d["device"]["memory_bytes"] == 4 << 30
+    assert d["backend"] == "records" and d["sdk_api_version"] == SDK_API_VERSION and d["device"]["memory_bytes"] == 4 << 30
 
