@@ -28,7 +28,7 @@ class GlowError(Exception):
         Callers that add context re-raise the same object (``raise``), so every
         field a subclass carries (``DynamicValueError.placeholders``, ...) survives.
         """
-        self.context.insert(0, where)
+        self.context = [where, *getattr(self, "context", [])]
 
     def __str__(self) -> str:
         message = super().__str__()

@@ -185,6 +185,8 @@ class PassManager:
         t0 = time.perf_counter()
         try:
             changed = bool(p.fn(fn, ctx))
+        except PassError:
+            raise  # names its pass already
         except GlowError as e:
             _add_pass_context(e, what, name)
             raise

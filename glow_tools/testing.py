@@ -44,7 +44,6 @@ from glow_sdk.testing import (
     tolerance_for,
 )
 
-
 # -- running one node / one function ------------------------------------------------------
 
 def _backend(backend: str | Backend) -> Backend:

@@ -23,7 +23,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from glow_core import nodetests
+from glow_tools import nodetests
 from glow_tools.nodetests import (
     ENV_ROOT,
     REASON_CHARS,

@@ -26,10 +26,9 @@ from collections.abc import Callable, Sequence
 
 from glow_core.lir.instructions import ALLOC, COPY, DEALLOC, Dir, Effect, instr_kind
 from glow_core.lir.ir import Activation, Instr, LIRFunction, LValue, Operand, View, Weight, tensorview
-from glow_core.lircompiler.lifetimes import is_body, last_uses, relayout
 from glow_core.lir.verify import expand_decls
+from glow_core.lircompiler.lifetimes import is_body, last_uses, relayout
 from glow_core.passinfra import FixedPoint, PassContext, PassManager, PassRegistry, Step
-
 
 #: the LIR passes: the graph optimizer's pass machinery over another IR
 #: (this module registers its passes on import; the loader adds the scheduler's module)

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glow_core.errors import GlowError
-from glow_tools.scaffold import templates
 from glow_sdk.version import SDK_API_VERSION
+from glow_tools.scaffold import templates
 
 _HERE = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")

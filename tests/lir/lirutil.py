@@ -9,13 +9,13 @@ import numpy as np
 from glow_backend_interpreter.backend import GraphExecutable, InterpreterBackend, run_kernel
 from glow_backend_interpreter.lir_exec import LIRExecutable
 
+from glow_core.api import compile_options
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lir import LIRFunction
-from glow_core.lircompiler import build_lir, generate_lir, plan_memory
 from glow_core.lir.instructions import ALLOC, DEALLOC, TENSORVIEW
 from glow_core.lir.ir import Activation, Instr
-from glow_core.api import compile_options
+from glow_core.lircompiler import build_lir, generate_lir, plan_memory
 
 F32 = ElemKind.FLOAT32
 

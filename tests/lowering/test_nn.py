@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from glow_core.api import compile_options
 from glow_core.lowering import lower_node
 from glow_core.plugin_host import get_backend
-from glow_core.api import compile_options
 from tests.lowering.test_reduce import (
     BF16,
     F16,

@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import check_support, prepare_function
+from glow_core.api import check_support, compile_options, prepare_function
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import TensorType
 from glow_core.plugin_host import get_backend
-from glow_core.api import compile_options
 from tests.lowering.test_reduce import (
     BF16,
     F16,

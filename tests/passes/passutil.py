@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 from glow_backend_interpreter.backend import InterpreterBackend, PrimitivesInterpreterBackend
 
+from glow_core.api import compile_options
 from glow_core.ir.graph import Function
 from glow_core.passes import PassContext, PassManager
 from glow_core.passinfra import Step
-from glow_core.api import compile_options
 
 F32 = np.float32
 

@@ -16,9 +16,9 @@ from glow_core.importer import import_model
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.passes import PassContext, PassManager, all_passes, graph_pass
-from glow_core.passinfra import FixedPoint
 from glow_core.passes.pipelines import default_pipeline, lowering_pipeline, optimize_pipeline, post_lowering_pipeline
 from glow_core.passes.stats import format_stats, optimize_with_stats
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import FusingPrimitivesBackend, check, f, kinds, random_feeds, run
 
 F32 = ElemKind.FLOAT32

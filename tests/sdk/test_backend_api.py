@@ -22,11 +22,11 @@ from glow_sdk import (
     DeviceInfo,
     hookimpl,
 )
-from glow_tools.capabilities import capability_report
 from glow_sdk.primitives import MANDATORY_ELEMS, mandatory_elems, mandatory_primitives, primitive_kinds
+from glow_sdk.version import incompatibility_message, is_compatible, supported_text
+from glow_tools.capabilities import capability_report
 from glow_tools.scaffold.backend import ELEMS, TemplateBackend
 from glow_tools.testing import check_node, one_node_function, prepare_for
-from glow_sdk.version import incompatibility_message, is_compatible, supported_text
 
 E = ElemKind
 F32 = frozenset({E.FLOAT32})
