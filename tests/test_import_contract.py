@@ -30,3 +30,27 @@ def test_import_contracts_are_kept() -> None:
     assert "Contracts: 3 kept, 0 broken." in out, out
     for contract in ("Layers:", "Backends are independent", "Backends import only"):
         assert contract in out, f"contract {contract!r} was not checked:\n{out}"
+
+
+def test_a_function_local_import_that_breaks_a_layer_is_caught(tmp_path: Path) -> None:
+    """The contract sees imports inside functions: a copy of the sources with one added is refused."""
+    import shutil
+
+    sources = {"glow_core": ROOT / "glow_core", "glow_sdk": ROOT / "glow_sdk", "glow_tools": ROOT / "glow_tools",
+               "glow_conformance": ROOT / "conformance" / "glow_conformance",
+               "glow_backend_cpu": ROOT / "plugins" / "cpu" / "glow_backend_cpu",
+               "glow_backend_interpreter": ROOT / "plugins" / "interpreter" / "glow_backend_interpreter",
+               "glow_backend_example": EXAMPLE / "glow_backend_example"}
+    for name, src in sources.items():
+        shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    types_py = tmp_path / "glow_core" / "ir" / "types.py"
+    types_py.write_text(types_py.read_text() + "\n\ndef _late() -> None:\n    from glow_core.passes import basic  # noqa\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    r = subprocess.run([sys.executable, "-c", code, "--no-cache"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "glow_core.ir is not allowed to import glow_core.passes" in out, out
+    assert "glow_core.ir.types -> glow_core.passes.basic" in out, out
