@@ -42,3 +42,12 @@ def test_a_drift_is_named_with_its_path() -> None:
     diff = surface.differences(changed, live)
     assert "modules.glow_core.lir.ir.LIRFunction.members.extra: removed" in diff
     assert any(d.startswith("reference_kernels:") for d in diff)
+
+
+def test_the_documented_check_command_runs() -> None:
+    """``python -m glow_tools.surface`` (docs/hooks-reference.md) compares without writing, and passes here."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "glow_tools.surface"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "the SDK surface matches its record" in r.stdout, r.stdout + r.stderr
