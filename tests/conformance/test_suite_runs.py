@@ -29,6 +29,7 @@ from glow_conformance import SUITE_VERSION
 from onnx import TensorProto, helper, numpy_helper
 
 from glow_core.ir.kinds import all_kinds
+from glow_sdk import SDK_API_VERSION
 from tests.cliutil import Result, glow, save
 from tests.conformance.pkgs import EXAMPLE, FIXTURES, pip_install
 
@@ -65,7 +66,7 @@ def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str,
     assert data["suite"] == {"name": "glow-conformance", "version": SUITE_VERSION, "level": "full",
                              "options": data["suite"]["options"]}
     b = data["backend"]
-    assert (b["name"], b["distribution"], b["sdk_api_version"]) == ("interpreter", "glow-backend-interpreter", 1)
+    assert (b["name"], b["distribution"], b["sdk_api_version"]) == ("interpreter", "glow-backend-interpreter", SDK_API_VERSION)
     assert b["version"] and b["distribution_version"] and data["glow"]["version"]
     assert data["platform"]["python"] and data["platform"]["numpy"] and data["platform"]["machine"]
     s = data["summary"]
