@@ -54,3 +54,27 @@ def test_a_function_local_import_that_breaks_a_layer_is_caught(tmp_path: Path) -
     assert r.returncode != 0, out
     assert "glow_core.ir is not allowed to import glow_core.passes" in out, out
     assert "glow_core.ir.types -> glow_core.passes.basic" in out, out
+
+
+def test_every_core_module_is_placed_in_the_contract() -> None:
+    """A new top-level module of glow_core must join a layer, and backends are kept from it unless allowed."""
+    import pkgutil
+
+    import glow_core
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: import-linter depends on tomli there
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    contracts = {c["id"]: c for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+                 ["contracts"]}
+    core = {f"glow_core.{m.name}" for m in pkgutil.iter_modules(glow_core.__path__)} - {"glow_core.__main__"}
+    layered = {part.strip().strip("()") for layer in contracts["layers"]["layers"]
+               for part in layer.replace(":", "|").split("|")}
+    assert core <= layered, f"place these modules in the layers contract (pyproject.toml): {sorted(core - layered)}"
+    allowed = {"glow_core.errors", "glow_core.ir", "glow_core.lir", "glow_core.reference"}
+    forbidden = set(contracts["plugins-contract-only"]["forbidden_modules"])
+    assert core - allowed == forbidden - {"glow_tools", "glow_conformance"}, (
+        "backends may import only glow_sdk and " + ", ".join(sorted(allowed))
+        + f": add {sorted(core - allowed - forbidden)} to the forbidden contract's forbidden_modules")
