@@ -26,6 +26,7 @@ from glow_core.errors import (
 from glow_core.importer import import_model
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.lircompiler import build_lir
 from glow_core.plugin_host import get_backend
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 
@@ -38,6 +39,12 @@ class CompileStats:
     optimize_s: float = 0.0
     backend_compile_s: float = 0.0
     nodes_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+def compile_options(*, threads: int | None = None, debug: bool = False,
+                    extra: Mapping[str, Any] | None = None) -> CompileOptions:
+    """The options ``Backend.compile`` receives, with the core's services filled in (``build_lir``)."""
+    return CompileOptions(threads=threads, debug=debug, extra=dict(extra or {}), lir_builder=build_lir)
 
 
 def check_support(function: Function, backend: Backend) -> None:
@@ -184,7 +191,7 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     check_support(fn, be)
     t2 = time.perf_counter()
     try:
-        exe = be.compile(fn, CompileOptions(threads=threads, debug=debug, extra=dict(options or {})))
+        exe = be.compile(fn, compile_options(threads=threads, debug=debug, extra=dict(options or {})))
     except GlowError:
         raise
     except MemoryError:
@@ -259,4 +266,4 @@ def prepare_function(fn: Function, backend: Backend, debug: bool = False,
     return fn
 
 
-__all__ = ["CompileStats", "CompiledNetwork", "ElemKind", "check_support", "compile"]
+__all__ = ["CompileStats", "CompiledNetwork", "ElemKind", "check_support", "compile", "compile_options"]

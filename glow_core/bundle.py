@@ -47,10 +47,10 @@ def write_bundle(model: Any, backend: str, out_dir: str | os.PathLike[str], *, n
                  input_shapes: Mapping[str, Sequence[int]] | None = None,
                  options: Mapping[str, Any] | None = None) -> list[Path]:
     """Import, optimize and lower ``model`` for ``backend``, then let the backend write its bundle."""
-    from glow_core.api import _check_input_shapes, _check_model_arg, check_support, prepare_function
+    from glow_core.api import _check_input_shapes, _check_model_arg, check_support, compile_options, prepare_function
     from glow_core.importer import import_model
     from glow_core.plugin_host import get_backend
-    from glow_sdk.backend import Backend, BundleOptions, CompileOptions
+    from glow_sdk.backend import Backend, BundleOptions
 
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise InputError(f"threads must be a positive integer, got {threads!r}")
@@ -64,7 +64,7 @@ def write_bundle(model: Any, backend: str, out_dir: str | os.PathLike[str], *, n
     opts = BundleOptions(name=name or default_name(model), target=target, cpu=cpu, features=features,
                          threads=threads, embed_weights=embed_weights, weights_text=weights_text)
     try:
-        return be.save_bundle(fn, CompileOptions(threads=threads, extra=dict(options or {})), opts, Path(out_dir))
+        return be.save_bundle(fn, compile_options(threads=threads, extra=options), opts, Path(out_dir))
     except GlowError:
         raise
     except OSError as e:

@@ -13,11 +13,27 @@ class GlowError(Exception):
 
     #: A short hint on what the user can do about it (printed by the CLI).
     hint: str = ""
+    #: The pass that raised it, when a pass manager ran that pass (see :meth:`add_context`).
+    pass_name: str | None = None
 
     def __init__(self, message: str, *, hint: str = "") -> None:
         super().__init__(message)
         if hint:
             self.hint = hint
+        self.context: list[str] = []
+
+    def add_context(self, where: str) -> None:
+        """Prefix the message with where the error happened ("in pass 'cse'"), keeping type and fields.
+
+        Callers that add context re-raise the same object (``raise``), so every
+        field a subclass carries (``DynamicValueError.placeholders``, ...) survives.
+        """
+        self.context = [where, *getattr(self, "context", [])]
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        context = getattr(self, "context", None)
+        return f"{': '.join(context)}: {message}" if context else message
 
     def one_line(self) -> str:
         text = str(self).strip().replace("\n", " ")

@@ -284,17 +284,18 @@ def get_backend(name: str) -> Backend:
     return registry().get(name)
 
 
-#: The backend whose per-node evaluation serves constant folding.
+#: The backend the conformance suite and the testing tools compare against (constant
+#: folding does not use it: it calls the reference kernels, ``glow_core.reference``).
 REFERENCE_BACKEND = os.environ.get("GLOW_REFERENCE_BACKEND", "interpreter")
 
 
 def reference_backend() -> Backend:
-    """The reference backend (constant folding evaluates nodes with it)."""
+    """The reference backend (``GLOW_REFERENCE_BACKEND``, default ``interpreter``)."""
     try:
         return registry().get(REFERENCE_BACKEND)
     except UnknownBackendError as e:
         raise PluginError(
-            f"constant folding needs the reference backend '{REFERENCE_BACKEND}', which is not installed: {e}",
+            f"the reference backend '{REFERENCE_BACKEND}' is not installed: {e}",
             hint="pip install glow-backend-interpreter",
         ) from e
 

@@ -1,4 +1,4 @@
-"""What a backend author imports: hook specifications, base classes, helpers.
+"""The backend contract: what a backend implements and the core calls.
 
 A backend package exposes a module through the entry-point group
 ``glow.backends``; that module implements the :func:`glow_backends` hook
@@ -7,13 +7,18 @@ A backend package exposes a module through the entry-point group
 Modules:
 
 - ``glow_sdk.hookspecs``: the hook specifications (pluggy);
-- ``glow_sdk.backend``: ``Backend``, ``Capability``, ``CompiledFunction``, ``DeviceInfo``, ...;
-- ``glow_sdk.version``: the SDK API version and the compatibility message;
+- ``glow_sdk.backend``: ``Backend``, ``Capability``, ``CompiledFunction``, ``CompileOptions``
+  (with the core's ``build_lir`` service), ``DeviceInfo``, ``BackendSpec``;
+- ``glow_sdk.version``: the SDK API version, the compatibility message and the contract's history;
 - ``glow_sdk.primitives``: the mandatory primitive set;
-- ``glow_sdk.testing``: tolerances, comparisons, running nodes against the reference backend;
-- ``glow_sdk.capabilities``: the capability report of a backend;
-- ``glow_sdk.divergence``: which node of a model diverges first between two backends;
-- ``glow_sdk.scaffold``: ``glow sdk new-backend`` (a complete backend package to start from).
+- ``glow_sdk.testing``: tolerances and comparisons (pure helpers);
+- ``surface.json``: the recorded public surface of the core modules a backend reads
+  (``glow_core.ir``, ``glow_core.lir``, ``glow_core.reference``), covered by the SDK API version.
+
+The SDK sits on ``glow_core.errors``, ``glow_core.ir``, ``glow_core.lir`` and
+``glow_core.reference`` and imports nothing above them (the import contract in
+pyproject.toml). Developer tooling that drives the compiler (``check_node``,
+capability reports, divergence, the scaffold) is ``glow_tools``.
 """
 
 from glow_sdk.backend import (

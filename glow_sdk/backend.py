@@ -36,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.errors import UnsupportedError
+from glow_core.errors import BackendError, UnsupportedError
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.lir.ir import LIRFunction
 from glow_sdk.version import SDK_API_VERSION
 
 #: A predicate on a node's attributes and operand/result shapes.
@@ -183,13 +184,32 @@ class DeviceInfo:
             raise ValueError(f"device {self.name}: count must be >= 1, got {self.count!r}")
 
 
+#: The core's LIR service: ``build(function, debug=...)`` -> a planned ``glow_core.lir.LIRFunction``.
+LIRBuilder = Callable[..., "LIRFunction"]
+
+
 @dataclass(frozen=True)
 class CompileOptions:
-    """Options passed from ``glow_core.compile`` to ``Backend.compile``."""
+    """Options passed from ``glow_core.compile`` to ``Backend.compile``, and the core's services.
+
+    ``lir_builder`` is the core's LIR compiler (IRGen -> LIR passes -> static
+    memory plan), filled in by the core (``glow_core.api.compile_options``);
+    a backend that consumes the low-level IR calls :meth:`build_lir` instead of
+    importing the compiler (SDK API 2).
+    """
 
     threads: int | None = None
     debug: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    lir_builder: LIRBuilder | None = field(default=None, compare=False, repr=False)
+
+    def build_lir(self, function: Function, *, debug: bool | None = None) -> LIRFunction:
+        """The planned low-level IR of ``function`` (``debug`` defaults to ``self.debug``: verify after each step)."""
+        if self.lir_builder is None:
+            raise BackendError("these CompileOptions carry no LIR service: the backend needs the low-level IR, "
+                               "so compile through glow (glow_core.compile) or build the options with "
+                               "glow_core.api.compile_options()")
+        return self.lir_builder(function, debug=self.debug if debug is None else debug)
 
 
 @dataclass(frozen=True)
@@ -229,6 +249,17 @@ class Backend(abc.ABC):
     Subclasses set ``name`` (and ``version``, ``sdk_api_version``), declare
     what they run with :meth:`supported_kinds` or :meth:`capabilities`, and
     implement :meth:`compile`. Everything else has a sensible default.
+
+    A backend that consumes the low-level IR gets it from the core through the
+    options, never by importing the LIR compiler (SDK API 2)::
+
+        def compile(self, function, options):
+            lir = options.build_lir(function)   # glow_core.lir.LIRFunction, memory planned
+            ...
+
+    The types it reads (``glow_core.ir``, ``glow_core.lir``, ``glow_core.reference``)
+    are part of the contract: their public surface is recorded per SDK API
+    version (``glow_sdk/surface.json``, checked by tests/sdk/test_surface.py).
     """
 
     #: the name users pass as ``--backend``
@@ -306,7 +337,7 @@ class Backend(abc.ABC):
     def evaluate(
         self, kind: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray | None], out_types: Sequence[TensorType]
     ) -> list[np.ndarray]:
-        """Evaluate one node on host arrays (reference backends; used for constant folding)."""
+        """Evaluate one node on host arrays (reference backends; the conformance suite's reference may use it)."""
         raise UnsupportedError(f"backend {self.name} cannot evaluate single nodes")
 
     def conformance_waivers(self) -> str | None:
@@ -344,7 +375,7 @@ class Backend(abc.ABC):
     def capability_report(self) -> dict[str, list[str]]:
         """Kind -> supported element kinds, for every kind in the table (empty list: unsupported).
 
-        ``glow_sdk.capabilities.capability_report`` gives the full report
+        ``glow_tools.capabilities.capability_report`` gives the full report
         (mandatory primitives missing, what is lowered, predicates).
         """
         sup = self.supported_kinds()

@@ -8,7 +8,7 @@ Options (also settable through the environment):
 - ``--node-test-timeout=SECONDS`` (``GLOW_NODE_TEST_TIMEOUT``): per-case limit.
 
 The node-test folder is ``$GLOW_ONNX_NODE_TESTS`` or ``../shared/onnx-node-tests``
-beside the checkout (see ``glow_core.nodetests.default_root``).
+beside the checkout (see ``glow_tools.nodetests.default_root``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from glow_core.nodetests import DEFAULT_TIMEOUT, Summary
+from glow_tools.nodetests import DEFAULT_TIMEOUT, Summary
 
 TESTS_DIR = Path(__file__).resolve().parent
 EXPECTATIONS_DIR = TESTS_DIR / "expectations"

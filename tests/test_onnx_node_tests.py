@@ -4,7 +4,7 @@ A case fails this test when it is not listed in ``tests/expectations/<backend>.t
 and does not pass, when it is listed and passes (remove it: the count ratchets
 up), or when it is listed and ends in anything but a clear "unsupported" error.
 Wrong answers and errors can never be listed. Regenerate a file with
-``python -m glow_core.nodetests --backend NAME --write-expectations tests/expectations/NAME.txt``.
+``python -m glow_tools.nodetests --backend NAME --write-expectations tests/expectations/NAME.txt``.
 
 Backends: ``--node-test-backends`` / ``GLOW_NODE_TEST_BACKENDS`` (default
 ``interpreter``); a backend runs only when it is installed and has an
@@ -23,8 +23,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from glow_core import nodetests
-from glow_core.nodetests import (
+from glow_tools import nodetests
+from glow_tools.nodetests import (
     ENV_ROOT,
     REASON_CHARS,
     CaseResult,

@@ -30,6 +30,7 @@ from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind
 from glow_core.plugin_host import Registry, describe_exception, registry, root_cause
 from glow_sdk import SDK_API_VERSION, Backend, BackendSpec, CompiledFunction, CompileOptions, hookimpl
+from glow_sdk.version import supported_text
 from tests.cliutil import add_relu_model, glow, save
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -110,7 +111,7 @@ def test_incompatible_sdk_api_version_is_reported_with_what_to_upgrade(api: int,
     reg.register_plugin(Plugin("toy"), "toy")
     rec = reg.record("old")
     assert rec is not None and rec.status == "incompatible"
-    assert f"version {api}" in rec.error and f"supports version {SDK_API_VERSION}" in rec.error
+    assert f"version {api}" in rec.error and f"supports {supported_text()}" in rec.error
     assert todo in rec.error
     assert reg.names() == ["toy"]
     with pytest.raises(PluginError, match="incompatible"):
@@ -293,7 +294,7 @@ def test_installed_broken_plugin_is_listed_with_its_root_cause(plugin_env: Path)
     assert "RuntimeError: the XYZ accelerator driver is not installed" in cause
     assert "ModuleNotFoundError: No module named 'glow_fixture_missing_device_driver'" in cause
     future = lines[lines.index(next(ln for ln in lines if ln.startswith("future "))) + 1]
-    assert "SDK API version 99" in future and "supports version 1" in future and "upgrade glow" in future
+    assert "SDK API version 99" in future and f"supports {supported_text()}" in future and "upgrade glow" in future
     assert "Traceback" not in r.stdout + r.stderr
 
 

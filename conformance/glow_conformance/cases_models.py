@@ -7,7 +7,7 @@ little. Each model is therefore run with seeded random weights (the
 values, biases and statistics in safe ranges) and with the logits before the
 final Softmax exposed as a second output, on the backend and on the reference,
 on the same seeded input; every output is compared under the ``model``
-tolerance of ``glow_sdk.testing``.
+tolerance of ``glow_tools.testing``.
 
 A model case is mandatory: a backend running the primitives must run it,
 since glow lowers everything else. When glow cannot lower some kind of the
@@ -24,9 +24,9 @@ import onnx
 
 from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core import zoo
+from glow_core.api import compile_options
 from glow_core.ir.kinds import Category
-from glow_sdk.backend import CompileOptions
-from glow_sdk.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
+from glow_tools.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
 
 SEED = 20240607
 #: variance gain of the random conv / gemm weights per model
@@ -84,7 +84,7 @@ def run_model_case(ctx: Context, name: str) -> Outcome:
         return Outcome(Result.UNSUPPORTED, f"the backend does not declare primitive(s) the model needs: "
                        f"{', '.join(kinds)}", details={"nodes": nodes})
     try:
-        exe = ctx.backend.compile(fn, CompileOptions())
+        exe = ctx.backend.compile(fn, compile_options())
         with np.errstate(all="ignore"):
             got = exe.execute(dict(feeds))
     except Exception as e:  # noqa: BLE001

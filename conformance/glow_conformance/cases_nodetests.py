@@ -1,4 +1,4 @@
-"""The ONNX backend node tests (optional: ``--onnx-node-tests DIR``), through ``glow_core.nodetests.run_case``.
+"""The ONNX backend node tests (optional: ``--onnx-node-tests DIR``), through ``glow_tools.nodetests.run_case``.
 
 Each ``test_*`` folder (``model.onnx`` + ``test_data_set_*``) is one case,
 ``onnx-node/<name>``, compared with the expected outputs shipped with it as
@@ -19,7 +19,7 @@ _STATUS = {"pass": Result.PASS, "unsupported": Result.UNSUPPORTED, "wrong": Resu
 
 
 def node_test_cases(root: Path) -> list[Case]:
-    from glow_core.nodetests import list_cases
+    from glow_tools.nodetests import list_cases
 
     if not root.is_dir():
         raise GlowError(f"--onnx-node-tests '{root}' is not a directory",
@@ -36,7 +36,7 @@ def _run(path: Path, ctx: Context) -> Outcome:
 
 
 def run_node_test(ctx: Context, path: Path) -> Outcome:
-    from glow_core.nodetests import run_case
+    from glow_tools.nodetests import run_case
 
     r = run_case(path, ctx.backend_name, timeout=ctx.node_test_timeout)
     label = {"wrong": "wrong answer: ", "error": "error: "}.get(r.status, "")

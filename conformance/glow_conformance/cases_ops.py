@@ -5,7 +5,7 @@ where the generator says so), evaluates the node on the reference backend
 (its ``evaluate``: the executable specification), prepares the function for
 the backend under test through the real pipeline (optimization, lowering of
 whatever the backend does not run natively), compiles, runs and compares
-every result under the tolerance of ``glow_sdk.testing``.
+every result under the tolerance of ``glow_tools.testing``.
 
 - ``unsupported``: after lowering, some node is not declared by the backend
   (the message lists them, as ``glow_core.compile`` would);
@@ -27,9 +27,9 @@ from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core.errors import GlowError, UnsupportedError
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind
-from glow_sdk.backend import Backend, CompileOptions
+from glow_sdk.backend import Backend
 from glow_sdk.primitives import mandatory_primitives, primitive_kinds
-from glow_sdk.testing import (
+from glow_tools.testing import (
     compare_arrays,
     feeds_of,
     one_node_function,
@@ -80,14 +80,14 @@ def run_node_case(ctx: Context, case_id: str, kind: str, build: Build, lower_all
     nodes = fn.count_by_kind()
     details = {"nodes": nodes}
     try:
-        from glow_core.api import check_support
+        from glow_core.api import check_support, compile_options
 
         check_support(fn, backend)
     except UnsupportedError as e:
         return Outcome(Result.UNSUPPORTED, str(e), details=details)
     feeds = feeds_of(fn, operands)
     try:
-        exe = backend.compile(fn, CompileOptions())
+        exe = backend.compile(fn, compile_options())
     except Exception as e:  # noqa: BLE001
         return Outcome(Result.FAIL, f"compile raised {_describe_exception(e)}", details=details)
     try:

@@ -1,4 +1,4 @@
-"""``glow compare MODEL --backend A --reference B``: which node diverges first? (``glow_sdk.divergence``)."""
+"""``glow compare MODEL --backend A --reference B``: which node diverges first? (``glow_tools.divergence``)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from glow_core.plugin_host import get_backend
-    from glow_sdk.divergence import DEFAULT_TOLERANCE, first_divergence
     from glow_sdk.testing import Tolerance
+    from glow_tools.divergence import DEFAULT_TOLERANCE, first_divergence
 
     get_backend(args.backend)  # fail fast on unknown or broken backends
     get_backend(args.reference)

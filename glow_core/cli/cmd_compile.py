@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         if mem:
             print("  " + mem.replace("\n", "\n  "))
     if args.lir:
-        from glow_core.lir import format_lir, lir_of
+        from glow_core.lir import format_lir
+        from glow_core.lircompiler import lir_of
 
         print(format_lir(lir_of(net)))
     return 0

@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     shapes = shapes_from_args(args.input_shape) or None
     if args.lir:
         import glow_core
-        from glow_core.lir import format_lir, lir_of
+        from glow_core.lir import format_lir
+        from glow_core.lircompiler import lir_of
 
         print(format_lir(lir_of(glow_core.compile(proto, backend_name or "interpreter", shapes))))
         return 0

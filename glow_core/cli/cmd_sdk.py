@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _new_backend(args: argparse.Namespace) -> int:
-    from glow_sdk.scaffold import new_backend
+    from glow_tools.scaffold import new_backend
 
     sc = new_backend(args.name, args.dir)
     n = sc.names
@@ -63,7 +63,7 @@ def _new_backend(args: argparse.Namespace) -> int:
 
 def _capabilities(args: argparse.Namespace) -> int:
     from glow_core.plugin_host import get_backend
-    from glow_sdk.capabilities import capability_report
+    from glow_tools.capabilities import capability_report
 
     report = capability_report(get_backend(args.backend))
     if args.json:

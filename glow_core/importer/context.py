@@ -24,6 +24,7 @@ from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowType
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.reference import run_kernel
 
 #: Largest constant (in elements) the importer folds eagerly.
 FOLD_LIMIT = 256 * 1024 * 1024  # elements: a model's largest weights (VGG-19 fc6: 103M) still fold
@@ -231,15 +232,13 @@ def placeholders_behind(v: Value) -> set[str]:
 
 def fold_node(fn: Function, kind: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any],
               out_types: Sequence[TensorType], name: str) -> list[Value] | None:
-    """Evaluate a node with all-constant operands on the reference backend."""
-    from glow_core.plugin_host import reference_backend
-
+    """Evaluate a node with all-constant operands with the reference kernels (no backend involved)."""
     get_kind(kind)
     if sum(t.size for t in out_types) > FOLD_LIMIT:
         return None
     arrays = [v.payload if isinstance(v, Constant) else None for v in inputs]
     try:
-        results = reference_backend().evaluate(kind, attrs, arrays, out_types)
+        results = run_kernel(kind, attrs, arrays, out_types, f"constant folding of {kind} ({name})")
     except MemoryError:
         raise BudgetError(f"{kind} node '{name}': out of memory while folding it to a constant "
                           f"({', '.join(str(t) for t in out_types)})",

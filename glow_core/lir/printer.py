@@ -23,7 +23,7 @@ from __future__ import annotations
 from glow_core.ir.printer import format_attrs
 from glow_core.lir.instructions import TENSORVIEW
 from glow_core.lir.ir import Instr, LIRFunction
-from glow_core.lir.lifetimes import intervals
+from glow_core.lir.memory import intervals
 
 
 def format_instr(ins: Instr) -> str:

@@ -18,7 +18,7 @@ from glow_core.errors import GlowError, GlowTypeError
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import Category, KindTable, all_kinds
 from glow_core.lowering.builder import Builder
-from glow_core.passes.manager import PassContext, graph_pass
+from glow_core.passinfra import PassContext, graph_pass
 
 LoweringFn = Callable[[Builder, Node], "list[Value] | None"]
 

@@ -5,6 +5,6 @@ In: a verified graph function. Out: the same function, optimized in place
 the pipelines the compiler runs.
 """
 
-from glow_core.passes.manager import FixedPoint, Pass, PassContext, PassManager, all_passes, get_pass, graph_pass
+from glow_core.passinfra import FixedPoint, Pass, PassContext, PassManager, all_passes, get_pass, graph_pass
 
 __all__ = ["FixedPoint", "Pass", "PassContext", "PassManager", "all_passes", "get_pass", "graph_pass"]

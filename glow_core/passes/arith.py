@@ -33,7 +33,6 @@ import numpy as np
 
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.rewrite import (
     add_constant_like,
     create_before,
@@ -44,6 +43,7 @@ from glow_core.passes.rewrite import (
     replace_value,
     splat,
 )
+from glow_core.passinfra import PassContext, graph_pass
 
 
 def _is(v: Value | None, value: float | bool) -> bool:

@@ -9,7 +9,8 @@ import numpy as np
 
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Constant, Function, Node, Value
-from glow_core.passes.manager import PassContext, graph_pass
+from glow_core.passinfra import PassContext, graph_pass
+from glow_core.reference import run_kernel
 
 #: fold a node only when its results are no larger than this many elements, or
 #: no larger than its constant operands (folding must not blow up the weights)
@@ -87,10 +88,7 @@ def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
 
 @graph_pass("fold-constants")
 def constant_folding(fn: Function, ctx: PassContext) -> bool:
-    """Evaluate nodes whose operands are all constants with the reference kernels."""
-    from glow_core.plugin_host import reference_backend
-
-    ref = None
+    """Evaluate nodes whose operands are all constants with the reference kernels (``glow_core.reference``)."""
     changed = False
     for node in list(fn.nodes):
         ins = [v for v in node.inputs if v is not None]
@@ -99,11 +97,10 @@ def constant_folding(fn: Function, ctx: PassContext) -> bool:
         out_size = sum(o.type.size for o in node.outputs)
         if out_size > max(FOLD_MAX_ELEMENTS, sum(v.type.size for v in ins)):
             continue
-        ref = ref or reference_backend()
         try:
-            results = ref.evaluate(node.kind.name, node.attrs,
-                                   [v.payload if isinstance(v, Constant) else None for v in node.inputs],
-                                   [o.type for o in node.outputs])
+            results = run_kernel(node.kind.name, node.attrs,
+                                 [v.payload if isinstance(v, Constant) else None for v in node.inputs],
+                                 [o.type for o in node.outputs], f"constant folding of {node.where()}")
         except UnsupportedError:
             continue
         for o, r in zip(node.outputs, results):

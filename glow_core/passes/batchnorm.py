@@ -31,7 +31,6 @@ import numpy as np
 
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.rewrite import (
     add_constant_like,
     create_before,
@@ -42,6 +41,7 @@ from glow_core.passes.rewrite import (
     producer,
     replace_value,
 )
+from glow_core.passinfra import PassContext, graph_pass
 
 
 def foldable_conv(fn: Function, v: Value | None, reader: Node) -> Node | None:

@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.noop import noop_operand
 from glow_core.passes.rewrite import create_before, erase_if_dead, producer, replace_value
+from glow_core.passinfra import PassContext, graph_pass
 
 
 def _slice_value(fn: Function, anchor: Node, x: Value, starts: tuple[int, ...], sizes: tuple[int, ...],

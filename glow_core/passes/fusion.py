@@ -33,8 +33,8 @@ import numpy as np
 
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.rewrite import create_before, erase_if_dead, is_private_to, splat
+from glow_core.passinfra import PassContext, graph_pass
 
 
 @dataclass(frozen=True)

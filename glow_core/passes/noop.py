@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import Category, KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.rewrite import erase_if_dead, is_identity_perm, replace_value
+from glow_core.passinfra import PassContext, graph_pass
 
 #: kind -> rule(node) giving the operand the node returns unchanged, or None
 NoopRule = Callable[[Node], "Value | None"]

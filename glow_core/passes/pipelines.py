@@ -12,7 +12,7 @@ A ``FixedPoint`` group repeats its passes until none changes anything (at most
 
 from __future__ import annotations
 
-from glow_core.passes.manager import FixedPoint, Step
+from glow_core.passinfra import FixedPoint, Step
 
 #: cleanups run to a fixed point between the larger steps
 CLEANUP = FixedPoint("fold-constants", "cse", "dce")

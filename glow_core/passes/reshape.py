@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from glow_core.ir.graph import Constant, Function, Node
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.rewrite import add_constant_like, create_before, erase_if_dead, producer, replace_value
+from glow_core.passinfra import PassContext, graph_pass
 
 
 def _fold_constant(fn: Function, node: Node) -> bool:

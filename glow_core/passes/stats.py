@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from glow_core.ir.graph import Function
-from glow_core.passes.manager import PassContext, PassManager, Step
+from glow_core.passinfra import PassContext, PassManager, Step
 
 if TYPE_CHECKING:
     from glow_sdk.backend import Backend

@@ -26,7 +26,6 @@ import numpy as np
 from glow_core.errors import GlowTypeError
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import Category, KindTable
-from glow_core.passes.manager import PassContext, graph_pass
 from glow_core.passes.rewrite import (
     add_constant_like,
     create_before,
@@ -38,6 +37,7 @@ from glow_core.passes.rewrite import (
     producer,
     replace_value,
 )
+from glow_core.passinfra import PassContext, graph_pass
 
 #: attributes that name axes: an element-wise kind with one of them is not sunk through
 _AXIS_ATTRS = frozenset({"axis", "axes"})

@@ -273,12 +273,12 @@ def profile(model: Any, data: Any, backend: str = "interpreter",
         _check_input_shapes,
         _check_model_arg,
         check_support,
+        compile_options,
         prepare_function,
     )
     from glow_core.importer import import_model
     from glow_core.plugin_host import get_backend
     from glow_core.quantization.data import open_samples
-    from glow_sdk.backend import CompileOptions
 
     if not isinstance(bins, int) or isinstance(bins, bool) or not 16 <= bins <= 1 << 16:
         raise InputError(f"bins must be an integer in [16, 65536], got {bins!r}")
@@ -292,7 +292,7 @@ def profile(model: Any, data: Any, backend: str = "interpreter",
     fp = fingerprint(fn, be.name)
     infos = {n: info for n, (_, info) in profiled_values(fn).items()}
     read_from = instrument(fn)
-    exe = be.compile(fn, CompileOptions(threads=threads))
+    exe = be.compile(fn, compile_options(threads=threads))
     net = CompiledNetwork(fn, exe, be, CompileStats())
     show = sys.stderr.isatty() if progress is None else bool(progress)
     records, n, labels = run_profile(net, infos, read_from, source, Progress(source.count, show), bins)

@@ -31,6 +31,7 @@ from glow_conformance import SUITE_VERSION
 from onnx import TensorProto, helper, numpy_helper
 
 from glow_core.ir.kinds import all_kinds
+from glow_sdk import SDK_API_VERSION
 from tests.cliutil import Result, glow, save
 from tests.conformance.pkgs import EXAMPLE, FIXTURES, pip_install
 
@@ -69,7 +70,7 @@ def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str,
     assert data["suite"] == {"name": "glow-conformance", "version": SUITE_VERSION, "level": "full",
                              "options": data["suite"]["options"]}
     b = data["backend"]
-    assert (b["name"], b["distribution"], b["sdk_api_version"]) == ("interpreter", "glow-backend-interpreter", 1)
+    assert (b["name"], b["distribution"], b["sdk_api_version"]) == ("interpreter", "glow-backend-interpreter", SDK_API_VERSION)
     assert b["version"] and b["distribution_version"] and data["glow"]["version"]
     assert data["platform"]["python"] and data["platform"]["numpy"] and data["platform"]["machine"]
     s = data["summary"]
@@ -247,7 +248,7 @@ def test_unknown_backend_is_one_line(tmp_path: Path) -> None:
 
 
 def test_onnx_node_tests_are_optional_cases(tmp_path: Path) -> None:
-    from glow_core.nodetests import default_root
+    from glow_tools.nodetests import default_root
 
     root = default_root()
     if root is None or not root.is_dir():

@@ -34,10 +34,10 @@ pytest.importorskip("llvmlite")
 import glow_backend_cpu.emit.conv
 import glow_backend_cpu.emit.matmul
 import glow_backend_cpu.emit.pool  # noqa: F401
-from glow_backend_interpreter.kernels import KERNELS
 
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.reference.kernels import KERNELS
 from tests.cpu.linalg_harness import KernelSuite
 
 F32, F16, F64 = np.float32, np.float16, np.float64

@@ -48,7 +48,7 @@ X = {"x": np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype(np.flo
 def test_unprofiled_module_has_no_timing_code() -> None:
     from glow_backend_cpu.codegen import generate
     from glow_backend_cpu.target import host_codegen
-    from glow_core.lir import build_lir
+    from glow_core.lircompiler import build_lir
 
     net = glow_core.compile(_model(), "cpu", options={"cache": False})
     plain, layout = generate(host_codegen(), build_lir(net.function))

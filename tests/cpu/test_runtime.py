@@ -162,7 +162,7 @@ def test_a_corrupt_cache_entry_is_a_miss(tmp_path, monkeypatch) -> None:  # type
 
 def test_unsupported_kinds_are_reported_at_compile_time() -> None:
     from glow_core.errors import UnsupportedError
-    from glow_sdk.testing import one_node_function, run_function
+    from glow_tools.testing import one_node_function, run_function
 
     fn = one_node_function("Conv", [np.zeros((1, 1, 2, 2, 2, 2), np.float32), np.zeros((1, 1, 1, 1, 1, 1), np.float32)],
                            {"strides": (1, 1, 1, 1), "pads": (0,) * 8, "dilations": (1, 1, 1, 1), "group": 1})

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from glow_backend_cpu.tolerances import tolerance
 
-from glow_sdk.testing import (
+from glow_tools.testing import (
     compare_arrays,
     evaluate_reference,
     feeds_of,
@@ -19,15 +19,14 @@ from glow_sdk.testing import (
 
 
 def run_cpu(fn: Any, feeds: Mapping[str, np.ndarray], **options: Any) -> dict[str, np.ndarray]:
-    from glow_core.api import check_support
+    from glow_core.api import check_support, compile_options
     from glow_core.plugin_host import get_backend
-    from glow_sdk.backend import CompileOptions
 
     be = get_backend("cpu")
     prepare_for(fn, be)
     check_support(fn, be)
     threads = options.pop("threads", None)
-    return be.compile(fn, CompileOptions(threads=threads, extra=options)).execute(dict(feeds))
+    return be.compile(fn, compile_options(threads=threads, extra=options)).execute(dict(feeds))
 
 
 def check(kind: str, operands: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,

@@ -43,6 +43,43 @@ def test_shape_subgraph_is_folded_away() -> None:
     np.testing.assert_array_equal(out, x.reshape(2, 12))
 
 
+_NO_PLUGINS_SCRIPT = """
+import sys
+import numpy as np
+from glow_core.importer import import_model
+from glow_core.ir.graph import Function
+from glow_core.ir.types import ElemKind, TensorType
+from glow_core.passes import PassContext, PassManager
+from glow_core.plugin_host import registry
+from tests.importer.test_folding import _shape_reshape_model
+
+fn = import_model(_shape_reshape_model())
+g = Function("g")
+a = g.add_constant(np.arange(6, dtype=np.float32).reshape(2, 3), "a", TensorType(ElemKind.FLOAT32, (2, 3)))
+g.set_output("y", g.create("Relu", [a], {}, name="relu").outputs[0])
+PassManager(["fold-constants"]).run(g, PassContext())
+print(sorted(fn.count_by_kind()), sorted(g.count_by_kind()), registry().names(),
+      "glow_backend_interpreter" in sys.modules)
+"""
+
+
+@pytest.mark.skipif(not has_rules("Shape", "Gather", "Concat", "Reshape"),
+                    reason="needs import rules for Shape, Gather, Concat and Reshape")
+def test_constant_folding_needs_no_backend_plugin() -> None:
+    """Folding calls the reference kernels (glow_core.reference), not a backend: an empty registry is enough."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, GLOW_DISABLE_PLUGIN_AUTOLOAD="1", GLOW_REFERENCE_BACKEND="no-such-backend")
+    r = subprocess.run([sys.executable, "-c", _NO_PLUGINS_SCRIPT], cwd=root, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[0] == "['Reshape'] [] [] False", r.stdout
+
+
 @pytest.mark.skipif(not has_rules("Reshape"), reason="needs the Reshape import rule")
 def test_a_shape_operand_from_an_input_names_the_placeholder() -> None:
     nodes = [helper.make_node("Reshape", ["x", "new_shape"], ["y"], name="reshape_dyn")]

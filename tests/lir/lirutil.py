@@ -9,12 +9,13 @@ import numpy as np
 from glow_backend_interpreter.backend import GraphExecutable, InterpreterBackend, run_kernel
 from glow_backend_interpreter.lir_exec import LIRExecutable
 
+from glow_core.api import compile_options
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.lir import LIRFunction, build_lir, generate_lir, plan_memory
+from glow_core.lir import LIRFunction
 from glow_core.lir.instructions import ALLOC, DEALLOC, TENSORVIEW
 from glow_core.lir.ir import Activation, Instr
-from glow_sdk.backend import CompileOptions
+from glow_core.lircompiler import build_lir, generate_lir, plan_memory
 
 F32 = ElemKind.FLOAT32
 
@@ -82,7 +83,7 @@ def activations_written_by(lir: LIRFunction, name: str) -> list[Activation]:
 
 
 def compile_interpreter(fn: Function, **extra: Any) -> Any:
-    return InterpreterBackend().compile(fn, CompileOptions(debug=True, extra=extra))
+    return InterpreterBackend().compile(fn, compile_options(debug=True, extra=extra))
 
 
 __all__ = ["F32", "Function", "TensorType", "build_lir", "generate_lir", "np"]

@@ -13,8 +13,9 @@ from onnx import TensorProto, helper
 import glow_core
 from glow_core.errors import BackendError
 from glow_core.ir.graph import Function, Value
-from glow_core.lir import format_lir, lir_of
+from glow_core.lir import format_lir
 from glow_core.lir.ir import ALIGNMENT
+from glow_core.lircompiler import lir_of
 from tests.lir.lirutil import check_same, compile_interpreter, f32, node
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from glow_core.ir.graph import Function
-from glow_core.lir import Weight, generate_lir
+from glow_core.lir import Weight
 from glow_core.lir.instructions import ALLOC, COPY, DEALLOC, Dir
 from glow_core.lir.ir import Activation, View
+from glow_core.lircompiler import generate_lir
 from tests.lir.lirutil import by_name, check_same, f32, kinds, node
 
 

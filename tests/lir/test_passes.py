@@ -10,11 +10,11 @@ import pytest
 from glow_core.errors import GlowVerifyError, PassError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.lir import LIRPassContext, LIRPassManager, build_lir, generate_lir, optimize_lir
 from glow_core.lir.instructions import ALLOC, COPY, DEALLOC, Dir
 from glow_core.lir.ir import Activation, Instr, LIRFunction, Operand, View, Weight, alloc, dealloc
-from glow_core.lir.lifetimes import peak_of_order, relayout
-from glow_core.lir.passes import _PASSES, all_lir_passes, get_lir_pass, lir_pass
+from glow_core.lircompiler import LIRPassContext, LIRPassManager, build_lir, generate_lir, optimize_lir
+from glow_core.lircompiler.lifetimes import peak_of_order, relayout
+from glow_core.lircompiler.passes import _PASSES, all_lir_passes, get_lir_pass, lir_pass
 from tests.lir.lirutil import by_name, check_same, compute, f32, kinds, node, run_lir
 
 

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from glow_core.ir.graph import Function
-from glow_core.lir import build_lir, format_lir, generate_lir, memory_report, plan_memory
+from glow_core.lir import format_lir
 from glow_core.lir.ir import ALIGNMENT
-from glow_core.lir.memory import HEURISTICS, check_plan
+from glow_core.lir.memory import check_plan
+from glow_core.lircompiler import build_lir, generate_lir, memory_report, plan_memory
+from glow_core.lircompiler.plan_memory import HEURISTICS
 from tests.lir.lirutil import check_same, f32, node
 
 

@@ -7,9 +7,10 @@ import pytest
 
 from glow_core.errors import GlowVerifyError
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.lir import Weight, plan_memory
+from glow_core.lir import Weight
 from glow_core.lir.instructions import COPY, TENSORVIEW, Dir
 from glow_core.lir.ir import Instr, LIRFunction, Operand, alloc, dealloc, tensorview
+from glow_core.lircompiler import plan_memory
 from tests.lir.lirutil import f32
 
 

@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import check_support, prepare_function
+from glow_core.api import check_support, compile_options, prepare_function
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.plugin_host import get_backend
-from glow_sdk.backend import CompileOptions
 from tests.lowering.test_reduce import (
     BF16,
     F16,
@@ -65,7 +64,7 @@ def run_typed(kind: str, operands: Sequence[tuple[np.ndarray, TensorType]], attr
     be = get_backend(backend)
     prepare_function(fn, be, debug=True)
     check_support(fn, be)  # the element kinds too: quantized operands must reach primitives that take them
-    out = be.compile(fn, CompileOptions()).execute({f"in{i}": a for i, (a, _) in enumerate(operands)})
+    out = be.compile(fn, compile_options()).execute({f"in{i}": a for i, (a, _) in enumerate(operands)})
     return [out[f"out{i}"] for i in range(len(node.outputs))], fn
 
 

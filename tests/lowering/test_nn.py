@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from glow_core.api import compile_options
 from glow_core.lowering import lower_node
 from glow_core.plugin_host import get_backend
-from glow_sdk.backend import CompileOptions
 from tests.lowering.test_reduce import (
     BF16,
     F16,
@@ -180,5 +180,5 @@ def test_noops(kind: str, dtype: np.dtype) -> None:
     assert_primitive_only(fn)
     assert not fn.nodes and fn.outputs[0][1] is fn.inputs[0]
     be = get_backend("interpreter-primitives")
-    out = be.compile(fn, CompileOptions()).execute({"in0": x})
+    out = be.compile(fn, compile_options()).execute({"in0": x})
     np.testing.assert_array_equal(out["out0"], x)

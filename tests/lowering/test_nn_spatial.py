@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import check_support, prepare_function
+from glow_core.api import check_support, compile_options, prepare_function
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import TensorType
 from glow_core.plugin_host import get_backend
-from glow_sdk.backend import CompileOptions
 from tests.lowering.test_reduce import (
     BF16,
     F16,
@@ -124,7 +123,7 @@ def _run_const_rois(x: np.ndarray, rois: np.ndarray, batch: np.ndarray, attrs: d
     fn.set_output("out0", node.result)
     be = get_backend(backend)
     prepare_function(fn, be, debug=True)
-    return be.compile(fn, CompileOptions()).execute({"in0": x})["out0"], fn
+    return be.compile(fn, compile_options()).execute({"in0": x})["out0"], fn
 
 
 @pytest.mark.parametrize("half_pixel", [True, False])

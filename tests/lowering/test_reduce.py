@@ -15,12 +15,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from glow_core.api import prepare_function
+from glow_core.api import compile_options, prepare_function
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import Category
 from glow_core.ir.types import TensorType
 from glow_core.plugin_host import get_backend
-from glow_sdk.backend import CompileOptions
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -51,7 +50,7 @@ def run(kind: str, operands: Sequence[np.ndarray | None], attrs: dict[str, Any],
     n_out = len(fn.outputs)
     be = get_backend(backend)
     prepare_function(fn, be, debug=True)
-    exe = be.compile(fn, CompileOptions())
+    exe = be.compile(fn, compile_options())
     out = exe.execute({f"in{i}": a for i, a in enumerate(operands) if a is not None})
     return [out[f"out{i}"] for i in range(n_out)], fn
 

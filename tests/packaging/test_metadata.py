@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 import glow_core
-from glow_sdk.scaffold import BackendNames, render
+from glow_tools.scaffold import BackendNames, render
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requirement
 
 if sys.version_info >= (3, 11):

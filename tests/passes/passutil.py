@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 from glow_backend_interpreter.backend import InterpreterBackend, PrimitivesInterpreterBackend
 
+from glow_core.api import compile_options
 from glow_core.ir.graph import Function
 from glow_core.passes import PassContext, PassManager
-from glow_core.passes.manager import Step
-from glow_sdk.backend import CompileOptions
+from glow_core.passinfra import Step
 
 F32 = np.float32
 
@@ -24,7 +24,7 @@ F32 = np.float32
 def run(fn: Function, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute ``fn`` as it is now on the reference interpreter."""
     fn.verify()
-    return InterpreterBackend().compile(fn, CompileOptions()).execute(dict(feeds))
+    return InterpreterBackend().compile(fn, compile_options()).execute(dict(feeds))
 
 
 def random_feeds(fn: Function, seed: int = 0) -> dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.passes.manager import FixedPoint
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import check, f, kinds
 
 SIMPLIFY = FixedPoint("simplify-arith", "dce")

@@ -7,7 +7,7 @@ import numpy as np
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.passes.basic import FINGERPRINT_SAMPLES, _const_fingerprint
-from glow_core.passes.manager import FixedPoint
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import check, f, kinds
 
 F32 = np.float32

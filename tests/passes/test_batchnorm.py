@@ -164,7 +164,7 @@ def test_batchnorm_then_scale_and_shift_become_one_conv() -> None:
     fn, y = conv_bn(m=6)
     m = fn.create("Mul", [y, fn.add_constant(np.abs(f((6, 1, 1))) + np.float32(0.1), "s")]).result
     fn.set_output("y", fn.create("Add", [m, fn.add_constant(f((6, 1, 1), seed=9), "t")]).result)
-    from glow_core.passes.manager import FixedPoint
+    from glow_core.passinfra import FixedPoint
 
     assert check(fn, FixedPoint("fold-batchnorm", "fold-conv-arith", "dce"), rtol=1e-4, atol=1e-5)
     assert kinds(fn) == {"Conv": 1}
@@ -197,7 +197,7 @@ def test_resnet50_has_no_batchnorm_left_and_matches_onnxruntime() -> None:
 
 def test_resnet50_folding_counts() -> None:
     """53 BatchNormalization nodes, each folded into its Conv (53 Convs, no new kinds)."""
-    from glow_core.passes.manager import FixedPoint
+    from glow_core.passinfra import FixedPoint
 
     fn = import_model(zoo.resolve_model(RESNET))
     n_conv = kinds(fn)["Conv"]

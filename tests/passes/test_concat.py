@@ -6,7 +6,7 @@ import pytest
 
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.passes.manager import FixedPoint
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import check, kinds
 
 PASS = FixedPoint("eliminate-concat-slice", "dce")

@@ -14,7 +14,7 @@ import glow_core
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.kinds import Category, get_kind
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.passes.manager import FixedPoint
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import Float32OnlyFusionBackend, FusingPrimitivesBackend, check, f, kinds
 
 F32 = ElemKind.FLOAT32

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from glow_backend_interpreter.backend import InterpreterBackend, PrimitivesInterpreterBackend
 
-from glow_core import zoo
-from glow_core.errors import PassError
+from glow_core import passinfra, zoo
+from glow_core.errors import DynamicValueError, PassError
 from glow_core.importer import import_model
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.passes import PassContext, PassManager, all_passes, graph_pass, manager
-from glow_core.passes.manager import FixedPoint
+from glow_core.passes import PassContext, PassManager, all_passes, graph_pass
 from glow_core.passes.pipelines import default_pipeline, lowering_pipeline, optimize_pipeline, post_lowering_pipeline
 from glow_core.passes.stats import format_stats, optimize_with_stats
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import FusingPrimitivesBackend, check, f, kinds, random_feeds, run
 
 F32 = ElemKind.FLOAT32
@@ -144,7 +144,7 @@ def scratch_passes() -> Iterator[list[str]]:
     made: list[str] = []
     yield made
     for name in made:
-        manager._PASSES.pop(name, None)
+        passinfra._PASSES.pop(name, None)
 
 
 def test_manager_names_the_pass_that_breaks_the_graph(scratch_passes: list[str]) -> None:
@@ -169,6 +169,23 @@ def test_manager_names_the_pass_that_raises(scratch_passes: list[str]) -> None:
     scratch_passes.append("test-raises")
     with pytest.raises(PassError, match="pass 'test-raises' failed.*ZeroDivisionError: boom"):
         PassManager(["test-raises"]).run(kitchen_sink(False), PassContext())
+
+
+def test_manager_keeps_the_type_and_fields_of_a_glow_error(scratch_passes: list[str]) -> None:
+    """A pass's GlowError is re-raised as the same object: type, placeholders and hint kept, the pass named."""
+    raised = DynamicValueError("the shape depends on a model input", ("x", "n"), hint="bind x and n")
+
+    @graph_pass("test-dynamic")
+    def dynamic(fn: Function, ctx: PassContext) -> bool:
+        raise raised
+
+    scratch_passes.append("test-dynamic")
+    with pytest.raises(DynamicValueError) as info:
+        PassManager(["test-dynamic"]).run(kitchen_sink(False), PassContext())
+    e = info.value
+    assert e is raised and e.placeholders == ("x", "n") and e.hint == "bind x and n"
+    assert e.pass_name == "test-dynamic"
+    assert str(e) == "in pass 'test-dynamic': the shape depends on a model input"
 
 
 def test_fixed_point_repeats_until_nothing_changes() -> None:

@@ -7,8 +7,8 @@ import pytest
 
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.passes.manager import FixedPoint
 from glow_core.passes.transpose import transposed
+from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import check, f, kinds
 
 F32 = ElemKind.FLOAT32

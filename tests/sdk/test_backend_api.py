@@ -22,11 +22,11 @@ from glow_sdk import (
     DeviceInfo,
     hookimpl,
 )
-from glow_sdk.capabilities import capability_report
 from glow_sdk.primitives import MANDATORY_ELEMS, mandatory_elems, mandatory_primitives, primitive_kinds
-from glow_sdk.scaffold.backend import ELEMS, TemplateBackend
-from glow_sdk.testing import check_node, one_node_function, prepare_for
-from glow_sdk.version import incompatibility_message, is_compatible
+from glow_sdk.version import incompatibility_message, is_compatible, supported_text
+from glow_tools.capabilities import capability_report
+from glow_tools.scaffold.backend import ELEMS, TemplateBackend
+from glow_tools.testing import check_node, one_node_function, prepare_for
 
 E = ElemKind
 F32 = frozenset({E.FLOAT32})
@@ -57,8 +57,8 @@ class RecordBackend(TemplateBackend):
                 Capability("Relu", F32, when=lambda n: n.inputs[0] is not None and n.inputs[0].type.rank <= 2, why="rank <= 2")]
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        from glow_sdk.scaffold.backend import Executable
-        from glow_sdk.scaffold.kernels import KERNELS
+        from glow_tools.scaffold.backend import Executable
+        from glow_tools.scaffold.kernels import KERNELS
 
         relu = lambda attrs, out, x: np.maximum(x, np.zeros((), x.dtype))
         return Executable(function, {**KERNELS, "Relu": relu})
@@ -116,7 +116,7 @@ def test_device_info() -> None:
 ])
 def test_incompatibility_message_says_which_versions_work_and_what_to_upgrade(api: object, text: str) -> None:
     msg = incompatibility_message(api, "glow-backend-x")
-    assert text in msg and f"this glow supports version {SDK_API_VERSION}" in msg
+    assert text in msg and f"this glow supports {supported_text()}" in msg and str(SDK_API_VERSION) in supported_text()
     assert not is_compatible(api) and is_compatible(SDK_API_VERSION) and not is_compatible(True)
 
 
@@ -159,5 +159,5 @@ def test_capability_report() -> None:
     text = "\n".join(rec.lines())
     assert "[only: rank <= 2]" in text and "device records0, 4 GiB x 1" in text
     d = rec.as_dict()
-    assert d["backend"] == "records" and d["sdk_api_version"] == 1 and d["device"]["memory_bytes"] == 4 << 30
+    assert d["backend"] == "records" and d["sdk_api_version"] == SDK_API_VERSION and d["device"]["memory_bytes"] == 4 << 30
 

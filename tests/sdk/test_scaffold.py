@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from glow_sdk.scaffold import BackendNames, ScaffoldError, new_backend, render
+from glow_sdk.version import SDK_API_VERSION
+from glow_tools.scaffold import BackendNames, ScaffoldError, new_backend, render
 from tests.cliutil import glow
 from tests.conformance.pkgs import EXAMPLE, pip_install
 
@@ -87,7 +88,7 @@ def test_scaffold_install_conform_round_trip(tmp_path: Path) -> None:
 
 def test_sdk_info_and_capabilities_json() -> None:
     info = glow(["sdk", "info"])
-    assert info.returncode == 0 and info.stdout.startswith("SDK API version 1")
+    assert info.returncode == 0 and info.stdout.startswith(f"SDK API version {SDK_API_VERSION}")
     assert "Add" in info.stdout and "float32, int32, int64" in info.stdout
     caps = glow(["sdk", "capabilities", "interpreter", "--json"])
     import json

@@ -1,4 +1,4 @@
-"""glow_sdk.testing: the tolerance table, comparisons, statistics, and running nodes against the reference."""
+"""glow_tools.testing: the tolerance table, comparisons, statistics, and running nodes against the reference."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind
 from glow_core.plugin_host import registry, reset_registry
 from glow_sdk import BackendSpec, hookimpl
-from glow_sdk.divergence import first_divergence
-from glow_sdk.scaffold.backend import TemplateBackend
-from glow_sdk.scaffold.kernels import KERNELS
-from glow_sdk.testing import (
+from glow_tools.divergence import first_divergence
+from glow_tools.scaffold.backend import TemplateBackend
+from glow_tools.scaffold.kernels import KERNELS
+from glow_tools.testing import (
     BITWISE,
     EXACT,
     KIND_TOLERANCES,

@@ -32,7 +32,7 @@ BACKEND_NAME = "example"
 #: this backend's own version
 VERSION = "0.1.0"
 #: the SDK API version this backend was written against (see glow_sdk.version)
-SDK_API = 1
+SDK_API = 2
 #: element kinds the kernels handle (narrowed per kind to what the kind is defined for)
 ELEMS = frozenset({ElemKind.FLOAT32, ElemKind.INT32, ElemKind.INT64, ElemKind.BOOL})
 #: device memory reported to the runtime (bytes)

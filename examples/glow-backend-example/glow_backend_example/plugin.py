@@ -11,7 +11,7 @@ from glow_backend_example import __version__
 from glow_sdk import Backend, BackendSpec, hookimpl
 
 #: the SDK API version this backend was written against: a glow that cannot load it says so
-SDK_API = 1
+SDK_API = 2
 
 
 def _make() -> Backend:

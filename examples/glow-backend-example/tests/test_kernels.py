@@ -1,11 +1,11 @@
-"""Unit tests of single kernels against the reference backend (glow_sdk.testing)."""
+"""Unit tests of single kernels against the reference backend (glow_tools.testing)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from glow_sdk.testing import check_node
+from glow_tools.testing import check_node
 
 RNG = np.random.default_rng(0)
 

@@ -18,6 +18,8 @@ core, and what still cannot run is reported at compile time, every node at once.
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import time
 from pathlib import Path
@@ -107,7 +109,6 @@ class CpuBackend(Backend):
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         from glow_backend_cpu.codegen import generate
-        from glow_core.lir import build_lir
 
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
@@ -130,7 +131,7 @@ class CpuBackend(Backend):
             timings["cached"] = True
         else:
             t1 = time.perf_counter()
-            lir = build_lir(function, debug=options.debug)
+            lir = options.build_lir(function, debug=options.debug)
             timings["lir"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile)
@@ -151,7 +152,7 @@ class CpuBackend(Backend):
             if image is None:
                 raise
             # another process evicted the entry between load and mapping its image: compile afresh
-            return self.compile(function, CompileOptions(options.threads, options.debug, {**extra, "cache": False}))
+            return self.compile(function, dataclasses.replace(options, extra={**extra, "cache": False}))
         timings["load"] = time.perf_counter() - t3
         exe.lir = lir  # type: ignore[attr-defined]
         exe.compile_timings = timings  # type: ignore[attr-defined]

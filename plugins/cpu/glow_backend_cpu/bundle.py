@@ -365,12 +365,10 @@ def weights_c_array(name: str, data: bytes) -> str:
 def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptions, out_dir: Path,
                 parallel: bool) -> list[Path]:
     """Compile ``function`` into NAME.o / NAME.h / NAME.weights.bin (/ .txt) / NAME.json in ``out_dir``."""
-    from glow_core.lir import build_lir
-
     name = check_bundle_name(bundle.name)
     threads = max(1, int(bundle.threads))
     cg = target_codegen(bundle.target, bundle.cpu, bundle.features)
-    lir = build_lir(function, debug=options.debug)
+    lir = options.build_lir(function, debug=options.debug)
     module, layout = generate(cg, lir, name=f"glow_{name}")
     run_threads = threads if parallel else 1
     areas = plan_areas(layout, threads)

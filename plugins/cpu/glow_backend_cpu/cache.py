@@ -84,13 +84,14 @@ def max_bytes() -> int:
 
 @functools.lru_cache(maxsize=1)
 def sources_digest() -> str:
-    """A digest of the backend's and the LIR's source files."""
+    """A digest of the backend's and the LIR's source files (the LIR data types and the core's LIR compiler)."""
     import glow_backend_cpu
     import glow_core.lir
 
     h = hashlib.sha256()
-    for pkg in (glow_backend_cpu, glow_core.lir):
-        root = Path(str(pkg.__file__)).resolve().parent
+    lir_root = Path(str(glow_core.lir.__file__)).resolve().parent
+    # the LIR compiler (glow_core/lircompiler, beside glow_core/lir) is read as files: backends do not import it
+    for root in (Path(str(glow_backend_cpu.__file__)).resolve().parent, lir_root, lir_root.parent / "lircompiler"):
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())

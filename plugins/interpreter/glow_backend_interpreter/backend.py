@@ -1,4 +1,8 @@
-"""The interpreter backend: executes a graph function node by node with numpy."""
+"""The interpreter backend: a thin backend over the core's reference kernels (``glow_core.reference``).
+
+Its capability is the reference kernel table; it executes the core-built LIR
+on one arena (``lir_exec.py``) or a graph function node by node (``GraphExecutable``).
+"""
 
 from __future__ import annotations
 
@@ -7,36 +11,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from glow_backend_interpreter import __version__
-from glow_backend_interpreter.kernels import KERNELS
-from glow_core.errors import ExecutionError, UnsupportedError
+from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import Category, get_kind, kinds_in
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.reference import KERNELS, run_kernel
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
-
-
-def run_kernel(kind: str, attrs: Mapping[str, Any], args: Sequence[np.ndarray | None],
-               out_types: Sequence[TensorType], where: str) -> list[np.ndarray]:
-    fn = KERNELS.get(kind)
-    if fn is None:
-        raise UnsupportedError(f"{where}: the interpreter has no kernel for {kind}")
-    try:
-        with np.errstate(all="ignore"):
-            res = fn(attrs, out_types, *args)
-    except (UnsupportedError, ExecutionError):
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise ExecutionError(f"{where}: kernel failed: {type(e).__name__}: {e}") from e
-    results = list(res) if isinstance(res, (tuple, list)) else [res]
-    if len(results) != len(out_types):
-        raise ExecutionError(f"{where}: kernel returned {len(results)} results, expected {len(out_types)}")
-    out: list[np.ndarray] = []
-    for r, t in zip(results, out_types):
-        a = np.asarray(r)
-        if a.dtype != t.dtype or tuple(a.shape) != t.shape:
-            raise ExecutionError(f"{where}: kernel returned {a.dtype}{list(a.shape)}, declared {t}")
-        out.append(a)
-    return out
 
 
 class GraphExecutable(CompiledFunction):
@@ -98,7 +78,6 @@ class InterpreterBackend(Backend):
 
         from glow_backend_interpreter.lir_exec import LIRExecutable
         from glow_core.errors import BackendError
-        from glow_core.lir import build_lir
 
         executor = str(options.extra.get("executor") or os.environ.get("GLOW_INTERPRETER_EXECUTOR") or "lir")
         if executor == "graph":
@@ -106,11 +85,11 @@ class InterpreterBackend(Backend):
         if executor != "lir":
             raise BackendError(f"unknown interpreter executor {executor!r}; choose 'lir' or 'graph'")
         debug = options.debug or os.environ.get("GLOW_LIR_DEBUG", "") not in ("", "0")
-        return LIRExecutable(function, build_lir(function, debug=debug), run_kernel, poison=debug)
+        return LIRExecutable(function, options.build_lir(function, debug=debug), run_kernel, poison=debug)
 
     def evaluate(self, kind: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray | None],
                  out_types: Sequence[TensorType]) -> list[np.ndarray]:
-        return run_kernel(kind, attrs, inputs, out_types, f"constant folding of {kind}")
+        return run_kernel(kind, attrs, inputs, out_types, f"evaluation of {kind}")
 
 
 class PrimitivesInterpreterBackend(InterpreterBackend):

@@ -1,4 +1,10 @@
-"""Passes and the pass manager.
+"""Pass infrastructure: passes, registries and the pass manager.
+
+Shared by the graph optimizer (``glow_core.passes``), lowering
+(``glow_core.lowering``, the ``lower`` pass) and the LIR optimizer
+(``glow_core.lircompiler``). It sits below all three and imports none of them:
+the modules whose registrations fill a registry are named in explicit lists
+(:data:`GRAPH_PASS_MODULES`) and imported by the registry's loader on first use.
 
 A pass is a named unit ``fn(function, ctx) -> bool`` (whether it changed
 anything), registered once with :func:`graph_pass`. Pipelines are explicit
@@ -10,6 +16,7 @@ failing pass in any error.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,14 +57,14 @@ class Pass:
 class PassRegistry:
     """Named passes over one kind of IR (the graph IR here; the low-level IR reuses it).
 
-    ``what`` names the passes in messages ("pass", "LIR pass"); ``loader`` imports
-    the modules whose registrations fill the registry.
+    ``what`` names the passes in messages ("pass", "LIR pass"); ``modules`` names
+    the modules whose registrations fill the registry (imported on first lookup).
     """
 
-    def __init__(self, what: str, loader: Callable[[], None] | None = None) -> None:
+    def __init__(self, what: str, modules: Sequence[str] = ()) -> None:
         self.what = what
         self.passes: dict[str, Pass] = {}
-        self._loader = loader
+        self.modules = tuple(modules)
 
     def register(self, name: str) -> Callable[[PassFn], PassFn]:
         """Register a pass under a unique name; its docstring documents it."""
@@ -71,8 +78,8 @@ class PassRegistry:
         return deco
 
     def _load(self) -> None:
-        if self._loader is not None:
-            self._loader()
+        for module in self.modules:  # each import registers that module's passes (once)
+            importlib.import_module(module)
 
     def get(self, name: str) -> Pass:
         self._load()
@@ -86,12 +93,21 @@ class PassRegistry:
         return dict(self.passes)
 
 
-def _load_graph_passes() -> None:
-    import glow_core.passes.registry  # noqa: F401  (imports every pass module)
-
+#: the modules that register graph passes (by name: the pass infrastructure imports no pass module)
+GRAPH_PASS_MODULES = (
+    "glow_core.passes.basic",
+    "glow_core.lowering.table",  # the 'lower' pass
+    "glow_core.passes.arith",
+    "glow_core.passes.batchnorm",
+    "glow_core.passes.concat",
+    "glow_core.passes.fusion",
+    "glow_core.passes.noop",
+    "glow_core.passes.reshape",
+    "glow_core.passes.transpose",
+)
 
 #: the graph-IR passes
-GRAPH_PASSES = PassRegistry("pass", _load_graph_passes)
+GRAPH_PASSES = PassRegistry("pass", GRAPH_PASS_MODULES)
 _PASSES = GRAPH_PASSES.passes
 
 
@@ -170,9 +186,10 @@ class PassManager:
         try:
             changed = bool(p.fn(fn, ctx))
         except PassError:
-            raise
+            raise  # names its pass already
         except GlowError as e:
-            raise type(e)(f"in {what} '{name}': {e}", hint=e.hint) from e
+            _add_pass_context(e, what, name)
+            raise
         except Exception as e:
             raise PassError(f"{what} '{name}' failed on function {fn.name}: {type(e).__name__}: {e}") from e
         finally:
@@ -188,3 +205,16 @@ class PassManager:
         if name in ctx.dump_after:
             ctx.dumps.append((f"after {name}", fn.dump()))
         return changed
+
+
+def _add_pass_context(error: GlowError, what: str, name: str) -> None:
+    """Name the failing pass on ``error`` itself, keeping its type and fields (``placeholders``, ``hint``, ...).
+
+    The innermost pass wins (``pass_name`` is set once); the message gains the
+    prefix "in pass 'NAME'" (see ``GlowError.add_context``) instead of the error
+    being rebuilt.
+    """
+    if error.pass_name is not None:
+        return
+    error.pass_name = name
+    error.add_context(f"in {what} '{name}'")

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
-from glow_backend_interpreter.kernels.nn import conv_nd
 from glow_core.ir.types import TensorType
+from glow_core.reference.kernels import KERNELS
+from glow_core.reference.kernels.nn import conv_nd
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]

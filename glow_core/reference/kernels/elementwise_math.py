@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
-from glow_backend_interpreter.kernels.elementwise import is_float, widen
 from glow_core.ir.types import TensorType
+from glow_core.reference.kernels import KERNELS
+from glow_core.reference.kernels.elementwise import is_float, widen
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]

@@ -12,9 +12,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
-from glow_backend_interpreter.kernels.reduce import acc_dtype, widen
 from glow_core.ir.types import TensorType
+from glow_core.reference.kernels import KERNELS
+from glow_core.reference.kernels.reduce import acc_dtype, widen
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]

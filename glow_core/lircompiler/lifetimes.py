@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from glow_core.lir.instructions import ALLOC, DEALLOC, TENSORVIEW
 from glow_core.lir.ir import Activation, Instr, LIRFunction, LValue, View, align, alloc, dealloc, tensorview
+from glow_core.lir.memory import intervals, live_profile  # noqa: F401  (re-exported: analyses of the data)
 
 
 def is_body(ins: Instr) -> bool:
@@ -77,32 +78,6 @@ def relayout(lir: LIRFunction, work: Iterable[Instr] | None = None) -> bool:
 
 def _signature(instrs: Sequence[Instr]) -> list[tuple[object, ...]]:
     return [(i.kind, id(i) if is_body(i) else 0, *(id(v) for v in i.values())) for i in instrs]
-
-
-def intervals(lir: LIRFunction) -> dict[int, tuple[Activation, int, int]]:
-    """id(activation) -> (activation, index of its alloc, index of its dealloc)."""
-    start: dict[int, int] = {}
-    out: dict[int, tuple[Activation, int, int]] = {}
-    for k, ins in enumerate(lir.instrs):
-        if ins.kind == ALLOC:
-            start[id(ins.operands[0].value)] = k
-        elif ins.kind == DEALLOC:
-            a = ins.operands[0].value
-            assert isinstance(a, Activation)
-            out[id(a)] = (a, start.get(id(a), k), k)
-    return out
-
-
-def live_profile(lir: LIRFunction) -> list[int]:
-    """Aligned bytes of activations live at each instruction (allocated and not yet deallocated)."""
-    live, prof = 0, []
-    for ins in lir.instrs:
-        if ins.kind == ALLOC:
-            live += align(ins.operands[0].value.nbytes)  # type: ignore[union-attr]
-        prof.append(live)
-        if ins.kind == DEALLOC:
-            live -= align(ins.operands[0].value.nbytes)  # type: ignore[union-attr]
-    return prof
 
 
 def peak_of_order(items: Sequence[Instr]) -> int:

@@ -3,7 +3,7 @@
 The dependency DAG of the compute and copy instructions is built per root
 buffer (read after write, write after write, write after read; allocs,
 deallocs and tensorviews are re-placed afterwards by
-:func:`~glow_core.lir.lifetimes.relayout`). A list scheduler then picks, among
+:func:`~glow_core.lircompiler.lifetimes.relayout`). A list scheduler then picks, among
 the ready instructions, the best by a policy:
 
 - ``net-free``: most bytes freed (operands whose last remaining access this is)
@@ -25,8 +25,8 @@ import heapq
 from collections.abc import Callable, Sequence
 
 from glow_core.lir.ir import Activation, Instr, LIRFunction, align
-from glow_core.lir.lifetimes import body, peak_of_order, relayout, roots_of
-from glow_core.lir.passes import LIRPassContext, lir_pass
+from glow_core.lircompiler.lifetimes import body, peak_of_order, relayout, roots_of
+from glow_core.lircompiler.passes import LIRPassContext, lir_pass
 
 
 def dependencies(items: Sequence[Instr]) -> list[set[int]]:

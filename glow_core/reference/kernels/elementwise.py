@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
 from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType
+from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]

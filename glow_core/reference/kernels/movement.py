@@ -7,9 +7,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
 from glow_core.errors import UnsupportedError
 from glow_core.ir.types import TensorType
+from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]

@@ -23,9 +23,9 @@ passing cases only goes up.
 
 Command line::
 
-    python -m glow_core.nodetests [DIR] [--backend NAME] [-k SUBSTR]   # summary
-    python -m glow_core.nodetests --check tests/expectations/interpreter.txt
-    python -m glow_core.nodetests --write-expectations tests/expectations/interpreter.txt
+    python -m glow_tools.nodetests [DIR] [--backend NAME] [-k SUBSTR]   # summary
+    python -m glow_tools.nodetests --check tests/expectations/interpreter.txt
+    python -m glow_tools.nodetests --write-expectations tests/expectations/interpreter.txt
 
 ``--write-expectations`` writes the file from a full run and refuses (exit 1,
 listing them) when any case gives a wrong answer or an error.
@@ -310,7 +310,7 @@ def load_expectations(path: Path) -> dict[str, str]:
 
 
 def regenerate_command(backend: str, path: str | Path) -> str:
-    return f"python -m glow_core.nodetests --backend {backend} --write-expectations {path}"
+    return f"python -m glow_tools.nodetests --backend {backend} --write-expectations {path}"
 
 
 def format_expectations(results: Sequence[CaseResult], backend: str, path: str | Path) -> str:
@@ -394,7 +394,7 @@ def _select(root: Path, pattern: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m glow_core.nodetests", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m glow_tools.nodetests", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root", nargs="?", type=Path, default=None,
                     help=f"the node-test folder (default: ${ENV_ROOT} or ../shared/onnx-node-tests)")

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from glow_backend_interpreter.kernels import KERNELS
 from glow_core.ir.defs.movement_resize import (
     interpolation_table,
     is_identity,
@@ -24,6 +23,7 @@ from glow_core.ir.defs.movement_resize import (
     source_coordinates,
 )
 from glow_core.ir.types import TensorType
+from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]

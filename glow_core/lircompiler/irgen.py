@@ -12,7 +12,7 @@
 - An output that is an input, a constant or a view, or a second output of the
   same value, is filled by a ``copy`` placed as soon as its source exists.
 - allocs go right before the first use of an activation and deallocs right
-  after the last one (:func:`glow_core.lir.lifetimes.relayout`).
+  after the last one (:func:`glow_core.lircompiler.lifetimes.relayout`).
 
 The graph function is only read.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 from glow_core.ir.graph import Function, NodeOutput, Value
 from glow_core.lir.instructions import COPY, Dir, view_offset
 from glow_core.lir.ir import Instr, LIRFunction, LValue, Operand, Weight
-from glow_core.lir.lifetimes import relayout
+from glow_core.lircompiler.lifetimes import relayout
 
 
 def generate_lir(fn: Function) -> LIRFunction:

@@ -1,7 +1,7 @@
 """IR optimizations of the low-level IR, as named passes, and their pass manager.
 
 A pass is ``fn(lir, ctx) -> bool`` (whether it changed anything), registered
-once with :func:`lir_pass` (the style of :mod:`glow_core.passes.manager`). The
+once with :func:`lir_pass` (the style of :mod:`glow_core.passinfra`). The
 :class:`LIRPassManager` runs a pipeline (names and :class:`Repeat` groups),
 times each pass, verifies the LIR after each pass in debug mode and dumps it
 before/after a named pass on request.
@@ -16,7 +16,7 @@ Passes here:
   instruction kind allows in-place computation and the sizes match;
 - ``eliminate-copies``: a copy whose source dies is removed by making the
   destination and the source the same memory;
-- ``schedule`` (in :mod:`glow_core.lir.schedule`): reorder independent instructions to
+- ``schedule`` (in :mod:`glow_core.lircompiler.schedule`): reorder independent instructions to
   lower the peak of live bytes.
 """
 
@@ -26,17 +26,13 @@ from collections.abc import Callable, Sequence
 
 from glow_core.lir.instructions import ALLOC, COPY, DEALLOC, Dir, Effect, instr_kind
 from glow_core.lir.ir import Activation, Instr, LIRFunction, LValue, Operand, View, Weight, tensorview
-from glow_core.lir.lifetimes import is_body, last_uses, relayout
 from glow_core.lir.verify import expand_decls
-from glow_core.passes.manager import FixedPoint, PassContext, PassManager, PassRegistry, Step
-
-
-def _load_lir_passes() -> None:
-    import glow_core.lir.schedule  # noqa: F401  (registers "schedule")
-
+from glow_core.lircompiler.lifetimes import is_body, last_uses, relayout
+from glow_core.passinfra import FixedPoint, PassContext, PassManager, PassRegistry, Step
 
 #: the LIR passes: the graph optimizer's pass machinery over another IR
-LIR_PASSES = PassRegistry("LIR pass", _load_lir_passes)
+#: (this module registers its passes on import; the loader adds the scheduler's module)
+LIR_PASSES = PassRegistry("LIR pass", ("glow_core.lircompiler.schedule",))
 _PASSES = LIR_PASSES.passes
 LIRPassContext = PassContext
 LIRPassFn = Callable[[LIRFunction, PassContext], bool]

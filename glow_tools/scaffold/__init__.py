@@ -6,8 +6,8 @@ What it writes (see ``templates.py`` for the small files)::
     DIR/README.md                             how to try it and bring up hardware
     DIR/glow_backend_NAME/__init__.py
     DIR/glow_backend_NAME/plugin.py           the glow_backends() hook
-    DIR/glow_backend_NAME/backend.py          a copy of glow_sdk/scaffold/backend.py, renamed
-    DIR/glow_backend_NAME/kernels.py          a copy of glow_sdk/scaffold/kernels.py (numpy kernels)
+    DIR/glow_backend_NAME/backend.py          a copy of glow_tools/scaffold/backend.py, renamed
+    DIR/glow_backend_NAME/kernels.py          a copy of glow_tools/scaffold/kernels.py (numpy kernels)
     DIR/glow_backend_NAME/conformance_waivers.txt
     DIR/tests/test_conformance.py             runs the conformance suite (level core)
     DIR/tests/test_kernels.py                 kernel unit tests against the reference
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glow_core.errors import GlowError
-from glow_sdk.scaffold import templates
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requirement
+from glow_tools.scaffold import templates
 
 _HERE = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
@@ -68,11 +68,11 @@ class Scaffold:
 
 
 def render_backend_module(names: BackendNames) -> str:
-    """``glow_sdk/scaffold/backend.py`` with the backend's names and the current SDK API version."""
+    """``glow_tools/scaffold/backend.py`` with the backend's names and the current SDK API version."""
     text = (_HERE / "backend.py").read_text()
     swaps = {
         'BACKEND_NAME = "template"': f'BACKEND_NAME = "{names.name}"',
-        "SDK_API = 1\n": f"SDK_API = {SDK_API_VERSION}\n",
+        "SDK_API = 2\n": f"SDK_API = {SDK_API_VERSION}\n",
         "TemplateBackend": names.cls,
     }
     for old, new in swaps.items():

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from glow_core.ir.graph import Function
-from glow_sdk.testing import ArrayStats, Comparison, Tolerance, array_stats, compare_arrays, run_function
+from glow_tools.testing import ArrayStats, Comparison, Tolerance, array_stats, compare_arrays, run_function
 
 if TYPE_CHECKING:
     import onnx
