@@ -21,13 +21,24 @@ import traceback
 from collections.abc import Sequence
 
 from glow_core import __version__
-from glow_core.cli import cmd_backends, cmd_bench, cmd_compare, cmd_compile, cmd_conformance, cmd_dump, cmd_run, cmd_sdk
+from glow_core.cli import (
+    cmd_backends,
+    cmd_bench,
+    cmd_compare,
+    cmd_compile,
+    cmd_conformance,
+    cmd_dump,
+    cmd_partition,
+    cmd_run,
+    cmd_sdk,
+)
 from glow_core.cli.common import Command, Parser, UsageError
 from glow_core.errors import GlowError
 
 #: The subcommands, in the order ``glow --help`` lists them. Later: compile, bench, conformance, compare, sdk.
 COMMANDS: list[Command] = [cmd_backends.COMMAND, cmd_run.COMMAND, cmd_compile.COMMAND, cmd_dump.COMMAND,
-                           cmd_bench.COMMAND, cmd_conformance.COMMAND, cmd_compare.COMMAND, cmd_sdk.COMMAND]
+                           cmd_bench.COMMAND, cmd_conformance.COMMAND, cmd_compare.COMMAND, cmd_sdk.COMMAND,
+                           cmd_partition.COMMAND]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
