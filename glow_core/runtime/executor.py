@@ -32,9 +32,22 @@ class Request:
         self.started = 0.0
         self.deadline = 0.0
         self.finished = False
+        self.admitted = False  # counted as in flight by the host manager
         self.running: set[str] = set()  # device ids with a partition of this request queued or running
         self._lock = threading.Lock()
         self._on_finish = on_finish
+
+    def busy(self, device: str, on: bool) -> None:
+        """Note that a partition of this request was queued on (``on``) or came back from ``device``."""
+        with self._lock:
+            if on:
+                self.running.add(device)
+            else:
+                self.running.discard(device)
+
+    def busy_devices(self) -> list[str]:
+        with self._lock:
+            return sorted(self.running)
 
     def finish(self, result: dict[str, np.ndarray] | None, error: BaseException | None) -> bool:
         """End the request once (later calls are ignored); return whether this call ended it."""
@@ -76,13 +89,13 @@ class Executor:
             pp = self.parts[i]
             with lock:
                 feeds = {n: values[n] for n in pp.input_names}
-            req.running.add(pp.device.id)
+            req.busy(pp.device.id, True)
             pp.device.submit(pp.key, feeds, lambda out, err: done(i, out, err))
 
         left = [len(self.parts)]
 
         def done(i: int, out: dict[str, np.ndarray] | None, err: BaseException | None) -> None:
-            req.running.discard(self.parts[i].device.id)
+            req.busy(self.parts[i].device.id, False)
             if req.finished:
                 return
             if err is not None or out is None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from glow_core.api import CompiledNetwork, _check_input_shapes, _check_model_arg, prepare_function
+from glow_core.errors import InputError
 from glow_core.importer import import_model
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.device_manager import DeviceManager
@@ -89,7 +90,7 @@ class HostManager:
                  timeout: float | None = None) -> None:
         for what, n in (("max_in_flight", max_in_flight), ("max_queued", max_queued)):
             if not isinstance(n, int) or n < (1 if what == "max_in_flight" else 0):
-                raise ValueError(f"{what} must be a non-negative integer (max_in_flight >= 1), got {n!r}")
+                raise InputError(f"{what} must be a non-negative integer (max_in_flight >= 1), got {n!r}")
         self.devices = as_device_list(devices)
         self.managers = {d.id: DeviceManager(d) for d in self.devices}
         self.max_in_flight, self.max_queued, self.timeout = max_in_flight, max_queued, timeout
@@ -186,6 +187,7 @@ class HostManager:
         """Count ``req`` as in flight (lock held)."""
         self._in_flight += 1
         net.in_flight += 1
+        req.admitted = True
         req.started = time.monotonic()
         if req.timeout is not None:
             req.deadline = req.started + req.timeout
@@ -204,8 +206,9 @@ class HostManager:
     def _finished(self, net: Network, req: Request) -> None:
         nxt: list[tuple[Network, Request]] = []
         with self._lock:
-            self._in_flight -= 1
-            net.in_flight -= 1
+            if req.admitted:
+                self._in_flight -= 1
+                net.in_flight -= 1
             exc = None if req.future.cancelled() else req.future.exception()
             if req.future.cancelled():
                 self._counts["cancelled"] += 1
@@ -240,7 +243,7 @@ class HostManager:
                     delay = self._deadlines[0][0] - now if self._deadlines else 1.0
                     self._wake.wait(min(1.0, max(0.001, delay)))
             for r in expired:
-                busy = ", ".join(sorted(r.running)) or "none"
+                busy = ", ".join(r.busy_devices()) or "none"
                 r.finish(None, RequestTimeoutError(
                     f"request to '{r.network}' timed out after {r.timeout:g} s (devices still busy with it: {busy})",
                     hint="raise the timeout, or check the device named"))

@@ -31,12 +31,12 @@ def format_plan(plan: PartitionPlan, *, max_tensors: int = 8) -> str:
             more = f", ... ({len(vals) - max_tensors} more)" if len(vals) > max_tensors else ""
             lines.append(f"    {label} {shown or '-'}{more}")
     if plan.fallback:
-        kinds: dict[tuple[str, str], int] = {}
+        falls: dict[tuple[str, str], int] = {}
         for n, b in plan.fallback:
-            kinds[(n.kind.name, b)] = kinds.get((n.kind.name, b), 0) + 1
+            falls[(n.kind.name, b)] = falls.get((n.kind.name, b), 0) + 1
         first = plan.devices[0].backend
         lines.append(f"fallback: {len(plan.fallback)} node(s) not run by {first}: "
-                     + ", ".join(f"{k} x{c} -> {b}" for (k, b), c in sorted(kinds.items())))
+                     + ", ".join(f"{k} x{c} -> {b}" for (k, b), c in sorted(falls.items())))
     return "\n".join(lines)
 
 
@@ -56,8 +56,9 @@ def plan_dot(plan: PartitionPlan) -> str:
     out = ["digraph partitions {", "  rankdir=TB;", "  node [shape=box, style=filled];"]
     for p in plan.partitions:
         color = colors[backends.index(p.backend) % len(colors)]
-        label = f"{p.name}\\n{p.backend} on {p.device}\\n{len(p.nodes)} nodes\\n{format_bytes(p.memory.total)}"
-        out.append(f"  {p.name} [label={_q(label).replace(chr(92) * 2 + 'n', chr(92) + 'n')}, fillcolor={color}];")
+        lines = [p.name, f"{p.backend} on {p.device}", f"{len(p.nodes)} nodes", format_bytes(p.memory.total)]
+        label = '"' + "\\n".join(_q(t)[1:-1] for t in lines) + '"'
+        out.append(f"  {p.name} [label={label}, fillcolor={color}];")
     for v, src, dsts in plan.cut_tensors():
         for d in dsts:
             out.append(f"  p{src} -> p{d} [label={_q(f'{v.name} {v.type}')}];")

@@ -46,6 +46,7 @@ def test_resnet50_on_four_cpus_with_a_third_of_the_memory(resnet: onnx.ModelProt
     dot.write_text(plan_dot(plan))
     text = dot.read_text()
     assert text.startswith("digraph") and text.count("->") >= len(plan.partitions) - 1
+    assert '[label="p0\\ncpu on cpu' in text
 
 
 def test_glow_partition_cli_writes_dot(tmp_path: Path, resnet: onnx.ModelProto) -> None:
