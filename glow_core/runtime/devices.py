@@ -7,7 +7,7 @@ Syntax (whitespace ignored)::
     SIZE    := NUMBER [UNIT]          UNIT in B, KB, KiB, MB, MiB, GB, GiB (default B)
 
 Each device's memory is its backend's ``DeviceInfo.memory_bytes`` (``Backend.create_device()``)
-unless ``@SIZE`` overrides it. The order of the entries is the priority order of the partitioner:
+unless ``@SIZE`` overrides it; without ``:COUNT``, the count is ``DeviceInfo.count`` (usually 1). The order of the entries is the priority order of the partitioner:
 a node goes to the first backend in the list that runs it.
 """
 
@@ -93,17 +93,18 @@ def parse_devices(spec: str) -> list[DeviceConfig]:
             raise DeviceConfigError(f"device list names backend '{name}' twice",
                                     hint=f"write one entry {name}:COUNT")
         seen.add(name)
-        count = 1
+        backend = _check_backend(name, raw)
+        info = backend.create_device()
+        count = info.count  # without ":COUNT", as many as the backend says it drives
         if count_text is not None:
             if not count_text.isdigit() or not 1 <= int(count_text) <= MAX_COUNT:
                 raise DeviceConfigError(f"device list entry {raw!r}: count {count_text!r} is not an integer "
                                         f"from 1 to {MAX_COUNT}")
             count = int(count_text)
-        backend = _check_backend(name, raw)
         if size_text is not None:
             memory = parse_size(size_text, f"device list entry {raw!r}: ")
         else:
-            memory = int(backend.create_device().memory_bytes)
+            memory = int(info.memory_bytes)
         for i in range(count):
             out.append(DeviceConfig(f"{name}{i}", name, memory, len(out)))
     return out
