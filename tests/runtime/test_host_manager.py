@@ -80,6 +80,8 @@ def test_ten_thousand_requests_from_sixteen_threads() -> None:
             th.join(300)
         assert not any(th.is_alive() for th in threads)
         st = hm.stats()
+        runs = {m.id: m.runs for m in hm.managers.values()}
+    assert all(r >= outcomes["done"] for r in runs.values()), runs  # every request went through both devices
     print(f"10000 requests: {outcomes['done']} done, {outcomes['rejected']} rejected by the queue bound")
     assert outcomes["done"] + outcomes["rejected"] == 10000
     assert outcomes["done"] >= 8 + 32  # at least what the bounds admit at once

@@ -135,3 +135,20 @@ def test_user_assignment_is_validated(tmp_path: Path) -> None:
     with HostManager("cpu:2") as hm:
         hm.add_network("m", model, assignment=assignment)
         np.testing.assert_array_equal(hm.run_sync("m", x)["out"], np.maximum(x["x"] + x["y"], 0))
+
+
+def test_compile_with_devices_splits_and_matches_one_device(tmp_path: Path) -> None:
+    model = zoo.load_with_random_weights("squeezenet")
+    feeds = zoo.model_feeds(model)
+    ref = glow_core.compile(model, "cpu").run(feeds)
+    net = glow_core.compile(model, devices="cpu:3@6MiB")
+    try:
+        assert len(net.executable.plan.partitions) == 3  # type: ignore[attr-defined]
+        out = net.run(feeds)
+    finally:
+        net.executable.close()  # type: ignore[attr-defined]
+    for k in ref:
+        np.testing.assert_array_equal(out[k], ref[k])
+    r = glow(["run", "zoo:squeezenet", "--devices", "cpu:3@6MiB", "--random-weights"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "devices  cpu:3@6MiB: 3 partition(s) on cpu0, cpu1, cpu2" in r.stdout
