@@ -160,13 +160,20 @@ def compile(
     threads: int | None = None,
     debug: bool = False,
     options: Mapping[str, Any] | None = None,
+    devices: str | None = None,
 ) -> CompiledNetwork:
     """Import an ONNX model and compile it for ``backend``.
 
     ``model`` is a path, ``"zoo:NAME"`` (a light model shipped with onnx), an
     ``onnx.ModelProto`` or the serialized bytes of one. ``input_shapes`` fixes
     symbolic or unknown input dimensions (``{"x": (1, 3, 224, 224)}``).
+    ``devices`` (``"cpu:2,xyz:1"``, docs/runtime.md) partitions the network over several devices
+    through the runtime instead; ``backend`` is then ignored.
     """
+    if devices is not None:
+        from glow_core.runtime.network import compile_on_devices
+
+        return compile_on_devices(model, devices, input_shapes, bind=bind, threads=threads, options=options)
     model = _check_model_arg(model)
     shapes = _check_input_shapes(input_shapes)
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):

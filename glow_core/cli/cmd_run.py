@@ -35,8 +35,11 @@ TOP_K = 5
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
-    p.add_argument("-b", "--backend", required=True, metavar="NAME",
-                   help="the backend to compile for ('glow backends' lists them)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--backend", metavar="NAME",
+                       help="the backend to compile for ('glow backends' lists them)")
+    where.add_argument("-d", "--devices", metavar="LIST",
+                       help="run through the runtime on these devices, e.g. cpu:2 or xyz:1,cpu:1 (docs/runtime.md)")
     p.add_argument("--input", metavar="NAME=FILE.npy", action="append", type=input_spec, default=[],
                    help="read input NAME from a .npy file (repeatable; give all inputs or none)")
     add_shape_argument(p)
@@ -100,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output is not None and args.output.suffix != ".npz":
         raise GlowError(f"--output '{args.output}' must end in .npz", hint="outputs are saved as a numpy .npz archive")
-    get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
+    if args.devices is not None:
+        from glow_core.runtime import parse_devices
+
+        parse_devices(args.devices)  # fail fast on a bad device list, before reading the model
+    else:
+        get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
 
     proto, label = load_model_ref(args.model)
     if args.random_weights:
@@ -125,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             shapes[name] = tuple(arr.shape)  # symbolic dimensions: take them from the file
 
     t0 = time.perf_counter()
-    net = glow_compile(proto, args.backend, shapes or None, threads=args.threads)
+    net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices)
     compile_s = time.perf_counter() - t0
 
     if given:
@@ -139,9 +147,14 @@ def run(args: argparse.Namespace) -> int:
     outputs = net.run(feeds)
     run_s = time.perf_counter() - t1
 
-    rec = registry().record(args.backend)
     print(f"model    {label}")
-    print(f"backend  {args.backend}" + (f" ({rec.origin})" if rec is not None else ""))
+    if args.devices is not None:
+        plan = net.executable.plan  # type: ignore[attr-defined]
+        print(f"devices  {args.devices}: {len(plan.partitions)} partition(s) on "
+              + ", ".join(sorted({p.device for p in plan.partitions})))
+    else:
+        rec = registry().record(args.backend)
+        print(f"backend  {args.backend}" + (f" ({rec.origin})" if rec is not None else ""))
     for n, t in net.input_types.items():
         print(f"input {n}: {t}  {origin[n]}")
     for n in net.output_names:

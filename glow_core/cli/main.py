@@ -35,6 +35,7 @@ from glow_core.cli import (
     cmd_compare,
     cmd_compile,
     cmd_dump,
+    cmd_partition,
     cmd_profile,
     cmd_run,
     cmd_sdk,
@@ -47,8 +48,8 @@ from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION
 #: The built-in subcommands, in the order ``glow --help`` lists them (plugin commands follow;
 #: docs/cli.md's reference is generated from the parser).
 COMMANDS: list[Command] = [cmd_backends.COMMAND, cmd_run.COMMAND, cmd_compile.COMMAND, cmd_dump.COMMAND,
-                           cmd_bench.COMMAND, cmd_bundle.COMMAND, cmd_profile.COMMAND, cmd_compare.COMMAND,
-                           cmd_sdk.COMMAND, cmd_cache.COMMAND]
+                           cmd_bench.COMMAND, cmd_partition.COMMAND, cmd_bundle.COMMAND, cmd_profile.COMMAND,
+                           cmd_compare.COMMAND, cmd_sdk.COMMAND, cmd_cache.COMMAND]
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -1,0 +1,63 @@
+"""``glow partition MODEL --devices LIST``: how the runtime would split a model over devices."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from glow_core import zoo
+from glow_core.cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
+from glow_core.errors import GlowError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_argument(p)
+    p.add_argument("-d", "--devices", required=True, metavar="LIST",
+                   help="devices in priority order: BACKEND[:COUNT][@SIZE],... e.g. xyz:1,cpu:2@512MiB")
+    add_shape_argument(p)
+    p.add_argument("--dot", metavar="FILE.dot", type=Path, default=None,
+                   help="also write the partition DAG as Graphviz DOT")
+    p.add_argument("--strict", action="store_true",
+                   help="fail, listing every node, when any node falls back from the first backend of the list")
+    p.add_argument("--random-weights", action="store_true",
+                   help="zoo models only: seeded random weights (the memory figures are the same)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from glow_core.runtime import parse_devices, plan_network
+    from glow_core.runtime.errors import PartitionError
+    from glow_core.runtime.report import fallback_nodes, format_plan, plan_dot
+
+    devices = parse_devices(args.devices)  # fail fast on a bad list, before reading the model
+    proto, label = load_model_ref(args.model)
+    if args.random_weights:
+        if not zoo.is_zoo_ref(args.model):
+            raise GlowError("--random-weights applies to zoo:NAME models only")
+        proto = zoo.load_with_random_weights(args.model)
+    plan = plan_network(proto, devices, shapes_from_args(args.input_shape) or None)
+    if args.strict and plan.fallback:
+        lines = fallback_nodes(plan)
+        raise PartitionError(f"--strict: {len(lines)} node(s) of {label} fall back from {devices[0].backend}: "
+                             + "; ".join(lines), hint="drop --strict to let them run on the next device of the list")
+    print(f"model    {label}")
+    print(format_plan(plan))
+    if args.dot is not None:
+        try:
+            args.dot.write_text(plan_dot(plan), encoding="utf-8")
+        except OSError as e:
+            raise GlowError(f"cannot write '{args.dot}': {e.strerror or e}") from None
+        print(f"partition DAG written to {args.dot}")
+    return 0
+
+
+COMMAND = Command(
+    name="partition",
+    help="show how the runtime splits a model over a list of devices",
+    description="Partition MODEL over the devices of --devices (in priority order: each node goes to the first "
+                "backend that runs it; partitions that do not fit one device are split by memory) and print each "
+                "partition with its backend, device, node count, memory and the tensors cut between partitions.",
+    epilog="examples:\n  glow partition zoo:resnet50 --devices cpu:4@40MiB --dot dag.dot\n"
+           "  glow partition zoo:squeezenet --devices xyz:1,cpu:1 --strict",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,126 @@
+"""The executor: runs one request over the DAG of provisioned partitions.
+
+Each partition is submitted to its device's queue as soon as every tensor it reads is ready;
+since every device has its own worker thread, concurrent requests pipeline across devices.
+A request ends exactly once: with the model's outputs, with the first partition error (naming the
+device), or with a timeout / cancellation decided by the host manager (:meth:`Request.finish`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+
+import numpy as np
+
+from glow_core.ir.graph import Constant, Function
+from glow_core.runtime.provisioner import ProvisionedPartition
+
+
+class Request:
+    """One run of a network: its future, the tensors computed so far, the partitions left."""
+
+    def __init__(self, network: str, future: Future, feeds: Mapping[str, np.ndarray], timeout: float | None,
+                 on_finish: Callable[[Request], None]) -> None:
+        self.network = network
+        self.future = future
+        self.feeds = feeds
+        self.timeout = timeout
+        self.created = time.monotonic()
+        self.started = 0.0
+        self.deadline = 0.0
+        self.finished = False
+        self.admitted = False  # counted as in flight by the host manager
+        self.running: set[str] = set()  # device ids with a partition of this request queued or running
+        self._lock = threading.Lock()
+        self._on_finish = on_finish
+
+    def busy(self, device: str, on: bool) -> None:
+        """Note that a partition of this request was queued on (``on``) or came back from ``device``."""
+        with self._lock:
+            if on:
+                self.running.add(device)
+            else:
+                self.running.discard(device)
+
+    def busy_devices(self) -> list[str]:
+        with self._lock:
+            return sorted(self.running)
+
+    def finish(self, result: dict[str, np.ndarray] | None, error: BaseException | None) -> bool:
+        """End the request once (later calls are ignored); return whether this call ended it."""
+        with self._lock:
+            if self.finished:
+                return False
+            self.finished = True
+        if self.future.cancelled():
+            pass
+        elif error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+        self._on_finish(self)
+        return True
+
+
+class Executor:
+    """Runs requests over the partitions of one network."""
+
+    def __init__(self, function: Function, parts: list[ProvisionedPartition]) -> None:
+        self.parts = parts
+        self.outputs = [(name, v) for name, v in function.outputs]
+        self.users: dict[int, list[int]] = {i: [] for i in range(len(parts))}
+        for i, pp in enumerate(parts):
+            for d in pp.partition.deps:
+                self.users[d].append(i)
+
+    def start(self, req: Request) -> None:
+        """Submit every partition without dependencies; the rest follow as their inputs arrive."""
+        values: dict[str, np.ndarray] = dict(req.feeds)
+        waiting = [len(pp.partition.deps) for pp in self.parts]
+        lock = threading.Lock()
+        if not self.parts:
+            self._complete(req, values)
+            return
+
+        def submit(i: int) -> None:
+            pp = self.parts[i]
+            with lock:
+                feeds = {n: values[n] for n in pp.input_names}
+            req.busy(pp.device.id, True)
+            pp.device.submit(pp.key, feeds, lambda out, err: done(i, out, err))
+
+        left = [len(self.parts)]
+
+        def done(i: int, out: dict[str, np.ndarray] | None, err: BaseException | None) -> None:
+            req.busy(self.parts[i].device.id, False)
+            if req.finished:
+                return
+            if err is not None or out is None:
+                req.finish(None, err)
+                return
+            ready = []
+            with lock:
+                values.update(out)
+                left[0] -= 1
+                for u in self.users[i]:
+                    waiting[u] -= 1
+                    if waiting[u] == 0:
+                        ready.append(u)
+                finished = left[0] == 0
+            for u in ready:
+                submit(u)
+            if finished:
+                self._complete(req, values)
+
+        for i, n in enumerate(waiting):
+            if n == 0:
+                submit(i)
+
+    def _complete(self, req: Request, values: Mapping[str, np.ndarray]) -> None:
+        result: dict[str, np.ndarray] = {}
+        for name, v in self.outputs:
+            result[name] = np.array(v.payload if isinstance(v, Constant) else values[v.name], copy=True)
+        req.finish(result, None)

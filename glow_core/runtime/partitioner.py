@@ -1,0 +1,312 @@
+"""The partitioner: a prepared function -> a DAG of partitions, each for one backend and one device.
+
+Three steps (docs/runtime.md):
+
+1. **By support** -- every node goes to the first backend of the device list that runs it; nodes
+   are ordered so that runs of one backend stay together (a topological order that prefers the
+   backend of the previous node), and each maximal run becomes a partition. Runs are intervals of a
+   topological order, so the partitions always form an acyclic graph.
+2. **By memory** -- a partition whose estimated need exceeds a device of its backend is split along
+   that order into the fewest pieces that fit, each cut placed near the point that balances the
+   estimated cost, at the position that cuts the fewest bytes.
+3. **Placement** -- partitions go to devices of their backend, each to the one with the most free
+   memory that holds it; when none does, :class:`PartitionError` names the partition, its need and
+   the capacities.
+
+A user-defined assignment (node name -> device id) replaces steps 1 and 2 and is validated: the
+device's backend must run the node, the partitions must fit their devices and form a DAG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from glow_core.ir.graph import Function, Node, Value
+from glow_core.runtime.devices import DeviceConfig, backend_order, format_bytes
+from glow_core.runtime.errors import PartitionError
+from glow_core.runtime.graphcut import MemoryEstimate, boundary, node_cost, segment_memory
+from glow_sdk.backend import Backend
+
+#: share of a device's capacity the memory split aims to fill (the compiled memory plan may exceed the
+#: graph's activation estimate a little; the device manager checks the real figure when loading)
+SPLIT_BUDGET = 0.9
+
+
+@dataclass
+class Partition:
+    """One partition: its nodes (topological order), backend, device, boundary tensors and estimates."""
+
+    id: int
+    backend: str
+    nodes: list[Node]
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    memory: MemoryEstimate = MemoryEstimate(0, 0, 0)
+    cost: int = 0
+    device: str = ""
+    deps: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"p{self.id}"
+
+
+@dataclass
+class PartitionPlan:
+    """The partitions of one function (topologically ordered) and the devices they were placed on."""
+
+    function: Function
+    partitions: list[Partition]
+    devices: list[DeviceConfig]
+    #: nodes that did not go to the first backend of the list: node -> the backend they fell back to
+    fallback: list[tuple[Node, str]] = field(default_factory=list)
+
+    def cut_tensors(self) -> list[tuple[Value, int, list[int]]]:
+        """(tensor, producing partition, consuming partitions) for every tensor passed between partitions."""
+        producer = {id(v): p.id for p in self.partitions for v in p.outputs}
+        out: dict[int, tuple[Value, int, list[int]]] = {}
+        for p in self.partitions:
+            for v in p.inputs:
+                if id(v) in producer:
+                    out.setdefault(id(v), (v, producer[id(v)], []))[2].append(p.id)
+        return list(out.values())
+
+
+def assign_by_support(function: Function, backends: Sequence[Backend]) -> dict[int, str]:
+    """Node id -> the first backend that runs it. Raises PartitionError listing every node none runs."""
+    out: dict[int, str] = {}
+    orphans: list[Node] = []
+    for n in function.nodes:
+        name = next((b.name for b in backends if b.supports(n)), None)
+        if name is None:
+            orphans.append(n)
+        else:
+            out[id(n)] = name
+    if orphans:
+        listed = "; ".join(n.where() for n in orphans[:8]) + ("; ..." if len(orphans) > 8 else "")
+        raise PartitionError(f"no device runs {len(orphans)} node(s): {listed}",
+                             hint="add a device whose backend runs them (cpu runs every kind)")
+    return out
+
+
+def grouped_order(function: Function, label: Mapping[int, str]) -> list[Node]:
+    """A topological order of the nodes that keeps nodes of one label together when it can."""
+    index = {id(n): i for i, n in enumerate(function.nodes)}
+    preds: dict[int, set[int]] = {id(n): set() for n in function.nodes}
+    succs: dict[int, list[Node]] = {id(n): [] for n in function.nodes}
+    for n in function.nodes:
+        for v in n.inputs:
+            p = v.producer if v is not None else None
+            if p is not None and id(p) in preds and id(p) not in preds[id(n)]:
+                preds[id(n)].add(id(p))
+                succs[id(p)].append(n)
+    waiting = {k: len(v) for k, v in preds.items()}
+    ready = [n for n in function.nodes if waiting[id(n)] == 0]
+    order: list[Node] = []
+    current = label[id(ready[0])] if ready else ""
+    while ready:
+        same = [n for n in ready if label[id(n)] == current]
+        pick = min(same or ready, key=lambda n: index[id(n)])
+        current = label[id(pick)]
+        ready.remove(pick)
+        order.append(pick)
+        for s in succs[id(pick)]:
+            waiting[id(s)] -= 1
+            if waiting[id(s)] == 0:
+                ready.append(s)
+    return order
+
+
+def runs(order: Sequence[Node], label: Mapping[int, str]) -> list[tuple[str, list[Node]]]:
+    """Maximal runs of consecutive nodes with one label."""
+    out: list[tuple[str, list[Node]]] = []
+    for n in order:
+        if out and out[-1][0] == label[id(n)]:
+            out[-1][1].append(n)
+        else:
+            out.append((label[id(n)], [n]))
+    return out
+
+
+def _cut_bytes(function: Function, nodes: Sequence[Node], pos: int) -> int:
+    _, outs = boundary(function, nodes[:pos])
+    later = {id(v) for n in nodes[pos:] for v in n.inputs if v is not None}
+    return sum(v.type.nbytes for v in outs if id(v) in later)
+
+
+def split_by_memory(function: Function, nodes: list[Node], budget: int, max_pieces: int) -> list[list[Node]]:
+    """Split ``nodes`` into the fewest pieces (at most ``max_pieces``) whose estimates fit ``budget``.
+
+    For k pieces, cut j is placed within a window around the node where the cumulative cost reaches
+    j/k of the total, at the position with the fewest bytes cut (ties: the most balanced position).
+    """
+    if segment_memory(function, nodes).total <= budget:
+        return [nodes]
+    for single in nodes:
+        need = segment_memory(function, [single]).total
+        if need > budget:
+            raise PartitionError(f"{single.where()} alone needs {format_bytes(need)}, more than a device holds "
+                                 f"({format_bytes(budget)} usable)", hint="give the devices more memory (@SIZE)")
+    prefix = [0]
+    for n in nodes:
+        prefix.append(prefix[-1] + node_cost(n))
+    total = prefix[-1] or 1
+    m = len(nodes)
+    k0 = max(2, math.ceil(segment_memory(function, nodes).total / budget))
+    for k in range(k0, min(m, max_pieces) + 1):
+        cuts = _place_cuts(function, nodes, prefix, total, k, budget)
+        if cuts is not None:
+            bounds = [0, *cuts, m]
+            return [nodes[a:b] for a, b in zip(bounds, bounds[1:])]
+    return _greedy_split(function, nodes, budget)
+
+
+def _place_cuts(function: Function, nodes: list[Node], prefix: list[int], total: int, k: int,
+                budget: int) -> list[int] | None:
+    """Cut positions for k pieces, or None when this k does not fit (see :func:`split_by_memory`).
+
+    Cut j goes where the piece before it fits ``budget`` and what follows still fits the remaining
+    pieces, minimizing the imbalance of estimated cost plus the bytes cut (both as shares).
+    """
+    m = len(nodes)
+    need_after = _pieces_needed(function, nodes, budget)
+    cut_scale = max(1, max(_cut_bytes(function, nodes, pos) for pos in range(1, m)))
+    cuts: list[int] = []
+    start = 0
+    for j in range(1, k):
+        target = prefix[start] + (total - prefix[start]) / (k - j + 1)
+        best: tuple[float, int] | None = None
+        for pos in range(start + 1, m - (k - j) + 1):
+            if segment_memory(function, nodes[start:pos]).total > budget:
+                break
+            if need_after[pos] > k - j:
+                continue
+            score = abs(prefix[pos] - target) / total + _cut_bytes(function, nodes, pos) / cut_scale / k
+            if best is None or score < best[0]:
+                best = (score, pos)
+        if best is None:
+            return None
+        cuts.append(best[1])
+        start = best[1]
+    if segment_memory(function, nodes[start:]).total > budget:
+        return None
+    return cuts
+
+
+def _pieces_needed(function: Function, nodes: list[Node], budget: int) -> list[int]:
+    """need[i]: the fewest pieces that hold ``nodes[i:]`` (greedy from i, exact for intervals)."""
+    m = len(nodes)
+    need = [0] * (m + 1)
+    end = m
+    for i in range(m - 1, -1, -1):
+        while end > i + 1 and segment_memory(function, nodes[i:end]).total > budget:
+            end -= 1
+        need[i] = 1 + need[end] if end < m or i < m else 1
+    return need
+
+
+def _greedy_split(function: Function, nodes: list[Node], budget: int) -> list[list[Node]]:
+    pieces: list[list[Node]] = [[]]
+    for n in nodes:
+        if pieces[-1] and segment_memory(function, [*pieces[-1], n]).total > budget:
+            pieces.append([])
+        pieces[-1].append(n)
+    return pieces
+
+
+def _make_partitions(function: Function, groups: Sequence[tuple[str, list[Node]]]) -> list[Partition]:
+    parts = []
+    for i, (backend, nodes) in enumerate(groups):
+        ins, outs = boundary(function, nodes)
+        parts.append(Partition(i, backend, nodes, ins, outs, segment_memory(function, nodes),
+                               sum(node_cost(n) for n in nodes)))
+    producer = {id(v): p.id for p in parts for v in p.outputs}
+    for p in parts:
+        p.deps = sorted({producer[id(v)] for v in p.inputs if id(v) in producer})
+    return parts
+
+
+def place(parts: list[Partition], devices: Sequence[DeviceConfig]) -> None:
+    """Put each partition on the device of its backend with the most free memory that holds it."""
+    free = {d.id: d.memory_bytes for d in devices}
+    for p in sorted(parts, key=lambda p: -p.memory.total):
+        if p.device:  # user-defined
+            free[p.device] -= p.memory.total
+            continue
+        mine = [d for d in devices if d.backend == p.backend]
+        fits = [d for d in mine if free[d.id] >= p.memory.total]
+        if not fits:
+            caps = ", ".join(f"{d.id} {format_bytes(free[d.id])} free of {format_bytes(d.memory_bytes)}"
+                             for d in mine)
+            raise PartitionError(f"no device holds partition {p.name} ({p.backend}, {len(p.nodes)} nodes): it needs "
+                                 f"{format_bytes(p.memory.total)}; {caps}",
+                                 hint=f"add {p.backend} devices or give them more memory (@SIZE)")
+        best = max(fits, key=lambda d: (free[d.id], -d.index))
+        p.device = best.id
+        free[best.id] -= p.memory.total
+
+
+def partition(function: Function, devices: Sequence[DeviceConfig], backends: Sequence[Backend]) -> PartitionPlan:
+    """Partition a prepared function by support, then by memory, and place the partitions (module docstring)."""
+    label = assign_by_support(function, backends)
+    order = grouped_order(function, label)
+    groups: list[tuple[str, list[Node]]] = []
+    for backend, nodes in runs(order, label):
+        mine = [d for d in devices if d.backend == backend]
+        budget = int(max(d.memory_bytes for d in mine) * SPLIT_BUDGET)
+        for piece in split_by_memory(function, nodes, budget, max_pieces=max(len(mine), 1) * 4):
+            groups.append((backend, piece))
+    parts = _make_partitions(function, groups)
+    place(parts, devices)
+    first = backend_order(list(devices))[0]
+    fallback = [(n, label[id(n)]) for n in order if label[id(n)] != first]
+    return PartitionPlan(function, parts, list(devices), fallback)
+
+
+def partition_user(function: Function, devices: Sequence[DeviceConfig], backends: Sequence[Backend],
+                   assignment: Mapping[str, str]) -> PartitionPlan:
+    """Partition by a user-defined node name -> device id assignment; validate it (module docstring)."""
+    by_id = {d.id: d for d in devices}
+    by_name = {b.name: b for b in backends}
+    names = {n.name for n in function.nodes}
+    unknown = sorted(set(assignment) - names)
+    if unknown:
+        raise PartitionError(f"the assignment names {len(unknown)} unknown node(s): {', '.join(unknown[:5])}",
+                             hint="'glow partition MODEL --devices ...' lists the node names of the prepared graph")
+    missing = [n.name for n in function.nodes if n.name not in assignment]
+    if missing:
+        raise PartitionError(f"the assignment leaves {len(missing)} node(s) without a device: "
+                             + ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else ""))
+    bad_dev = sorted({d for d in assignment.values() if d not in by_id})
+    if bad_dev:
+        raise PartitionError(f"the assignment names unknown device(s) {', '.join(bad_dev)}; "
+                             f"choose one of: {', '.join(by_id)}")
+    label = {id(n): assignment[n.name] for n in function.nodes}
+    refused = [f"{n.where()} on {label[id(n)]}" for n in function.nodes
+               if not by_name[by_id[label[id(n)]].backend].supports(n)]
+    if refused:
+        raise PartitionError(f"{len(refused)} node(s) assigned to a device whose backend cannot run them: "
+                             + "; ".join(refused[:5]))
+    order = grouped_order(function, label)
+    groups = runs(order, label)
+    parts = _make_partitions(function, [(by_id[dev].backend, nodes) for dev, nodes in groups])
+    for p, (dev, _) in zip(parts, groups):
+        p.device = dev
+    _check_acyclic_devices(parts)
+    for d in devices:
+        need = sum(p.memory.total for p in parts if p.device == d.id)
+        if need > d.memory_bytes:
+            raise PartitionError(f"the assignment puts {format_bytes(need)} on device {d.id}, which holds "
+                                 f"{format_bytes(d.memory_bytes)}", hint="move nodes to other devices")
+    first = backend_order(list(devices))[0]
+    fallback = [(n, by_id[label[id(n)]].backend) for n in order if by_id[label[id(n)]].backend != first]
+    return PartitionPlan(function, parts, list(devices), fallback)
+
+
+def _check_acyclic_devices(parts: list[Partition]) -> None:
+    """Partitions are intervals of one topological order, so their DAG is acyclic; check it anyway."""
+    for p in parts:
+        if any(d >= p.id for d in p.deps):
+            raise PartitionError(f"partition {p.name} depends on a later partition; the assignment forms a cycle")

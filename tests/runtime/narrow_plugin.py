@@ -1,0 +1,97 @@
+"""Test backends for the runtime, delegating to the interpreter through the plugin host.
+
+- ``narrow``: runs only Conv, MatMul, Gemm, Relu and Add (float32) -- a deliberately narrow
+  accelerator; every other node must fall back to the next device of the list.
+- ``flaky``: the interpreter, except that a run whose first input starts with ``FAULT`` raises.
+- ``hang``: the interpreter, except that a run whose first input starts with ``FAULT`` blocks until
+  :data:`RELEASE` is set (a hung device).
+
+Registered in-process by ``tests/runtime/conftest.py`` and, for ``glow`` subprocesses, through an
+entry point written by :func:`write_dist_info`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from glow_core.ir.graph import Function, Node
+from glow_core.ir.types import ElemKind
+from glow_core.plugin_host import get_backend
+from glow_sdk import Backend, BackendSpec, CompiledFunction, CompileOptions, hookimpl
+
+NARROW_KINDS = ("Conv", "MatMul", "Gemm", "Relu", "Add")
+#: the first input value that makes ``flaky`` raise and ``hang`` block
+FAULT = -12345.0
+RELEASE = threading.Event()
+F32 = frozenset({ElemKind.FLOAT32})
+
+
+class NarrowBackend(Backend):
+    name = "narrow"
+
+    def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
+        return dict.fromkeys(NARROW_KINDS, F32)
+
+    def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        bad = sorted({n.kind.name for n in function.nodes if not self.supports(n)})
+        assert not bad, f"narrow was asked to compile {bad}"
+        return get_backend("interpreter").compile(function, options)
+
+
+class _Faulty(CompiledFunction):
+    def __init__(self, function: Function, inner: CompiledFunction, mode: str) -> None:
+        super().__init__(function)
+        self.inner, self.mode = inner, mode
+        self.first = function.inputs[0].name if function.inputs else ""
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        x = feeds.get(self.first)
+        if x is not None and x.size and float(x.flat[0]) == FAULT:
+            if self.mode == "flaky":
+                raise RuntimeError("injected device fault")
+            RELEASE.wait(60)
+        return self.inner.execute(feeds)
+
+
+class _FaultyBackend(Backend):
+    mode = ""
+
+    def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
+        return get_backend("interpreter").supported_kinds()
+
+    def supports_node(self, node: Node) -> bool:
+        return True
+
+    def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        return _Faulty(function, get_backend("interpreter").compile(function, options), self.mode)
+
+
+class FlakyBackend(_FaultyBackend):
+    name = mode = "flaky"
+
+
+class HangBackend(_FaultyBackend):
+    name = mode = "hang"
+
+
+class RuntimeTestPlugin:
+    @hookimpl
+    def glow_backends(self) -> list[BackendSpec]:
+        return [BackendSpec(name=b.name, factory=b, sdk_api_version=1, version="0.1")
+                for b in (NarrowBackend, FlakyBackend, HangBackend)]
+
+
+plugin = RuntimeTestPlugin()
+
+
+def write_dist_info(root: Path) -> Path:
+    """A minimal installed distribution under ``root`` whose entry point names this module's plugin."""
+    info = root / "glow_backend_runtime_test-0.1.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: glow-backend-runtime-test\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[glow.backends]\nruntime-test = tests.runtime.narrow_plugin:plugin\n")
+    return root

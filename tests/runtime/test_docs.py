@@ -1,0 +1,29 @@
+"""Every command in a ``sh`` block of docs/runtime.md runs and succeeds."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.cliutil import glow
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
+
+
+def commands() -> list[str]:
+    blocks = re.findall(r"```sh\n(.*?)```", DOC.read_text(), flags=re.S)
+    return [ln.strip() for b in blocks for ln in b.splitlines() if ln.strip().startswith("glow ")]
+
+
+def test_the_doc_shows_commands() -> None:
+    assert len(commands()) >= 2
+
+
+@pytest.mark.parametrize("command", commands())
+def test_doc_command_runs(command: str, tmp_path: Path) -> None:
+    r = glow(shlex.split(command)[1:], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
