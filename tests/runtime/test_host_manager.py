@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import tracemalloc
 from collections import Counter
 from concurrent.futures import CancelledError, Future
 
@@ -73,12 +75,26 @@ def test_ten_thousand_requests_from_sixteen_threads() -> None:
             with lock:
                 outcomes.update(local)
 
-        threads = [threading.Thread(target=client, args=(t,)) for t in range(16)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(300)
-        assert not any(th.is_alive() for th in threads)
+        def wave(clients: range) -> None:
+            threads = [threading.Thread(target=client, args=(t,)) for t in clients]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(300)
+            assert not any(th.is_alive() for th in threads)
+
+        # memory must not grow with the number of requests served: what is still allocated after the
+        # second half of the clients is no more than after the first half (plus a little slack)
+        tracemalloc.start()
+        try:
+            wave(range(8))
+            gc.collect()
+            after_half = tracemalloc.get_traced_memory()[0]
+            wave(range(8, 16))
+            gc.collect()
+            after_all = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
         st = hm.stats()
         runs = {m.id: m.runs for m in hm.managers.values()}
     assert all(r >= outcomes["done"] for r in runs.values()), runs  # every request went through both devices
@@ -86,6 +102,8 @@ def test_ten_thousand_requests_from_sixteen_threads() -> None:
     assert outcomes["done"] + outcomes["rejected"] == 10000
     assert outcomes["done"] >= 8 + 32  # at least what the bounds admit at once
     assert not wrong
+    print(f"traced memory after 5000 requests: {after_half} B, after 10000: {after_all} B")
+    assert after_all - after_half < 256 << 10, (after_half, after_all)
     assert st.done == outcomes["done"] + 64 and st.rejected == outcomes["rejected"] and st.failed == 0
     assert st.queued == 0 and st.running == 0 and set(st.latency_ms) == {"p50", "p90", "p99", "max"}
 
