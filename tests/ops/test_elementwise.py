@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from glow_core.errors import UnsupportedError
+from glow_core.errors import ModelError, UnsupportedError
 from glow_core.importer import import_model
 from glow_core.ir.graph import Constant
 from tests.ops.oputil import assert_same, run_glow, run_ort
@@ -536,7 +536,9 @@ def test_unsupported(op: str, dt: type, opset: int, attrs: dict[str, Any]) -> No
         import_model(model(op, {"x": x}, opset=opset, **attrs))
 
 
-def test_mod_bad_fmod_is_unsupported() -> None:
+def test_mod_with_fmod_outside_0_1_is_an_invalid_model() -> None:
+    """The spec allows fmod 0 or 1 only: another value is a model error (the importer's flag check), not a
+    valid model glow cannot run."""
     a = np.ones((2,), np.int32)
-    with pytest.raises(UnsupportedError, match="fmod"):
+    with pytest.raises(ModelError, match="'fmod' = 2 must be 0 or 1"):
         import_model(model("Mod", {"a": a, "b": a}, opset=13, fmod=2))

@@ -27,7 +27,7 @@ from .test_metadata import DISTRIBUTIONS, HOME, REPO
 pytestmark = pytest.mark.slow
 
 #: what the root distribution's wheel is built from (the rest of the checkout is not part of it)
-ROOT_FILES = ["pyproject.toml", "README.md", "LICENSE", "glow_core", "glow_sdk"]
+ROOT_FILES = ["pyproject.toml", "README.md", "LICENSE", "glow_core", "glow_sdk", "glow_tools"]
 IGNORE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc")
 
 
