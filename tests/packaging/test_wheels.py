@@ -10,9 +10,7 @@ temporary working directory: nothing of the checkout is importable there.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
@@ -23,43 +21,9 @@ from packaging.requirements import Requirement
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requirement
 
 from .test_metadata import DISTRIBUTIONS, HOME, REPO
+from .wheelhouse import _run, build_artefacts, build_wheels
 
 pytestmark = pytest.mark.slow
-
-#: what the root distribution's wheel is built from (the rest of the checkout is not part of it)
-ROOT_FILES = ["pyproject.toml", "README.md", "LICENSE", "glow_core", "glow_sdk", "glow_tools"]
-IGNORE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc")
-
-
-def build_artefacts(root: Path = REPO) -> list[Path]:
-    """build/ and *.egg-info folders in the source tree (outside .git, .tox and virtual environments)."""
-    found = []
-    for dirpath, dirnames, _ in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in (".git", ".tox", ".venv", "__pycache__", "node_modules")]
-        for d in dirnames:
-            if d == "build" or d.endswith(".egg-info"):
-                found.append(Path(dirpath, d).relative_to(root))
-    return sorted(found)
-
-
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def _copy_sources(folder: str, dst: Path) -> Path:
-    src = REPO / folder
-    if folder == ".":
-        dst.mkdir(parents=True)
-        for name in ROOT_FILES:
-            item = src / name
-            if item.is_dir():
-                shutil.copytree(item, dst / name, ignore=IGNORE)
-            else:
-                shutil.copy2(item, dst / name)
-    else:
-        shutil.copytree(src, dst, ignore=IGNORE)
-    return dst
-
 
 class Installed:
     def __init__(self, base: Path, wheels: list[Path], python: Path, env: dict[str, str], before: list[Path]):
@@ -78,14 +42,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheels")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_REQUIRE"))}
     env["GLOW_CACHE_DIR"] = str(base / "glow-cache")
-    copies = [_copy_sources(folder, base / "src" / DISTRIBUTIONS[folder]) for folder in DISTRIBUTIONS]
-    out = base / "dist"
-    # the test environment's setuptools (pinned in constraints.txt) builds them, as in tests/test_plugins.py
-    proc = _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                 "--disable-pip-version-check", "--wheel-dir", str(out), *map(str, copies)], base, env)
-    assert proc.returncode == 0, f"building the wheels failed:\n{proc.stdout}\n{proc.stderr}"
-    wheels = sorted(out.glob("*.whl"))
-    assert len(wheels) == len(DISTRIBUTIONS), wheels
+    wheels = build_wheels(base, env)
 
     venv.EnvBuilder(with_pip=True).create(base / "venv")
     python = base / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
