@@ -17,10 +17,11 @@ IGNORE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc")
 
 
 def build_artefacts(root: Path = REPO) -> list[Path]:
-    """build/ and *.egg-info folders in the source tree (outside .git, .tox and virtual environments)."""
+    """build/ and *.egg-info folders in the source tree (outside hidden folders: .git, .tox, virtual environments)."""
     found = []
     for dirpath, dirnames, _ in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in (".git", ".tox", ".venv", "__pycache__", "node_modules")]
+        # hidden folders (.git, .tox, .venv, .ci-venv: environments hold installed packages) are not the tree
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
         for d in dirnames:
             if d == "build" or d.endswith(".egg-info"):
                 found.append(Path(dirpath, d).relative_to(root))
