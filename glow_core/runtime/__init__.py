@@ -18,12 +18,12 @@ from glow_core.runtime.errors import (
     QueueFullError,
     RequestTimeoutError,
 )
-from glow_core.runtime.host_manager import HostManager, Stats, plan_network
+from glow_core.runtime.host_manager import HostManager, Stats, plan_network, plan_replicas
 from glow_core.runtime.partitioner import Partition, PartitionPlan
 from glow_core.runtime.report import format_plan, plan_dot
 
 __all__ = [
     "DeviceConfig", "DeviceConfigError", "DeviceExecutionError", "DeviceMemoryError", "HostManager", "NetworkError",
     "Partition", "PartitionError", "PartitionPlan", "QueueFullError", "RequestTimeoutError", "Stats",
-    "format_bytes", "format_plan", "parse_devices", "plan_dot", "plan_network",
+    "format_bytes", "format_plan", "parse_devices", "plan_dot", "plan_network", "plan_replicas",
 ]

@@ -3,8 +3,13 @@
 Syntax (whitespace ignored)::
 
     LIST    := ENTRY ("," ENTRY)*
-    ENTRY   := BACKEND [":" COUNT] ["@" SIZE]
+    ENTRY   := ["ray:"] BACKEND [":" COUNT] ["@" SIZE] ["/" CPUS]
     SIZE    := NUMBER [UNIT]          UNIT in B, KB, KiB, MB, MiB, GB, GiB (default B)
+
+``ray:`` makes remote devices: each one a Ray actor holding the device's partitions, reserving
+``CPUS`` CPUs of the cluster (default 1; ``/CPUS`` is only valid after ``ray:``); their ids are
+``ray-cpu0``, ``ray-cpu1``, ... (:mod:`glow_core.runtime.cluster`). Without Ray installed such an
+entry is a :class:`DeviceConfigError` saying what to install.
 
 Each device's memory is its backend's ``DeviceInfo.memory_bytes`` (``Backend.create_device()``)
 unless ``@SIZE`` overrides it; without ``:COUNT``, the count is ``DeviceInfo.count`` (usually 1). The order of the entries is the priority order of the partitioner:
@@ -30,18 +35,28 @@ UNITS: dict[str, int] = {
 #: the largest count of one entry (a typo such as cpu:20000 must not start 20000 threads)
 MAX_COUNT = 256
 
-_ENTRY = re.compile(r"^(?P<backend>[A-Za-z0-9_.\-]+?)(?::(?P<count>[^@]*))?(?:@(?P<size>.*))?$")
+_ENTRY = re.compile(r"^(?P<remote>ray:)?(?P<backend>[A-Za-z0-9_.\-]+?)(?::(?P<count>[^@/]*))?(?:@(?P<size>[^/]*))?"
+                    r"(?:/(?P<cpus>.*))?$")
+#: the largest number of CPUs one remote device may reserve
+MAX_CPUS = 1024
+#: what to install for ``ray:`` devices
+RAY_INSTALL = "pip install 'glow-compiler[ray]'"
 _SIZE = re.compile(r"^(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)$")
 
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    """One device: its id (``cpu0``), its backend's name, its memory capacity in bytes."""
+    """One device: its id (``cpu0``), its backend's name, its memory capacity in bytes.
+
+    ``remote`` is ``"ray"`` for a device that lives in a Ray actor reserving ``cpus`` CPUs, else ``""``.
+    """
 
     id: str
     backend: str
     memory_bytes: int
     index: int  # position in the list (priority order)
+    remote: str = ""
+    cpus: int = 1
 
 
 def parse_size(text: str, where: str = "") -> int:
@@ -74,6 +89,33 @@ def _check_backend(name: str, entry: str) -> Backend:
     return reg.get(name)
 
 
+def ray_available() -> bool:
+    """Whether the ``ray`` package can be imported (without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _remote_options(raw: str, remote: str | None, cpus_text: str | None) -> tuple[str, int]:
+    """(remote kind, CPUs per device) of one entry; checks that Ray is installed for ``ray:``."""
+    if remote is None:
+        if cpus_text is not None:
+            raise DeviceConfigError(f"device list entry {raw!r}: '/CPUS' is only valid for remote devices",
+                                    hint=f"write ray:{raw.split('/')[0]} for Ray devices")
+        return "", 1
+    if not ray_available():
+        raise DeviceConfigError(f"device list entry {raw!r} needs Ray, which is not installed",
+                                hint=f"install it with: {RAY_INSTALL}")
+    if cpus_text is None:
+        return "ray", 1
+    if not cpus_text.isdigit() or not 1 <= int(cpus_text) <= MAX_CPUS:
+        raise DeviceConfigError(f"device list entry {raw!r}: CPUs {cpus_text!r} is not an integer from 1 to {MAX_CPUS}")
+    return "ray", int(cpus_text)
+
+
 def parse_devices(spec: str) -> list[DeviceConfig]:
     """Parse a device list (see the module docstring). Every problem names the entry at fault."""
     if not isinstance(spec, str) or not spec.strip():
@@ -89,10 +131,12 @@ def parse_devices(spec: str) -> list[DeviceConfig]:
             raise DeviceConfigError(f"device list entry {raw!r} does not parse",
                                     hint="write BACKEND[:COUNT][@SIZE], e.g. cpu:2@512MiB")
         name, count_text, size_text = m.group("backend"), m.group("count"), m.group("size")
-        if name in seen:
-            raise DeviceConfigError(f"device list names backend '{name}' twice",
-                                    hint=f"write one entry {name}:COUNT")
-        seen.add(name)
+        remote, cpus = _remote_options(raw, m.group("remote"), m.group("cpus"))
+        prefix = f"{remote}:" if remote else ""
+        if prefix + name in seen:
+            raise DeviceConfigError(f"device list names backend '{prefix}{name}' twice",
+                                    hint=f"write one entry {prefix}{name}:COUNT")
+        seen.add(prefix + name)
         backend = _check_backend(name, raw)
         info = backend.create_device()
         count = info.count  # without ":COUNT", as many as the backend says it drives
@@ -106,7 +150,8 @@ def parse_devices(spec: str) -> list[DeviceConfig]:
         else:
             memory = int(info.memory_bytes)
         for i in range(count):
-            out.append(DeviceConfig(f"{name}{i}", name, memory, len(out)))
+            out.append(DeviceConfig(f"{remote}-{name}{i}" if remote else f"{name}{i}", name, memory, len(out),
+                                    remote, cpus))
     return out
 
 

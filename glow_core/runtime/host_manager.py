@@ -12,6 +12,11 @@ At most ``max_in_flight`` requests run at once and at most ``max_queued`` wait; 
 both is rejected at once with :class:`QueueFullError`. A queued request can be cancelled
 (``future.cancel()``). ``timeout`` (seconds, per request, counted from when it starts running) turns
 a request that does not finish into :class:`RequestTimeoutError`, naming the devices still busy with it.
+
+``add_network(..., replicas=N)`` loads N copies of the network, each on its own share of the devices
+(device ``i`` serves replica ``i % N``), and sends each request to the replica with the fewest
+requests in flight among those whose devices are all available. Devices of the list written
+``ray:BACKEND...`` live in Ray actors (:mod:`glow_core.runtime.cluster`, ``cluster=``).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from glow_core.api import CompiledNetwork, _check_input_shapes, _check_model_arg
 from glow_core.errors import InputError
 from glow_core.importer import import_model
 from glow_core.plugin_host import get_backend
+from glow_core.runtime.cluster import Cluster, RayDeviceManager
 from glow_core.runtime.device_manager import DeviceManager
 from glow_core.runtime.devices import DeviceConfig, as_device_list, backend_order
 from glow_core.runtime.errors import NetworkError, QueueFullError, RequestTimeoutError
 from glow_core.runtime.executor import Executor, Request
 from glow_core.runtime.graphcut import UnionBackend
+from glow_core.ir.graph import Function
 from glow_core.runtime.partitioner import PartitionPlan, partition, partition_user
 from glow_core.runtime.provisioner import ProvisionedPartition, provision
 
@@ -45,16 +52,36 @@ LATENCY_WINDOW = 10000
 
 
 @dataclass
+class Replica:
+    """One copy of a network: its partitions on its devices."""
+
+    plan: PartitionPlan
+    parts: list[ProvisionedPartition]
+    executor: Executor
+    in_flight: int = 0
+    served: int = 0
+
+    def available(self) -> bool:
+        return all(getattr(p.device, "available", True) for p in self.parts)
+
+
+@dataclass
 class Network:
     """A network added to the host manager."""
 
     name: str
-    plan: PartitionPlan
-    parts: list[ProvisionedPartition]
-    executor: Executor
+    replicas: list[Replica]
     checker: CompiledNetwork
     in_flight: int = 0
     removed: bool = False
+
+    @property
+    def plan(self) -> PartitionPlan:
+        return self.replicas[0].plan
+
+    @property
+    def parts(self) -> list[ProvisionedPartition]:
+        return [p for r in self.replicas for p in r.parts]
 
 
 @dataclass
@@ -71,28 +98,54 @@ class Stats:
     latency_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p99, max
 
 
+def prepare_network(model: Any, devices: Sequence[DeviceConfig],
+                    input_shapes: Mapping[str, Sequence[int]] | None = None,
+                    bind: Mapping[str, np.ndarray] | None = None) -> Function:
+    """Import, optimize and lower ``model`` for the devices' backends."""
+    backends = [get_backend(n) for n in backend_order(list(devices))]
+    fn = import_model(_check_model_arg(model), _check_input_shapes(input_shapes), bind)
+    return prepare_function(fn, UnionBackend(backends))
+
+
 def plan_network(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapping[str, Sequence[int]] | None = None,
                  *, assignment: Mapping[str, str] | None = None, bind: Mapping[str, np.ndarray] | None = None
                  ) -> PartitionPlan:
     """Import, optimize and lower ``model`` for the devices' backends, and partition it."""
+    fn = prepare_network(model, devices, input_shapes, bind)
     backends = [get_backend(n) for n in backend_order(list(devices))]
-    fn = import_model(_check_model_arg(model), _check_input_shapes(input_shapes), bind)
-    fn = prepare_function(fn, UnionBackend(backends))
     if assignment is not None:
         return partition_user(fn, devices, backends, assignment)
     return partition(fn, devices, backends)
+
+
+def plan_replicas(model: Any, devices: Sequence[DeviceConfig], replicas: int,
+                  input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  bind: Mapping[str, np.ndarray] | None = None) -> list[PartitionPlan]:
+    """One plan per replica: device ``i`` goes to replica ``i % replicas``; the model is prepared once."""
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= len(devices):
+        raise InputError(f"replicas must be an integer from 1 to the number of devices ({len(devices)}), "
+                         f"got {replicas!r}", hint="add devices or ask for fewer replicas")
+    fn = prepare_network(model, devices, input_shapes, bind)
+    plans = []
+    for r in range(replicas):
+        group = list(devices[r::replicas])
+        plans.append(partition(fn, group, [get_backend(n) for n in backend_order(group)]))
+    return plans
 
 
 class HostManager:
     """Devices, networks and requests (module docstring)."""
 
     def __init__(self, devices: str | list[DeviceConfig], *, max_in_flight: int = 64, max_queued: int = 1024,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, cluster: str | None = "auto", call_timeout: float = 60.0,
+                 max_restarts: int = 3) -> None:
         for what, n in (("max_in_flight", max_in_flight), ("max_queued", max_queued)):
             if not isinstance(n, int) or n < (1 if what == "max_in_flight" else 0):
                 raise InputError(f"{what} must be a non-negative integer (max_in_flight >= 1), got {n!r}")
         self.devices = as_device_list(devices)
-        self.managers = {d.id: DeviceManager(d) for d in self.devices}
+        self.cluster: Cluster | None = None
+        self.managers = self._start_devices(cluster, call_timeout, max_restarts)
+        self._rotation = itertools.count()
         self.max_in_flight, self.max_queued, self.timeout = max_in_flight, max_queued, timeout
         self.networks: dict[str, Network] = {}
         self._lock = threading.Lock()
@@ -107,20 +160,58 @@ class HostManager:
         self._watchdog = threading.Thread(target=self._watch, name="glow-host-watchdog", daemon=True)
         self._watchdog.start()
 
+    def _start_devices(self, cluster: str | None, call_timeout: float, max_restarts: int) -> dict[str, Any]:
+        """One manager per device; remote ones are started together and waited for."""
+        if any(d.remote for d in self.devices):
+            self.cluster = Cluster(cluster)
+        managers: dict[str, Any] = {}
+        try:
+            for d in self.devices:
+                managers[d.id] = (RayDeviceManager(d, self.cluster, call_timeout=call_timeout,
+                                                   max_restarts=max_restarts)
+                                  if d.remote and self.cluster is not None else DeviceManager(d))
+            for m in managers.values():
+                if isinstance(m, RayDeviceManager):
+                    m.wait_ready()
+        except BaseException:
+            for m in managers.values():
+                m.stop()
+            if self.cluster is not None:
+                self.cluster.close()
+            raise
+        return managers
+
     # -- networks ------------------------------------------------------------------------------
     def add_network(self, name: str, model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                     assignment: Mapping[str, str] | None = None, threads: int | None = None,
-                    options: Mapping[str, Any] | None = None, bind: Mapping[str, np.ndarray] | None = None
-                    ) -> PartitionPlan:
-        """Partition, compile and load ``model`` under ``name``; return the partition plan."""
+                    options: Mapping[str, Any] | None = None, bind: Mapping[str, np.ndarray] | None = None,
+                    replicas: int = 1) -> PartitionPlan:
+        """Partition, compile and load ``model`` under ``name`` (``replicas`` copies); return the first plan."""
         with self._lock:
             if name in self.networks:
                 raise NetworkError(f"a network named '{name}' is already added", hint="remove it first")
-        plan = plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind)
-        parts = provision(name, plan, self.managers, threads, options)
+        if replicas != 1 and assignment is not None:
+            raise InputError("an assignment places one copy of the network: it cannot be combined with replicas",
+                             hint="drop replicas=, or the assignment")
+        if replicas == 1:
+            plans = [plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind)]
+        else:
+            plans = plan_replicas(model, self.devices, replicas, input_shapes, bind)
+        copies: list[Replica] = []
+        try:
+            for plan in plans:
+                parts = provision(name, plan, self.managers, threads, options)
+                copies.append(Replica(plan, parts, Executor(plan.function, parts)))
+        except BaseException:
+            for r in copies:
+                for p in r.parts:
+                    p.device.unload(p.key)
+            raise
+        plan = plans[0]
         first = get_backend(plan.partitions[0].backend if plan.partitions else self.devices[0].backend)
         checker = CompiledNetwork(plan.function, None, first, None)  # type: ignore[arg-type]  (feed checks only)
-        net = Network(name, plan, parts, Executor(plan.function, parts), checker)
+        net = Network(name, copies, checker)
+        parts = net.parts
         with self._lock:
             if name in self.networks:
                 for p in parts:
@@ -194,12 +285,25 @@ class HostManager:
             heapq.heappush(self._deadlines, (req.deadline, next(self._seq), req))
             self._wake.notify_all()
 
+    def _pick(self, net: Network) -> Replica:
+        """The replica with the fewest requests in flight among the available ones (lock held)."""
+        if len(net.replicas) == 1:
+            return net.replicas[0]
+        ready = [r for r in net.replicas if r.available()] or net.replicas
+        turn = next(self._rotation)
+        return min(ready, key=lambda r: (r.in_flight, (net.replicas.index(r) - turn) % len(net.replicas)))
+
     def _launch(self, net: Network, req: Request) -> None:
         if not req.future.set_running_or_notify_cancel():  # cancelled
             req.finish(None, None)
             return
+        with self._lock:
+            replica = self._pick(net)
+            replica.in_flight += 1
+            replica.served += 1
+            req.replica = replica  # type: ignore[attr-defined]
         try:
-            net.executor.start(req)
+            replica.executor.start(req)
         except BaseException as e:  # noqa: BLE001
             req.finish(None, e)
 
@@ -209,6 +313,9 @@ class HostManager:
             if req.admitted:
                 self._in_flight -= 1
                 net.in_flight -= 1
+            replica = getattr(req, "replica", None)
+            if replica is not None:
+                replica.in_flight -= 1
             exc = None if req.future.cancelled() else req.future.exception()
             if req.future.cancelled():
                 self._counts["cancelled"] += 1
@@ -259,8 +366,12 @@ class HostManager:
             s.latency_ms = {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": lat[-1] * 1000}
         return s
 
+    def device_status(self) -> dict[str, str]:
+        """Device id -> ``ok``, or for a remote device ``restarting`` / ``dropped`` / ``stopped``."""
+        return {i: getattr(m, "state", "ok") for i, m in self.managers.items()}
+
     def close(self) -> None:
-        """Remove every network and stop the device threads."""
+        """Remove every network, stop the device threads (and Ray actors; a cluster started here)."""
         for name in list(self.networks):
             self.remove_network(name, wait=5.0)
         with self._lock:
@@ -268,6 +379,9 @@ class HostManager:
             self._wake.notify_all()
         for m in self.managers.values():
             m.stop()
+        if self.cluster is not None:
+            self.cluster.close()
+            self.cluster = None
 
     def __enter__(self) -> HostManager:
         return self

@@ -3,12 +3,14 @@
 Each partition becomes a sub-Function (:func:`glow_core.runtime.graphcut.extract`) with its own
 inputs and outputs, named after the tensors of the whole function, compiled with
 ``Backend.compile`` and loaded on its device manager with the memory its compiled form needs.
-On any failure everything loaded so far is unloaded again.
+A remote device (:mod:`glow_core.runtime.cluster`) compiles its partitions itself, where they run:
+they are all sent first, so remote compilations proceed in parallel with each other and with the
+local ones. On any failure everything loaded so far is unloaded again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,36 +29,58 @@ class ProvisionedPartition:
 
     partition: Partition
     key: str  # the device manager's key: NETWORK/pN
-    device: DeviceManager
-    executable: CompiledFunction
+    device: DeviceManager  # or a remote device's manager (same interface)
+    executable: CompiledFunction | None  # None on a remote device (the executable lives in its actor)
     input_names: list[str]
     output_names: list[str]
     memory: MemoryEstimate
 
 
-def provision(network: str, plan: PartitionPlan, managers: Mapping[str, DeviceManager],
+def _compile(network: str, p: Partition, sub: Any, threads: int | None,
+             options: Mapping[str, Any] | None) -> CompiledFunction:
+    backend = get_backend(p.backend)
+    try:
+        return backend.compile(sub, compile_options(threads=threads, extra=options))
+    except GlowError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
+        raise BackendError(f"backend '{p.backend}' failed to compile partition {p.name} of {network}: "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
               threads: int | None = None, options: Mapping[str, Any] | None = None) -> list[ProvisionedPartition]:
     """Compile and load every partition of ``plan``; see the module docstring."""
-    done: list[ProvisionedPartition] = []
+    slots: list[ProvisionedPartition | None] = [None] * len(plan.partitions)
+    remote: list[tuple[int, Callable[[], MemoryEstimate], Any]] = []
     try:
-        for p in plan.partitions:
+        for i, p in enumerate(plan.partitions):
             sub = extract(plan.function, p.nodes, f"{network}.{p.name}")
-            backend = get_backend(p.backend)
-            try:
-                exe = backend.compile(sub, compile_options(threads=threads, extra=options))
-            except GlowError:
-                raise
-            except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
-                raise BackendError(f"backend '{p.backend}' failed to compile partition {p.name} of {network}: "
-                                   f"{type(e).__name__}: {e}") from e
-            memory = compiled_memory(exe, p.memory)
             manager = managers[p.device]
             key = f"{network}/{p.name}"
+            names = ([v.name for v in sub.inputs], [n for n, _ in sub.outputs])
+            start = getattr(manager, "start_load", None)
+            if start is not None:  # a remote device: compiled in its actor
+                remote.append((i, start(key, sub, p.memory, threads, options), names))
+                slots[i] = ProvisionedPartition(p, key, manager, None, *names, p.memory)
+                continue
+            exe = _compile(network, p, sub, threads, options)
+            memory = compiled_memory(exe, p.memory)
             manager.load(key, exe, memory)
-            done.append(ProvisionedPartition(p, key, manager, exe, [v.name for v in sub.inputs],
-                                             [n for n, _ in sub.outputs], memory))
+            slots[i] = ProvisionedPartition(p, key, manager, exe, *names, memory)
+        while remote:
+            i, finish, _ = remote.pop(0)
+            slot = slots[i]
+            assert slot is not None
+            slot.memory = finish()
     except BaseException:
-        for item in done:
-            item.device.unload(item.key)
+        for _, finish, _ in remote:  # let the loads already sent end, so that they can be unloaded
+            try:
+                finish()
+            except Exception:  # noqa: BLE001
+                pass
+        for item in slots:
+            if item is not None:
+                item.device.unload(item.key)
         raise
-    return done
+    return [s for s in slots if s is not None]
