@@ -13,7 +13,8 @@ from glow_core.errors import GlowError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
     p.add_argument("-d", "--devices", required=True, metavar="LIST",
-                   help="devices in priority order: BACKEND[:COUNT][@SIZE],... e.g. xyz:1,cpu:2@512MiB")
+                   help="devices in priority order: [ray:]BACKEND[:COUNT][@SIZE][/CPUS],... e.g. xyz:1,cpu:2@512MiB "
+                        "or ray:cpu:4 (docs/runtime.md)")
     add_shape_argument(p)
     p.add_argument("--dot", metavar="FILE.dot", type=Path, default=None,
                    help="also write the partition DAG as Graphviz DOT")

@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("-b", "--backend", metavar="NAME",
                        help="the backend to compile for ('glow backends' lists them)")
     where.add_argument("-d", "--devices", metavar="LIST",
-                       help="run through the runtime on these devices, e.g. cpu:2 or xyz:1,cpu:1 (docs/runtime.md)")
+                       help="run through the runtime on these devices, e.g. cpu:2, xyz:1,cpu:1, or ray:cpu:4 "
+                            "for devices on a Ray cluster (docs/runtime.md)")
     p.add_argument("--input", metavar="NAME=FILE.npy", action="append", type=input_spec, default=[],
                    help="read input NAME from a .npy file (repeatable; give all inputs or none)")
     add_shape_argument(p)

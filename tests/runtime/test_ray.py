@@ -8,10 +8,14 @@ stacks are printed and the process exits, so a hang never blocks CI).
 from __future__ import annotations
 
 import faulthandler
+import os
+import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
@@ -29,6 +33,7 @@ import ray  # noqa: E402  (the test extra installs it: not skipped when missing)
 
 #: seconds any one test of this module may take before the watchdog ends the run
 TEST_LIMIT = 240
+DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
 
 
 @pytest.fixture(autouse=True)
@@ -41,12 +46,12 @@ def watchdog() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A local cluster with 3 logical CPUs (two one-CPU actors and room for a restarted one)."""
-    from glow_core.runtime.cluster.connect import _start_local
+    from glow_core.runtime.cluster.connect import start_local_cluster
 
     if ray.is_initialized():  # pragma: no cover  (another module left one)
         ray.shutdown()
     faulthandler.dump_traceback_later(TEST_LIMIT, exit=True)
-    _start_local(ray, 3)
+    start_local_cluster(ray, 3)
     faulthandler.cancel_dump_traceback_later()
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
     yield ray
@@ -76,6 +81,13 @@ def test_without_ray_a_ray_device_list_says_what_to_install(monkeypatch: pytest.
     with pytest.raises(DeviceConfigError, match="cannot be imported"):
         require_ray()
     assert parse_devices("cpu:1")[0].id == "cpu0"  # local devices do not need it
+
+
+def test_the_doc_quotes_the_missing_ray_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(DeviceConfigError) as e:
+        parse_devices("ray:cpu:2")
+    assert " ".join(e.value.one_line().split()) in " ".join(DOC.read_text().split())
 
 
 def test_cli_without_ray_prints_one_line(tmp_path: Any) -> None:
@@ -221,6 +233,27 @@ def test_a_pipeline_fails_fast_while_its_device_restarts_then_serves(cluster: An
         np.testing.assert_allclose(hm.run_sync("m", {"x": x})["out"], reference(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_hung_actor_fails_its_calls_after_call_timeout_and_nothing_hangs(cluster: Any) -> None:
+    x = np.ones((1, 8), np.float32)
+    with HostManager("ray:cpu:1", call_timeout=2.0) as hm:
+        hm.add_network("m", two_stage_model(), threads=1)
+        hm.run_sync("m", {"x": x})
+        pid = hm.managers["ray-cpu0"].pid
+        os.kill(pid, signal.SIGSTOP)  # the actor stops answering without dying
+        try:
+            t0 = time.monotonic()
+            futures = [hm.run("m", {"x": x}) for _ in range(3)]
+            done, not_done = wait(futures, timeout=30)
+            assert not not_done and time.monotonic() - t0 < 30
+            for f in futures:
+                with pytest.raises(DeviceExecutionError, match=r"ray-cpu0.*no answer for partition m/p0 within 2 s"):
+                    f.result()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        np.testing.assert_allclose(hm.run_sync("m", {"x": x})["out"], reference(x), rtol=1e-5, atol=1e-5)
+        assert hm.stats().failed == 3
+
+
 def test_actors_are_gone_after_close(cluster: Any) -> None:
     with HostManager("ray:cpu:1") as hm:
         hm.add_network("m", two_stage_model())
@@ -228,3 +261,11 @@ def test_actors_are_gone_after_close(cluster: Any) -> None:
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actor.ready.remote(), timeout=60)
     assert ray.is_initialized()  # the host manager did not stop the cluster it did not start
+
+
+def test_the_docs_python_example_runs(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    section = DOC.read_text().split("## Scaling out", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    exec(compile(code, str(DOC), "exec"), {})  # noqa: S102  (the doc's own example)
+    out = capsys.readouterr().out
+    assert "{'ray-cpu0': 'ok', 'ray-cpu1': 'ok'} 1" in out, out

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from glow_core.runtime.cluster.connect import Cluster, require_ray
+from glow_core.runtime.cluster.connect import Cluster, require_ray, start_local_cluster
 from glow_core.runtime.cluster.remote_device import RayDeviceManager
 
-__all__ = ["Cluster", "RayDeviceManager", "require_ray"]
+__all__ = ["Cluster", "RayDeviceManager", "require_ray", "start_local_cluster"]

@@ -42,7 +42,7 @@ def require_ray() -> ModuleType:
     return ray
 
 
-def _start_local(ray: ModuleType, num_cpus: int | None) -> None:
+def start_local_cluster(ray: ModuleType, num_cpus: int | None = None) -> None:
     """A new single-node cluster on this machine, every service on 127.0.0.1."""
     from ray._private import ray_constants
 
@@ -70,7 +70,7 @@ class Cluster:
                 if ray.is_initialized():
                     pass
                 elif self.address == "local" or (self.address == "auto" and not os.environ.get("RAY_ADDRESS")):
-                    _start_local(ray, num_cpus)
+                    start_local_cluster(ray, num_cpus)
                     _SESSION["started"] = True
                 else:
                     address = None if self.address == "auto" else self.address

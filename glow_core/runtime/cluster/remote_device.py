@@ -84,6 +84,7 @@ class RayDeviceManager:
         self.restarts = 0
         self.state = "starting"  # starting | ok | restarting | dropped | stopped
         self.node = ""
+        self.pid = 0  # the actor's process id on its node
         self.last_error = ""
         self._generation = 0
         self._lock = threading.Lock()
@@ -140,7 +141,7 @@ class RayDeviceManager:
                 f"device {self.id}: its Ray actor ({self.config.cpus} CPU(s) on node {self.node[:12]}) {what} "
                 f"within {self.start_timeout:g} s ({type(e).__name__}; the cluster has {self.cluster.resources()})",
                 hint="ask for fewer devices or CPUs (ray:BACKEND:COUNT/CPUS), or add nodes to the cluster") from e
-        self.node = info["node"]
+        self.node, self.pid = info["node"], int(info["pid"])
 
     def _kill(self) -> None:
         if self._actor is not None:
