@@ -118,13 +118,18 @@ def plan_network(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapp
     return partition(fn, devices, backends)
 
 
+def check_replicas(replicas: Any, devices: int) -> None:
+    """An InputError unless ``replicas`` is an integer from 1 to ``devices``."""
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= devices:
+        raise InputError(f"replicas must be an integer from 1 to the number of devices ({devices}), "
+                         f"got {replicas!r}", hint="add devices or ask for fewer replicas")
+
+
 def plan_replicas(model: Any, devices: Sequence[DeviceConfig], replicas: int,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   bind: Mapping[str, np.ndarray] | None = None) -> list[PartitionPlan]:
     """One plan per replica: device ``i`` goes to replica ``i % replicas``; the model is prepared once."""
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= len(devices):
-        raise InputError(f"replicas must be an integer from 1 to the number of devices ({len(devices)}), "
-                         f"got {replicas!r}", hint="add devices or ask for fewer replicas")
+    check_replicas(replicas, len(devices))
     fn = prepare_network(model, devices, input_shapes, bind)
     plans = []
     for r in range(replicas):
@@ -190,6 +195,7 @@ class HostManager:
         with self._lock:
             if name in self.networks:
                 raise NetworkError(f"a network named '{name}' is already added", hint="remove it first")
+        check_replicas(replicas, len(self.devices))
         if replicas != 1 and assignment is not None:
             raise InputError("an assignment places one copy of the network: it cannot be combined with replicas",
                              hint="drop replicas=, or the assignment")

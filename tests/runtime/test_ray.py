@@ -170,6 +170,9 @@ def test_two_thousand_requests_over_two_replicas_none_lost(cluster: Any) -> None
         assert stats.done == 2000 and stats.failed == 0
         assert all(r.served > 200 for r in replicas), [r.served for r in replicas]  # both took a share
         assert sum(m.runs for m in hm.managers.values()) == 2000
+        hm.remove_network("m")
+        assert hm.cluster.weights_held() == 0  # the object store may free the weights
+        assert all(m.used_bytes == 0 and not m.loaded for m in hm.managers.values())
 
 
 # -- faults ---------------------------------------------------------------------------------------
@@ -192,7 +195,7 @@ def test_a_killed_actor_fails_only_its_requests_and_the_device_restarts(cluster:
         assert killed.is_set() and errors, "the kill failed no request"
         assert all(isinstance(e, DeviceExecutionError) and "ray-cpu0" in str(e) for e in errors), \
             Counter(type(e).__name__ + ": " + str(e)[:80] for e in errors)
-        assert len(errors) <= limit + 64  # at most what was in flight on it (or sent while it restarted)
+        assert len(errors) <= limit  # at most what was in flight on it: later requests went to the other replica
         assert all(np.allclose(futures[i].result()["out"][0], ref[i], atol=1e-4) for i in ok)
         deadline = time.monotonic() + 120
         while hm.device_status()["ray-cpu0"] != "ok" and time.monotonic() < deadline:
