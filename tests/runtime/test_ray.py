@@ -83,6 +83,13 @@ def test_without_ray_a_ray_device_list_says_what_to_install(monkeypatch: pytest.
     assert parse_devices("cpu:1")[0].id == "cpu0"  # local devices do not need it
 
 
+def test_local_devices_never_import_ray() -> None:
+    code = ("import sys, glow_core.runtime as rt; hm = rt.HostManager('cpu:1'); hm.close(); "
+            "rt.parse_devices('ray:cpu:2'); print('ray' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
 def test_the_doc_quotes_the_missing_ray_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(DeviceConfigError) as e:
