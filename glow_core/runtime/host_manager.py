@@ -143,13 +143,13 @@ class HostManager:
 
     def __init__(self, devices: str | list[DeviceConfig], *, max_in_flight: int = 64, max_queued: int = 1024,
                  timeout: float | None = None, cluster: str | None = "auto", call_timeout: float = 60.0,
-                 max_restarts: int = 3) -> None:
+                 max_restarts: int = 3, start_timeout: float = 120.0) -> None:
         for what, n in (("max_in_flight", max_in_flight), ("max_queued", max_queued)):
             if not isinstance(n, int) or n < (1 if what == "max_in_flight" else 0):
                 raise InputError(f"{what} must be a non-negative integer (max_in_flight >= 1), got {n!r}")
         self.devices = as_device_list(devices)
         self.cluster: Cluster | None = None
-        self.managers = self._start_devices(cluster, call_timeout, max_restarts)
+        self.managers = self._start_devices(cluster, call_timeout, max_restarts, start_timeout)
         self._rotation = itertools.count()
         self.max_in_flight, self.max_queued, self.timeout = max_in_flight, max_queued, timeout
         self.networks: dict[str, Network] = {}
@@ -165,7 +165,8 @@ class HostManager:
         self._watchdog = threading.Thread(target=self._watch, name="glow-host-watchdog", daemon=True)
         self._watchdog.start()
 
-    def _start_devices(self, cluster: str | None, call_timeout: float, max_restarts: int) -> dict[str, Any]:
+    def _start_devices(self, cluster: str | None, call_timeout: float, max_restarts: int,
+                       start_timeout: float) -> dict[str, Any]:
         """One manager per device; remote ones are started together and waited for."""
         if any(d.remote for d in self.devices):
             self.cluster = Cluster(cluster)
@@ -173,7 +174,7 @@ class HostManager:
         try:
             for d in self.devices:
                 managers[d.id] = (RayDeviceManager(d, self.cluster, call_timeout=call_timeout,
-                                                   max_restarts=max_restarts)
+                                                   max_restarts=max_restarts, start_timeout=start_timeout)
                                   if d.remote and self.cluster is not None else DeviceManager(d))
             for m in managers.values():
                 if isinstance(m, RayDeviceManager):

@@ -264,6 +264,17 @@ def test_a_hung_actor_fails_its_calls_after_call_timeout_and_nothing_hangs(clust
         assert hm.stats().failed == 3
 
 
+def test_an_actor_the_cluster_cannot_place_is_a_clear_error(cluster: Any) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(DeviceConfigError) as e:
+        HostManager("ray:cpu:1/64", start_timeout=3)  # the cluster has 3 CPUs
+    assert time.monotonic() - t0 < 60
+    text = e.value.one_line()
+    assert "ray-cpu0" in text and "64 CPU(s)" in text and "of 3 CPUs" in text
+    assert "did not start within 3 s" in text or "could not start (ActorUnschedulableError" in text
+    assert "fewer devices or CPUs" in text
+
+
 def test_actors_are_gone_after_close(cluster: Any) -> None:
     with HostManager("ray:cpu:1") as hm:
         hm.add_network("m", two_stage_model())

@@ -115,7 +115,6 @@ class RayDeviceManager:
     # -- the actor ------------------------------------------------------------------------------
     def _spawn(self, prefer: str | None) -> None:
         """Create the actor (not waiting for it: :meth:`wait_ready`)."""
-        ray = self.cluster.ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.node = self.cluster.place(self.config.index, prefer)
@@ -136,10 +135,14 @@ class RayDeviceManager:
             info = ray.get(self._ready, timeout=self.start_timeout)
         except Exception as e:  # noqa: BLE001  (GetTimeoutError, the actor's death, an unschedulable actor)
             self._kill()
-            what = "did not start" if isinstance(e, ray.exceptions.GetTimeoutError) else "failed to start"
+            if isinstance(e, ray.exceptions.GetTimeoutError):
+                what = f"did not start within {self.start_timeout:g} s"
+            else:
+                first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+                what = f"could not start ({type(e).__name__}{': ' + first if first else ''})"
             raise DeviceConfigError(
-                f"device {self.id}: its Ray actor ({self.config.cpus} CPU(s) on node {self.node[:12]}) {what} "
-                f"within {self.start_timeout:g} s ({type(e).__name__}; the cluster has {self.cluster.resources()})",
+                f"device {self.id}: its Ray actor ({self.config.cpus} CPU(s) on node {self.node[:12]}) {what}; "
+                f"the cluster has {self.cluster.resources()}",
                 hint="ask for fewer devices or CPUs (ray:BACKEND:COUNT/CPUS), or add nodes to the cluster") from e
         self.node, self.pid = info["node"], int(info["pid"])
 
