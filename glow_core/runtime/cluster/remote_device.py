@@ -192,7 +192,9 @@ class RayDeviceManager:
             raise DeviceExecutionError(f"{self.where()}: loading partition {key} failed: {type(e).__name__}: {e}",
                                        hint="check the cluster ('ray status') and the actor's log") from e
         if status != "ok":
-            raise DeviceExecutionError(f"{self.where()}: compiling partition {key} failed: {value}")
+            raise DeviceExecutionError(f"{self.where()}: compiling partition {key} failed: {value}",
+                                       hint="every node needs the same glow-compiler and backend plugins as "
+                                            "this machine ('glow backends' there lists them)")
         return MemoryEstimate(*value)
 
     def _check_fits(self, key: str, memory: MemoryEstimate) -> None:
@@ -318,8 +320,10 @@ class RayDeviceManager:
             for key, answer in answers:
                 self._load_answer(key, answer)
         except Exception as e:  # noqa: BLE001
-            self.last_error = f"restart failed: {type(e).__name__}: {e}"
-            self.state = "dropped"
+            with self._lock:
+                self.last_error = f"restart failed: {type(e).__name__}: {e}"
+                if self.state != "stopped":
+                    self.state = "dropped"
             return
         with self._lock:
             self._generation += 1
