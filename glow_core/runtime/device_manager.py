@@ -37,6 +37,12 @@ def compiled_memory(executable: CompiledFunction, estimate: MemoryEstimate) -> M
     return estimate
 
 
+def materialize(value: Any) -> np.ndarray:
+    """An array: ``value`` itself, or the array a remote device's output stands for (fetched here)."""
+    fetch = getattr(value, "materialize", None)
+    return fetch() if callable(fetch) else value
+
+
 @dataclass
 class Loaded:
     """A partition on a device."""
@@ -121,7 +127,7 @@ class DeviceManager:
             raise DeviceExecutionError(f"device {self.id}: partition {key} is not loaded (network removed?)")
         self.runs += 1
         try:
-            return item.executable.execute(feeds)
+            return item.executable.execute({n: materialize(v) for n, v in feeds.items()})
         except Exception as e:  # noqa: BLE001
             what = e.one_line() if isinstance(e, GlowError) else f"{type(e).__name__}: {e}"
             raise DeviceExecutionError(f"device {self.id} ({self.config.backend}) failed running partition "

@@ -12,10 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 
 from glow_core.ir.graph import Constant, Function
+from glow_core.runtime.device_manager import materialize
 from glow_core.runtime.provisioner import ProvisionedPartition
 
 
@@ -119,8 +121,13 @@ class Executor:
             if n == 0:
                 submit(i)
 
-    def _complete(self, req: Request, values: Mapping[str, np.ndarray]) -> None:
+    def _complete(self, req: Request, values: Mapping[str, Any]) -> None:
         result: dict[str, np.ndarray] = {}
-        for name, v in self.outputs:
-            result[name] = np.array(v.payload if isinstance(v, Constant) else values[v.name], copy=True)
+        try:
+            for name, v in self.outputs:
+                result[name] = np.array(v.payload if isinstance(v, Constant) else materialize(values[v.name]),
+                                        copy=True)
+        except Exception as e:  # noqa: BLE001  (a remote output that cannot be fetched fails the request)
+            req.finish(None, e)
+            return
         req.finish(result, None)

@@ -48,6 +48,15 @@ def _compile(network: str, p: Partition, sub: Any, threads: int | None,
                            f"{type(e).__name__}: {e}") from e
 
 
+def keeps_outputs_remote(plan: PartitionPlan, p: Partition, managers: Mapping[str, Any]) -> bool:
+    """Whether every consumer of ``p``'s outputs is a partition on a remote device (none is a model output)."""
+    model_outputs = {id(v) for _, v in plan.function.outputs}
+    if any(id(v) in model_outputs for v in p.outputs):
+        return False
+    users = [q for q in plan.partitions if p.id in q.deps]
+    return bool(users) and all(hasattr(managers[q.device], "start_load") for q in users)
+
+
 def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
               threads: int | None = None, options: Mapping[str, Any] | None = None) -> list[ProvisionedPartition]:
     """Compile and load every partition of ``plan``; see the module docstring."""
@@ -61,7 +70,8 @@ def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
             names = ([v.name for v in sub.inputs], [n for n, _ in sub.outputs])
             start = getattr(manager, "start_load", None)
             if start is not None:  # a remote device: compiled in its actor
-                remote.append((i, start(key, sub, p.memory, threads, options), names))
+                keep = keeps_outputs_remote(plan, p, managers)
+                remote.append((i, start(key, sub, p.memory, threads, options, keep), names))
                 slots[i] = ProvisionedPartition(p, key, manager, None, *names, p.memory)
                 continue
             exe = _compile(network, p, sub, threads, options)

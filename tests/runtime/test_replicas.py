@@ -27,8 +27,26 @@ def test_requests_are_balanced_and_correct() -> None:
         served = [r.served for r in hm.networks["m"].replicas]
         runs = {m.id: m.runs for m in hm.managers.values()}
     np.testing.assert_allclose(outs, reference(xs[:, 0, :]), rtol=1e-5, atol=1e-5)
-    assert sum(served) == 200 and min(served) >= 50, served
+    # how the 200 split depends on the threads' scheduling (a busy machine may starve one device's
+    # thread); the choice itself is checked exactly below
+    assert sum(served) == 200 and min(served) >= 1, served
     assert runs == {"cpu0": served[0], "cpu1": served[1]}
+
+
+def test_the_replica_with_the_fewest_requests_in_flight_among_the_available_ones_is_picked() -> None:
+    with HostManager("cpu:3") as hm:
+        hm.add_network("m", two_stage_model(), replicas=3)
+        net = hm.networks["m"]
+        r0, r1, r2 = net.replicas
+        r0.in_flight, r1.in_flight, r2.in_flight = 2, 1, 3
+        assert hm._pick(net) is r1
+        r1.in_flight = 2
+        assert {id(hm._pick(net)) for _ in range(4)} == {id(r0), id(r1)}  # ties take turns
+        r0.parts[0].device.available = False  # as a remote device that is restarting
+        r1.parts[0].device.available = False
+        assert hm._pick(net) is r2  # the busiest, but the only one available
+        r2.parts[0].device.available = False
+        assert hm._pick(net) in (r0, r1)  # none available: the least busy (its device answers at once)
 
 
 @pytest.mark.parametrize("replicas", [0, 3, True, "2"])

@@ -3,6 +3,7 @@
 - :mod:`.connect` -- reaching the cluster (``cluster="auto" | "local" | ADDRESS``), placing devices
   on nodes, the weights kept once in the object store; ``ray`` is imported lazily, only here;
 - :mod:`.wire` -- a partition as a flat description plus its weights;
+- :mod:`.transfer` -- tensors left in the object store between the partitions of a pipeline;
 - :mod:`.actor` -- what runs in each device's actor (compiles and runs its partitions);
 - :mod:`.remote_device` -- :class:`RayDeviceManager`, the device manager the executor talks to.
 """

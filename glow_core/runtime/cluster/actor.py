@@ -12,7 +12,7 @@ so a failing partition reaches the host manager as one line, never as a pickled 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,12 +65,27 @@ class PartitionHost:
             close()
         return exe is not None
 
-    def run(self, key: str, feeds: Mapping[str, np.ndarray]) -> Answer:
-        """Run partition ``key`` on ``feeds``; answer its outputs by name."""
+    def run(self, key: str, feeds: Mapping[str, np.ndarray], picks: Sequence[tuple[str, int]],
+            *bundles: Mapping[str, np.ndarray]) -> Answer:
+        """Run partition ``key``; answer its outputs by name.
+
+        ``feeds`` are arrays; ``picks`` name the feeds to take from ``bundles``, the outputs of other
+        remote runs (Ray fetched them from the nodes that computed them).
+        """
         exe = self.executables.get(key)
         if exe is None:
             return "error", f"partition {key} is not loaded on this actor"
+        full = dict(feeds)
+        for name, i in picks:
+            full[name] = bundles[i][name]
         try:
-            return "ok", exe.execute(feeds)
+            return "ok", exe.execute(full)
         except Exception as e:  # noqa: BLE001
             return "error", _one_line(e)
+
+    def run_keep(self, key: str, feeds: Mapping[str, np.ndarray], picks: Sequence[tuple[str, int]],
+                 *bundles: Mapping[str, np.ndarray]) -> tuple[Answer, Mapping[str, np.ndarray] | None]:
+        """As :meth:`run`, in two answers (called with ``num_returns=2``): the status, and the outputs, which
+        stay in this node's object store until a remote consumer or the host manager fetches them."""
+        status, value = self.run(key, feeds, picks, *bundles)
+        return ((status, None), value) if status == "ok" else ((status, value), None)

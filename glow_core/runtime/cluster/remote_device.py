@@ -12,7 +12,8 @@ replicas over remote devices go through the same partitioner and executor as loc
   compiles the partition (:mod:`.actor`).
 - **Requests**: feeds go to the actor as numpy arrays through the object store; the answer comes
   back as a future (``ObjectRef.future()``), handed to this manager's dispatcher thread, which calls
-  ``done`` -- no thread ever blocks on an actor without a timeout.
+  ``done`` -- no thread ever blocks on an actor without a timeout. A partition whose consumers are
+  all remote leaves its outputs in the object store and answers references (:mod:`.transfer`).
 - **Faults**: when the actor dies, every call in flight on it fails at once with
   :class:`DeviceExecutionError` naming the device; the device turns ``restarting`` (new calls fail
   at once, the host manager sends requests to other replicas) while a new actor is started and
@@ -36,6 +37,7 @@ import numpy as np
 from glow_core.ir.graph import Function
 from glow_core.runtime.cluster.actor import PartitionHost
 from glow_core.runtime.cluster.connect import Cluster
+from glow_core.runtime.cluster.transfer import OutputBundle, RemoteTensor, split_feeds
 from glow_core.runtime.cluster.wire import encode_function
 from glow_core.runtime.device_manager import Done
 from glow_core.runtime.devices import DeviceConfig, format_bytes
@@ -58,6 +60,8 @@ class RemotePartition:
     threads: int | None
     options: Mapping[str, Any] | None
     memory: MemoryEstimate
+    outputs: list[str]
+    keep_remote: bool  # every consumer is a remote device: outputs stay in the object store
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Call:
     key: str
     started: float
     generation: int
+    outputs: Any = None  # keep_remote: the reference of the outputs left in the object store
 
 
 class RayDeviceManager:
@@ -155,8 +160,12 @@ class RayDeviceManager:
 
     # -- loading --------------------------------------------------------------------------------
     def start_load(self, key: str, function: Function, estimate: MemoryEstimate, threads: int | None,
-                   options: Mapping[str, Any] | None) -> Callable[[], MemoryEstimate]:
-        """Send ``function`` to the actor to compile; the returned call waits for it and accounts its memory."""
+                   options: Mapping[str, Any] | None, keep_remote: bool = False) -> Callable[[], MemoryEstimate]:
+        """Send ``function`` to the actor to compile; the returned call waits for it and accounts its memory.
+
+        ``keep_remote``: every consumer of the partition's outputs is a remote device, so its runs leave
+        the outputs in the object store (:mod:`.transfer`) instead of sending them here.
+        """
         with self._lock:
             if key in self.loaded:
                 raise DeviceMemoryError(f"device {self.id}: partition {key} is already loaded")
@@ -166,7 +175,8 @@ class RayDeviceManager:
         threads = threads or self.config.cpus
         answer = self._actor.load.remote(key, description, ref, threads, options,
                                          (estimate.constant_bytes, estimate.activation_bytes, estimate.io_bytes))
-        part = RemotePartition(key, description, wkey, ref, threads, options, estimate)
+        part = RemotePartition(key, description, wkey, ref, threads, options, estimate,
+                               [n for n, _ in function.outputs], keep_remote)
 
         def finish() -> MemoryEstimate:
             try:
@@ -224,11 +234,17 @@ class RayDeviceManager:
     # -- requests -------------------------------------------------------------------------------
     def submit(self, key: str, feeds: Mapping[str, np.ndarray], done: Done) -> None:
         """Send one run of ``key`` to the actor; ``done(outputs, error)`` is called from this device's thread."""
+        plain, picks, bundles = split_feeds(feeds)
         with self._lock:
             state = self.state
-            if state == "ok":
+            part = self.loaded.get(key)
+            if state == "ok" and part is not None and part.keep_remote:
                 token = next(self._tokens)
-                ref = self._actor.run.remote(key, dict(feeds))
+                ref, kept = self._actor.run_keep.options(num_returns=2).remote(key, plain, picks, *bundles)
+                self._calls[token] = Call(done, key, time.monotonic(), self._generation, kept)
+            elif state == "ok":
+                token = next(self._tokens)
+                ref = self._actor.run.remote(key, plain, picks, *bundles)
                 self._calls[token] = Call(done, key, time.monotonic(), self._generation)
         if state != "ok":
             why = {"restarting": "is restarting after its Ray actor died",
@@ -272,6 +288,13 @@ class RayDeviceManager:
         status, value = future.result()
         if status == "ok":
             self.runs += 1
+            if call.outputs is not None:
+                with self._lock:
+                    part = self.loaded.get(call.key)
+                names = part.outputs if part is not None else []
+                bundle = OutputBundle(self.cluster.ray, call.outputs, f"{self.where()} (partition {call.key})",
+                                      self.call_timeout)
+                value = {n: RemoteTensor(bundle, n) for n in names}
             call.done(value, None)
         else:
             call.done(None, DeviceExecutionError(f"{self.where()} failed running partition {call.key}: {value}"))
