@@ -36,6 +36,7 @@ class Request:
         self.finished = False
         self.admitted = False  # counted as in flight by the host manager
         self.running: set[str] = set()  # device ids with a partition of this request queued or running
+        self.replica: Any = None  # the host manager's replica that runs it
         self._lock = threading.Lock()
         self._on_finish = on_finish
 

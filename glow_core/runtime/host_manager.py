@@ -308,7 +308,7 @@ class HostManager:
             replica = self._pick(net)
             replica.in_flight += 1
             replica.served += 1
-            req.replica = replica  # type: ignore[attr-defined]
+            req.replica = replica
         try:
             replica.executor.start(req)
         except BaseException as e:  # noqa: BLE001
@@ -320,7 +320,7 @@ class HostManager:
             if req.admitted:
                 self._in_flight -= 1
                 net.in_flight -= 1
-            replica = getattr(req, "replica", None)
+            replica = req.replica
             if replica is not None:
                 replica.in_flight -= 1
             exc = None if req.future.cancelled() else req.future.exception()
