@@ -79,15 +79,29 @@ def _stack(parts: list[np.ndarray], node: onnx.NodeProto, what: str) -> np.ndarr
     return np.stack(parts)
 
 
-def _empty_scan(graph: onnx.GraphProto, index: int, node: onnx.NodeProto) -> np.ndarray:
-    """A scan output of a loop that ran zero times: [0, *declared shape] (the body never ran)."""
+def _empty_scan(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, first: Callable[[], tuple[Program, Env]] | None = None
+                ) -> np.ndarray:
+    """A scan output of a loop that ran zero times: ``[0, *shape of one iteration's value]``.
+
+    The shape is the body's declaration when static; else the body is compiled (not run) for the
+    values the first iteration would have had, and the shape its function computes is used
+    (as onnxruntime does; ``onnx.reference`` fails on such a loop).
+    """
     vi = graph.output[index]
     tt = vi.type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
-    if tt.elem_type not in ONNX_ELEMS or not tt.HasField("shape") or None in dims:
-        raise UnsupportedError(f"{_where(node)}: the loop ran zero times and the body does not declare the static "
-                               f"shape of scan output '{vi.name}', so its empty result has no known shape")
-    return np.zeros([0] + dims, dtype=ONNX_ELEMS[tt.elem_type].dtype)
+    if tt.elem_type in ONNX_ELEMS and tt.HasField("shape") and None not in dims:
+        return np.zeros([0] + dims, dtype=ONNX_ELEMS[tt.elem_type].dtype)
+    if first is not None:
+        prog, feeds = first()
+        stage = prog.stage_for(feeds)
+        if stage.split is None and stage.net is not None:
+            types = dict(stage.net.function.outputs)
+            if vi.name in types:
+                t = types[vi.name].type
+                return np.zeros((0,) + tuple(t.shape), dtype=t.dtype)
+    raise UnsupportedError(f"{_where(node)}: the loop ran zero times and the shape of scan output '{vi.name}' "
+                           "is neither declared nor computable without running the body")
 
 
 def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
@@ -119,7 +133,12 @@ def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
         for j, o in enumerate(body.output[1 + n_carried:]):
             scans[j].append(outs[o.name])
         i += 1
-    results = carried + [_stack(s, node, f"scan output {j}") if s else _empty_scan(body, 1 + n_carried + j, node)
+    def first() -> tuple[Program, Env]:
+        formal = {body.input[0].name: np.array(0, dtype=np.int64), body.input[1].name: np.array(True)}
+        formal.update({vi.name: env[n] for vi, n in zip(body.input[2:], ins[2:])})
+        return prog, _feeds(prog, env, formal)
+
+    results = carried + [_stack(s, node, f"scan output {j}") if s else _empty_scan(body, 1 + n_carried + j, node, first)
                          for j, s in enumerate(scans)]
     for name, v in zip(node.output, results):
         if name:

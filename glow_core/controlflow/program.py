@@ -272,4 +272,5 @@ def compile_staged(proto: onnx.ModelProto, target: Target, shapes: Mapping[str, 
     stats = stage.net.stats if stage.net is not None else CompileStats(import_s=time.perf_counter() - t0)
     net = CompiledNetwork(stage.fn, StagedExecutable(stage), target.backend, stats)
     net.input_types = dict(stage.input_types)
+    net.output_names = [o.name for o in proto.graph.output]
     return net

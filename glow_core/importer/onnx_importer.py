@@ -422,7 +422,7 @@ class OnnxImporter:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type") or tt.elem_type not in ONNX_ELEMS or not tt.HasField("shape"):
                 continue
-            if all(d.HasField("dim_value") for d in tt.shape.dim):
+            if all(_fixed(d) for d in tt.shape.dim):  # -1 (from a subgraph's declaration) is dynamic
                 out[vi.name] = TensorType(ONNX_ELEMS[tt.elem_type], tuple(d.dim_value for d in tt.shape.dim))
         return out
 

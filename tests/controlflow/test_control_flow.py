@@ -1,0 +1,193 @@
+"""Control flow (If, Loop, Scan): folding at import, run-time execution between compiled segments,
+on the interpreter and cpu, through glow_core.compile, the ONNX backend and glow run (docs/control-flow.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+import glow_core
+from glow_core import onnx_backend
+from glow_core.api import CompiledNetwork
+from glow_core.controlflow import MAX_ITERATIONS_ENV, StagedExecutable
+from glow_core.errors import ExecutionError, ImportShapeError, RuntimeControlFlowError
+from glow_core.importer import import_model
+from tests.controlflow import cfmodels as cm
+
+BACKENDS = ["interpreter", "cpu"]
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _check(net: CompiledNetwork, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    got = net.run(feeds)
+    want = _ort(model, feeds)
+    assert list(got) == [o.name for o in model.graph.output]
+    for (name, g), w in zip(got.items(), want):
+        assert g.dtype == w.dtype and g.shape == w.shape, name
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=name)
+    return got
+
+
+def _vad_feeds(n: int, sr: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((1, n)).astype(np.float32),
+            "state": rng.standard_normal((2, 1, cm.H)).astype(np.float32), "sr": np.array(sr, np.int64)}
+
+
+# -- If -----------------------------------------------------------------------------------------------
+def test_if_decided_by_shape_is_folded_at_import() -> None:
+    """With sr bound, every If is decided by constants and shapes: one straight-line function, no If."""
+    model = cm.vad_like()
+    feeds = _vad_feeds(100, 16000)
+    fn = import_model(model, {"x": (1, 100)}, bind={"sr": feeds["sr"]})
+    assert "If" not in {n.kind.name for n in fn.nodes}
+    net = glow_core.compile(model, "interpreter", {"x": (1, 100)}, bind={"sr": feeds["sr"]})
+    assert not isinstance(net.executable, StagedExecutable)
+    got = net.run({k: v for k, v in feeds.items() if k != "sr"})
+    want = _ort(model, feeds)
+    np.testing.assert_allclose(got["prob"], want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vad_like_nested_ifs_by_scalar_input_and_shape(backend: str) -> None:
+    """Top-level If on a scalar input (run time), nested Ifs on shapes (folded inside each branch)."""
+    model = cm.vad_like()
+    for n in (100, 40):  # long and short inputs take different nested branches
+        net = glow_core.compile(model, backend, {"x": (1, n)})
+        assert isinstance(net.executable, StagedExecutable)
+        outs = {}
+        for sr in (16000, 8000):
+            outs[sr] = _check(net, model, _vad_feeds(n, sr))
+        assert not np.allclose(outs[16000]["prob"], outs[8000]["prob"])  # the two branches differ
+        state = outs[16000]["state_out"]  # the state fed back, as a streaming caller does
+        _check(net, model, {**_vad_feeds(n, 16000, seed=1), "state": state})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wakeword_if_decided_by_data(backend: str) -> None:
+    model = cm.wakeword_like()
+    net = glow_core.compile(model, backend, {"features": (1, 8, 40)})
+    fired = []
+    rng = np.random.default_rng(0)
+    for scale in (1.0, 1.0, 1.0, 3.0, 0.5, 2.0):
+        got = _check(net, model, {"features": (rng.standard_normal((1, 8, 40)) * scale).astype(np.float32)})
+        fired.append(bool(got["classes"].any()))
+    assert any(fired) and not all(fired)  # both branches ran
+
+
+def test_unresolved_if_is_refused_by_import_alone() -> None:
+    with pytest.raises(RuntimeControlFlowError, match=r"If.*condition depends on run-time input\(s\) features"):
+        import_model(cm.wakeword_like(), {"features": (1, 8, 40)})
+
+
+def test_branch_compiled_once_per_signature() -> None:
+    model = cm.wakeword_like()
+    net = glow_core.compile(model, "interpreter", {"features": (1, 8, 40)})
+    stage = net.executable.stage  # type: ignore[attr-defined]
+    feeds = {"features": np.full((1, 8, 40), 0.3, np.float32)}
+    for _ in range(3):
+        net.run(feeds)
+    progs = list(stage._subprograms.values())
+    assert len(progs) == 1 and len(progs[0]._cache) == 1
+
+
+# -- Loop and Scan ------------------------------------------------------------------------------------
+def _loop_feeds(m: int, cond: bool, limit: float) -> dict[str, np.ndarray]:
+    return {"M": np.array(m, np.int64), "cond": np.array(cond), "x": np.array([1, 2, 3], np.float32),
+            "limit": np.array(limit, np.float32), "bias": np.array([0.5, 0, -1], np.float32)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_loop_trip_count_condition_and_scan_outputs(backend: str) -> None:
+    model = cm.loop_model()
+    net = glow_core.compile(model, backend)
+    lengths = []
+    for m, cond, limit in [(10, True, 100.0), (2, True, 1000.0), (10, True, 1.0), (5, False, 10.0)]:
+        lengths.append(_check(net, model, _loop_feeds(m, cond, limit))["history"].shape[0])
+    assert lengths == [5, 2, 1, 0]  # stopped by the data, by M, after one pass, never entered
+
+
+def test_loop_iterations_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = cm.loop_model()
+    monkeypatch.setenv(MAX_ITERATIONS_ENV, "3")
+    net = glow_core.compile(model, "interpreter")
+    with pytest.raises(ExecutionError, match="'x_final' \\(Loop\\): the loop did not end after 3 iterations") as e:
+        net.run(_loop_feeds(1000, True, 1e30))
+    assert MAX_ITERATIONS_ENV in e.value.hint
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scan_directions_and_axes(backend: str) -> None:
+    model = cm.scan_model()
+    net = glow_core.compile(model, backend)
+    rng = np.random.default_rng(3)
+    _check(net, model, {"acc": np.array([1, 2], np.float32), "x": rng.standard_normal((2, 5)).astype(np.float32),
+                        "scale": np.array(2, np.float32)})
+
+
+# -- entry points -------------------------------------------------------------------------------------
+def test_onnx_backend_runs_control_flow() -> None:
+    model = cm.vad_like()
+    rep = onnx_backend.prepare(model, backend="interpreter")
+    for n, sr in [(100, 16000), (30, 8000)]:
+        feeds = _vad_feeds(n, sr)
+        got = rep.run([feeds["x"], feeds["state"], feeds["sr"]])
+        for g, w in zip(got, _ort(model, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_glow_run_control_flow(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from glow_core.cli.main import main
+
+    path = tmp_path / "ww.onnx"
+    onnx.save(cm.wakeword_like(), str(path))
+    feats = np.full((1, 8, 40), 0.5, np.float32)
+    np.save(tmp_path / "f.npy", feats)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(path), "-b", "interpreter", "--input", f"features={tmp_path / 'f.npy'}",
+                 "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "output score: float32[1,1]" in text and "output classes: float32[1,4]" in text
+    saved = np.load(out)
+    want = _ort(cm.wakeword_like(), {"features": feats})
+    np.testing.assert_allclose(saved["classes"], want[1], rtol=1e-5, atol=1e-6)
+
+
+# -- symbolic dimensions ------------------------------------------------------------------------------
+def _two_inputs_model(with_if: bool) -> onnx.ModelProto:
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Add", ["x", "y"], ["z"])]
+    if with_if:
+        then_g = helper.make_graph([helper.make_node("Neg", ["z"], ["a"])], "t", [], [vi("a", cm.F, [-1, 10])])
+        else_g = helper.make_graph([helper.make_node("Abs", ["z"], ["b"])], "e", [], [vi("b", cm.F, [-1, 10])])
+        nodes.append(helper.make_node("If", ["c"], ["out"], then_branch=then_g, else_branch=else_g))
+    inputs = [vi("x", cm.F, ["N", 10]), vi("y", cm.F, ["N", 10])] + ([vi("c", cm.B, [])] if with_if else [])
+    g = helper.make_graph(nodes, "g", inputs, [vi("out" if with_if else "z", cm.F, ["N", 10])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("with_if", [False, True])
+def test_symbol_with_two_values_is_refused(with_if: bool, tmp_path) -> None:
+    model = _two_inputs_model(with_if)
+    msg = r"symbolic dimension 'N' is 3 in input 'x' but 1 in input 'y'"
+    with pytest.raises(ImportShapeError, match=msg):
+        glow_core.compile(model, "interpreter", {"x": (3, 10), "y": (1, 10)})
+    feeds = [np.ones((3, 10), np.float32), np.ones((1, 10), np.float32)] + ([np.array(True)] if with_if else [])
+    with pytest.raises(ImportShapeError, match=msg):
+        onnx_backend.prepare(model, backend="interpreter").run(feeds)
+
+
+def test_minus_one_dims_in_subgraph_declarations() -> None:
+    """Branch outputs declared [-1, 10] (as exporters write a dynamic dimension) and a loop body with [-1]."""
+    model = _two_inputs_model(with_if=True)
+    net = glow_core.compile(model, "interpreter", {"x": (3, 10), "y": (3, 10)})
+    x = np.arange(30, dtype=np.float32).reshape(3, 10)
+    for c in (True, False):
+        got = net.run({"x": x, "y": x, "c": np.array(c)})["out"]
+        np.testing.assert_array_equal(got, -(x + x) if c else np.abs(x + x))
