@@ -35,7 +35,7 @@ from glow_sdk.backend import Backend
 CACHE_SIZE = 16
 #: environment variable bounding the iterations of one Loop (default :data:`DEFAULT_MAX_ITERATIONS`)
 MAX_ITERATIONS_ENV = "GLOW_MAX_LOOP_ITERATIONS"
-DEFAULT_MAX_ITERATIONS = 1_000_000
+DEFAULT_MAX_ITERATIONS = 100_000
 
 
 @dataclass

@@ -191,3 +191,42 @@ def test_minus_one_dims_in_subgraph_declarations() -> None:
     for c in (True, False):
         got = net.run({"x": x, "y": x, "c": np.array(c)})["out"]
         np.testing.assert_array_equal(got, -(x + x) if c else np.abs(x + x))
+
+
+# -- after a run-time node; bad values ------------------------------------------------------------------
+def _branches_of_different_shapes() -> onnx.ModelProto:
+    """If on data returns [2] or [3]; after it, a Reshape whose target comes from that shape and a
+    value computed before the If."""
+    vi = helper.make_tensor_value_info
+    two = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s2"], ["a"])], "two", [], [vi("a", cm.F, [2])])
+    three = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s3"], ["b"])], "three", [], [vi("b", cm.F, [3])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["pos"]),
+             helper.make_node("If", ["pos"], ["y"], then_branch=two, else_branch=three),
+             helper.make_node("Shape", ["y"], ["ys"]), helper.make_node("Concat", ["one", "ys"], ["target"], axis=0),
+             helper.make_node("Reshape", ["y", "target"], ["y2"]), helper.make_node("Add", ["y2", "total"], ["out"])]
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             [("s0", [0]), ("s2", [2]), ("s3", [3]), ("one", [1])]]
+    inits.append(onnx.numpy_helper.from_array(np.float32(0), "zero"))
+    g = helper.make_graph(nodes, "g", [vi("x", cm.F, [4])], [vi("out", cm.F, [1, "n"])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_nodes_after_a_run_time_if_compile_for_the_shapes_that_arrive() -> None:
+    model = _branches_of_different_shapes()
+    net = glow_core.compile(model, "interpreter")
+    for x in ([1, 2, 3, 4], [-1, -2, -3, 4]):
+        got = _check(net, model, {"x": np.array(x, np.float32)})
+        assert got["out"].shape == ((1, 2) if sum(x) > 0 else (1, 3))
+
+
+def test_if_condition_with_several_elements_is_refused() -> None:
+    vi = helper.make_tensor_value_info
+    t = helper.make_graph([helper.make_node("Neg", ["x"], ["a"])], "t", [], [vi("a", cm.F, [2])])
+    e = helper.make_graph([helper.make_node("Abs", ["x"], ["b"])], "e", [], [vi("b", cm.F, [2])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=t, else_branch=e)], "g",
+                          [vi("x", cm.F, [2]), vi("c", cm.B, [2])], [vi("y", cm.F, [2])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    net = glow_core.compile(model, "interpreter")
+    with pytest.raises(glow_core.errors.InputError, match="the condition has 2 elements at run time"):
+        net.run({"x": np.ones(2, np.float32), "c": np.array([True, False])})
