@@ -79,8 +79,8 @@ def _stack(parts: list[np.ndarray], node: onnx.NodeProto, what: str) -> np.ndarr
     return np.stack(parts)
 
 
-def _empty_scan(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, first: Callable[[], tuple[Program, Env]] | None = None
-                ) -> np.ndarray:
+def _empty_scan(graph: onnx.GraphProto, index: int, node: onnx.NodeProto,
+                first: Callable[[], tuple[Program, Env]] | None = None) -> np.ndarray:
     """A scan output of a loop that ran zero times: ``[0, *shape of one iteration's value]``.
 
     The shape is the body's declaration when static; else the body is compiled (not run) for the

@@ -57,7 +57,8 @@ def _onnx_type(a: np.ndarray, name: str) -> int:
     try:
         return int(onnx.helper.np_dtype_to_tensor_dtype(a.dtype))
     except (KeyError, ValueError, TypeError):
-        raise UnsupportedError(f"value '{name}' has dtype {a.dtype}, which cannot cross a control-flow boundary") from None
+        raise UnsupportedError(f"value '{name}' has dtype {a.dtype}, which cannot cross a control-flow "
+                               "boundary") from None
 
 
 def _as_initializer(name: str, value: np.ndarray, originals: Mapping[str, onnx.TensorProto]) -> onnx.TensorProto:

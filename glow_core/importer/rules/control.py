@@ -17,8 +17,8 @@ from glow_core.errors import ModelError, RuntimeControlFlowError
 from glow_core.importer.context import NodeContext, import_rule, placeholders_behind
 from glow_core.ir.graph import Constant, Value
 
-RUN_TIME_HINT = ("glow_core.compile, glow run and the ONNX backend run it on the host between compiled segments; "
-                 "importing alone (glow dump) cannot")
+RUN_TIME_HINT = ("glow_core.compile, glow run and the ONNX backend run it on the host between compiled segments "
+                 "(docs/control-flow.md); glow dump, bundles and --devices cannot (they need one function)")
 
 
 @import_rule("If")
