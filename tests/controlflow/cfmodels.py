@@ -138,3 +138,20 @@ def scan_model() -> onnx.ModelProto:
     g = helper.make_graph(nodes, "scan", [_vi("acc", F, [2]), _vi("x", F, [2, 5]), _vi("scale", F, [])],
                           [_vi("acc_final", F, [2]), _vi("ys", F, [2, 5])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
+
+
+def loop_with_if_model() -> onnx.ModelProto:
+    """A Loop whose body holds an If decided by the carried value: halve x when its sum passes 10, else add 3."""
+    half = helper.make_graph([helper.make_node("Mul", ["x_in", "k_half"], ["xh"])], "half", [], [_vi("xh", F, [-1])])
+    grow = helper.make_graph([helper.make_node("Add", ["x_in", "k_three"], ["xg"])], "grow", [], [_vi("xg", F, [-1])])
+    body = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x_in"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "k_ten"], ["big"]),
+         helper.make_node("If", ["big"], ["x_out"], then_branch=half, else_branch=grow),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["x_out"], ["seen"])],
+        "body", [_vi("i", I64, []), _vi("cond_in", B, []), _vi("x_in", F, [-1])],
+        [_vi("cond_out", B, []), _vi("x_out", F, [-1]), _vi("seen", F, [-1])])
+    inits = [numpy_helper.from_array(np.float32(v), n) for n, v in [("k_half", 0.5), ("k_three", 3.0), ("k_ten", 10.0)]]
+    g = helper.make_graph([helper.make_node("Loop", ["M", "", "x"], ["x_final", "trace"], body=body)], "loopif",
+                          [_vi("M", I64, []), _vi("x", F, [2])], [_vi("x_final", F, [2]), _vi("trace", F, ["K", 2])],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)

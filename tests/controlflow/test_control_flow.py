@@ -230,3 +230,30 @@ def test_if_condition_with_several_elements_is_refused() -> None:
     net = glow_core.compile(model, "interpreter")
     with pytest.raises(glow_core.errors.InputError, match="the condition has 2 elements at run time"):
         net.run({"x": np.ones(2, np.float32), "c": np.array([True, False])})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_if_decided_by_data_inside_a_loop_body(backend: str) -> None:
+    model = cm.loop_with_if_model()
+    net = glow_core.compile(model, backend)
+    got = _check(net, model, {"M": np.array(6, np.int64), "x": np.array([1.0, 2.0], np.float32)})
+    sums = got["trace"].sum(axis=1)
+    assert (np.diff(sums) < 0).any() and (np.diff(sums) > 0).any()  # both branches taken
+
+
+def test_external_data_of_a_subgraph_is_read(tmp_path) -> None:
+    """A branch's initializer kept in an external file is read (and checked) like a top-level one."""
+    vi = helper.make_tensor_value_info
+    w = np.arange(64, dtype=np.float32)
+    then_g = helper.make_graph([helper.make_node("Add", ["x", "w_then"], ["a"])], "t", [], [vi("a", cm.F, [64])],
+                              [onnx.numpy_helper.from_array(w, "w_then")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["b"])], "e", [], [vi("b", cm.F, [64])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)], "g",
+                          [vi("x", cm.F, [64]), vi("c", cm.B, [])], [vi("y", cm.F, [64])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="ext.bin", size_threshold=0)
+    assert (tmp_path / "ext.bin").stat().st_size == w.nbytes  # the branch's weight did go to the file
+    net = glow_core.compile(str(path), "interpreter")
+    x = np.ones(64, np.float32)
+    np.testing.assert_array_equal(net.run({"x": x, "c": np.array(True)})["y"], x + w)
