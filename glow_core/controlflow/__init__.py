@@ -9,6 +9,7 @@ another program, compiled when its input shapes are known. Backends see only str
 functions: they need no change to run models with control flow.
 """
 
-from glow_core.controlflow.program import MAX_ITERATIONS_ENV, Program, Stage, StagedExecutable, Target, compile_staged
+from glow_core.controlflow.hostops import HOST_OPS, MAX_ITERATIONS_ENV
+from glow_core.controlflow.program import Program, Stage, StagedExecutable, Target, compile_staged
 
-__all__ = ["MAX_ITERATIONS_ENV", "Program", "Stage", "StagedExecutable", "Target", "compile_staged"]
+__all__ = ["HOST_OPS", "MAX_ITERATIONS_ENV", "Program", "Stage", "StagedExecutable", "Target", "compile_staged"]

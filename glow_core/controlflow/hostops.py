@@ -16,12 +16,14 @@ import onnx
 from glow_core import budget
 from glow_core.errors import ExecutionError, InputError, ModelError, UnsupportedError
 from glow_core.importer.context import ONNX_ELEMS
-from glow_core.controlflow.program import DEFAULT_MAX_ITERATIONS, MAX_ITERATIONS_ENV
 
 if TYPE_CHECKING:
     from glow_core.controlflow.program import Program, Stage
 
 Env = dict[str, np.ndarray]
+#: environment variable bounding the iterations of one Loop (default :data:`DEFAULT_MAX_ITERATIONS`)
+MAX_ITERATIONS_ENV = "GLOW_MAX_LOOP_ITERATIONS"
+DEFAULT_MAX_ITERATIONS = 100_000
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, object]:

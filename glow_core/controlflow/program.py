@@ -24,6 +24,7 @@ from onnx import numpy_helper
 
 from glow_core import budget
 from glow_core.api import CompiledNetwork, CompileStats, compile_function
+from glow_core.controlflow.hostops import HOST_OPS
 from glow_core.errors import DynamicValueError, ModelError, UnsupportedError
 from glow_core.importer import Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
@@ -33,9 +34,6 @@ from glow_sdk.backend import Backend
 #: compiled stages kept per program (input signatures; loop bodies whose shapes change every iteration
 #: recompile once per shape)
 CACHE_SIZE = 16
-#: environment variable bounding the iterations of one Loop (default :data:`DEFAULT_MAX_ITERATIONS`)
-MAX_ITERATIONS_ENV = "GLOW_MAX_LOOP_ITERATIONS"
-DEFAULT_MAX_ITERATIONS = 100_000
 
 
 @dataclass
@@ -236,8 +234,6 @@ class Stage:
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from glow_core.controlflow.hostops import HOST_OPS
-
         env: dict[str, np.ndarray] = {}
         if self.net is not None:
             env.update(self.net.run({n: feeds[n] for n in self.net.input_types}))

@@ -3,6 +3,8 @@ on the interpreter and cpu, through glow_core.compile, the ONNX backend and glow
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -15,6 +17,7 @@ from glow_core.api import CompiledNetwork
 from glow_core.controlflow import MAX_ITERATIONS_ENV, StagedExecutable
 from glow_core.errors import ExecutionError, ImportShapeError, RuntimeControlFlowError
 from glow_core.importer import import_model
+from tests.cliutil import glow
 from tests.controlflow import cfmodels as cm
 
 BACKENDS = ["interpreter", "cpu"]
@@ -181,6 +184,13 @@ def test_symbol_with_two_values_is_refused(with_if: bool, tmp_path) -> None:
     feeds = [np.ones((3, 10), np.float32), np.ones((1, 10), np.float32)] + ([np.array(True)] if with_if else [])
     with pytest.raises(ImportShapeError, match=msg):
         onnx_backend.prepare(model, backend="interpreter").run(feeds)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    args = ["run", str(tmp_path / "m.onnx"), "-b", "interpreter"]
+    for name, value in zip(["x", "y", "c"], feeds):
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--input", f"{name}={tmp_path / (name + '.npy')}"]
+    r = glow(args, cwd=tmp_path)
+    assert r.returncode != 0 and re.search(msg, r.stderr), r.stderr
 
 
 def test_minus_one_dims_in_subgraph_declarations() -> None:
