@@ -229,6 +229,51 @@ def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto,
     return states, scans
 
 
+# -- compiling subgraphs ahead of their first run ------------------------------------------------------
+def warm_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    for attr in ("then_branch", "else_branch"):
+        graph = _attrs(node)[attr]
+        assert isinstance(graph, onnx.GraphProto)
+        prog = stage.subprogram(attr, graph)
+        prog.stage_for(_feeds(prog, env, {}))
+
+
+def warm_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    body = _attrs(node)["body"]
+    assert isinstance(body, onnx.GraphProto)
+    if len(body.input) != len(node.input):
+        return  # an ill-formed loop: running it reports that
+    formal = {body.input[0].name: np.array(0, dtype=np.int64), body.input[1].name: np.array(True)}
+    formal.update({vi.name: env[n] for vi, n in zip(body.input[2:], node.input[2:])})
+    prog = stage.subprogram("body", body)
+    prog.stage_for(_feeds(prog, env, formal))
+
+
+def warm_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    attrs = _attrs(node)
+    body = attrs["body"]
+    assert isinstance(body, onnx.GraphProto)
+    if stage.opset_of(node) < 9 or len(body.input) != len(node.input):
+        return
+    values = [env[n] for n in node.input]
+    n_states = len(values) - int(attrs["num_scan_inputs"])  # type: ignore[call-overload]
+    axes = attrs.get("scan_input_axes") or [0] * (len(values) - n_states)
+    formal = {vi.name: v for vi, v in zip(body.input, values[:n_states])}
+    for vi, x, a in zip(body.input[n_states:], values[n_states:], axes):  # type: ignore[call-overload]
+        if x.ndim == 0 or not -x.ndim <= int(a) < x.ndim or x.shape[int(a)] == 0:
+            return
+        formal[vi.name] = np.take(x, 0, axis=int(a))
+    prog = stage.subprogram("body", body)
+    prog.stage_for(_feeds(prog, env, formal))
+
+
+#: compile a control-flow node's subgraphs for the values it will see (zeros of the right types)
+WARMERS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
+    "If": warm_if,
+    "Loop": warm_loop,
+    "Scan": warm_scan,
+}
+
 HOST_OPS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
     "If": run_if,
     "Loop": run_loop,

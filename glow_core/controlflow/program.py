@@ -24,8 +24,8 @@ from onnx import numpy_helper
 
 from glow_core import budget
 from glow_core.api import CompiledNetwork, CompileStats, compile_function
-from glow_core.controlflow.hostops import HOST_OPS
-from glow_core.errors import DynamicValueError, ModelError, UnsupportedError
+from glow_core.controlflow.hostops import HOST_OPS, WARMERS
+from glow_core.errors import DynamicValueError, GlowError, ModelError, UnsupportedError
 from glow_core.importer import Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
@@ -177,7 +177,30 @@ class Stage:
             if split is None or split.computed:
                 net = compile_function(fn, target.backend, stats, threads=target.threads, debug=target.debug,
                                        options=target.options)
-        return Stage(model, fn, net, split, input_types, target, name)
+            stage = Stage(model, fn, net, split, input_types, target, name)
+            stage.warm()
+        return stage
+
+    def warm(self) -> None:
+        """Compile the control-flow node's branches or body now, for the types its operands will have.
+
+        Zeros of those types stand in for the values. A subgraph that does not compile for them is
+        left to its first run (which reports the error if that branch is taken).
+        """
+        node, split = self.node, self.split
+        if node is None or split is None:
+            return
+        env: dict[str, np.ndarray] = dict(split.constants)
+        for name, placeholder in split.inputs.items():
+            t = self.input_types[placeholder]
+            env[name] = np.zeros(t.shape, t.dtype)
+        if self.net is not None:
+            for name, value in self.net.function.outputs:
+                env[name] = np.zeros(value.type.shape, value.type.dtype)
+        try:
+            WARMERS[node.op_type](self, node, env)
+        except GlowError:
+            pass
 
     # -- programs for the rest of the graph and for subgraphs ---------------------------------------
     def _originals(self) -> dict[str, onnx.TensorProto]:

@@ -89,15 +89,20 @@ def test_unresolved_if_is_refused_by_import_alone() -> None:
         import_model(cm.wakeword_like(), {"features": (1, 8, 40)})
 
 
-def test_branch_compiled_once_per_signature() -> None:
+def test_branches_compiled_at_compile_time_and_once() -> None:
+    """Both branches compile with the network (for the types they will see), then are reused."""
     model = cm.wakeword_like()
     net = glow_core.compile(model, "interpreter", {"features": (1, 8, 40)})
     stage = net.executable.stage  # type: ignore[attr-defined]
-    feeds = {"features": np.full((1, 8, 40), 0.3, np.float32)}
-    for _ in range(3):
-        net.run(feeds)
     progs = list(stage._subprograms.values())
-    assert len(progs) == 1 and len(progs[0]._cache) == 1
+    assert len(progs) == 2 and [len(p._cache) for p in progs] == [1, 1]
+    rng = np.random.default_rng(0)
+    fired = set()
+    for scale in (1.0, 1.0, 1.0, 3.0, 0.5, 2.0):
+        out = net.run({"features": (rng.standard_normal((1, 8, 40)) * scale).astype(np.float32)})
+        fired.add(bool(out["classes"].any()))
+    assert fired == {True, False}
+    assert [len(p._cache) for p in progs] == [1, 1]
 
 
 # -- Loop and Scan ------------------------------------------------------------------------------------
