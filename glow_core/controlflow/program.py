@@ -160,6 +160,8 @@ class Stage:
         self.rest: Program | None = None
         self._subprograms: dict[tuple[str, str], Program] = {}
         self._lock = threading.Lock()
+        #: this stage's own compile (import, optimize, backend); see :meth:`total_stats`
+        self.stats = CompileStats()
         if split is not None:
             self.node = model.graph.node[split.index]
             self.rest = self._rest_program()
@@ -178,6 +180,7 @@ class Stage:
                 net = compile_function(fn, target.backend, stats, threads=target.threads, debug=target.debug,
                                        options=target.options)
             stage = Stage(model, fn, net, split, input_types, target, name)
+            stage.stats = stats
             stage.warm()
         return stage
 
@@ -246,6 +249,23 @@ class Stage:
                 self._subprograms[key] = prog
         return prog
 
+    def total_stats(self) -> CompileStats:
+        """This stage's compile plus every stage compiled so far under it (subgraphs, the rest)."""
+        total = CompileStats(self.stats.import_s, self.stats.optimize_s, self.stats.backend_compile_s,
+                             dict(self.stats.nodes_by_kind))
+        progs = list(self._subprograms.values()) + ([self.rest] if self.rest is not None else [])
+        for prog in progs:
+            with prog._lock:
+                stages = list(prog._cache.values())
+            for st in stages:
+                sub = st.total_stats()
+                total.import_s += sub.import_s
+                total.optimize_s += sub.optimize_s
+                total.backend_compile_s += sub.backend_compile_s
+                for kind, n in sub.nodes_by_kind.items():
+                    total.nodes_by_kind[kind] = total.nodes_by_kind.get(kind, 0) + n
+        return total
+
     def node_label(self) -> str:
         node = self.node
         return "" if node is None else f"{node.op_type} '{node.name or node.output[0]}'"
@@ -285,12 +305,11 @@ class StagedExecutable:
 def compile_staged(proto: onnx.ModelProto, target: Target, shapes: Mapping[str, Sequence[int]] | None,
                    bind: Mapping[str, np.ndarray] | None) -> CompiledNetwork:
     """Compile a model with control flow: a plain network when every control-flow node folds."""
-    t0 = time.perf_counter()
     stage = Stage.build(proto, shapes, bind, target, proto.graph.name or "main")
     if stage.split is None and stage.net is not None:
         return stage.net
-    stats = stage.net.stats if stage.net is not None else CompileStats(import_s=time.perf_counter() - t0)
-    net = CompiledNetwork(stage.fn, StagedExecutable(stage), target.backend, stats)
+    # the stats count every function compiled so far: the first segment and the subgraphs compiled ahead
+    net = CompiledNetwork(stage.fn, StagedExecutable(stage), target.backend, stage.total_stats())
     net.input_types = dict(stage.input_types)
     net.output_names = [o.name for o in proto.graph.output]
     return net

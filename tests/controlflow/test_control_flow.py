@@ -96,6 +96,8 @@ def test_branches_compiled_at_compile_time_and_once() -> None:
     stage = net.executable.stage  # type: ignore[attr-defined]
     progs = list(stage._subprograms.values())
     assert len(progs) == 2 and [len(p._cache) for p in progs] == [1, 1]
+    # the network's stats count the branches' functions too
+    assert sum(net.stats.nodes_by_kind.values()) > sum(stage.stats.nodes_by_kind.values()) > 0
     rng = np.random.default_rng(0)
     fired = set()
     for scale in (1.0, 1.0, 1.0, 3.0, 0.5, 2.0):
