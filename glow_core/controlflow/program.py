@@ -119,8 +119,8 @@ class Program:
                     self._cache.move_to_end(key)
                     return stage
             try:
-                stage = Stage.build(self.model_for(feeds, bound), None, {n: feeds[n] for n in bound},
-                                    self.target, self.name, checked=True)
+                stage = Stage.build(self.model_for(feeds), None, {n: feeds[n] for n in bound},
+                                    self.target, self.name, checked=True, template=self.template)
             except DynamicValueError as e:  # a value that decides shapes: bind it and compile again
                 new = [p for p in e.placeholders if p in feeds and p not in bound]
                 if not new:
@@ -134,7 +134,8 @@ class Program:
                     self._cache.popitem(last=False)
             return stage
 
-    def model_for(self, feeds: Mapping[str, np.ndarray], bound: Sequence[str]) -> onnx.ModelProto:
+    def model_for(self, feeds: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+        """The template with its inputs declared as the feeds' types (what the importer compiles)."""
         m = onnx.ModelProto()
         m.CopyFrom(self.template)
         for n in self.input_names:
@@ -168,7 +169,13 @@ class Stage:
 
     @staticmethod
     def build(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None,
-              bind: Mapping[str, np.ndarray] | None, target: Target, name: str, checked: bool = False) -> "Stage":
+              bind: Mapping[str, np.ndarray] | None, target: Target, name: str, checked: bool = False,
+              template: onnx.ModelProto | None = None) -> "Stage":
+        """Import ``model`` up to its first run-time control-flow node and compile that part.
+
+        ``template``: the same graph without declared inputs, which the stage keeps instead of
+        ``model`` (a program's per-signature copy need not live as long as the stage).
+        """
         stats = CompileStats()
         with budget.using(target.budget or budget.current()):
             t0 = time.perf_counter()
@@ -179,7 +186,7 @@ class Stage:
             if split is None or split.computed:
                 net = compile_function(fn, target.backend, stats, threads=target.threads, debug=target.debug,
                                        options=target.options)
-            stage = Stage(model, fn, net, split, input_types, target, name)
+            stage = Stage(template if template is not None else model, fn, net, split, input_types, target, name)
             stage.stats = stats
             stage.warm()
         return stage
