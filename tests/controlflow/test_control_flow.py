@@ -120,7 +120,9 @@ def test_loop_trip_count_condition_and_scan_outputs(backend: str) -> None:
     lengths = []
     for m, cond, limit in [(10, True, 100.0), (2, True, 1000.0), (10, True, 1.0), (5, False, 10.0)]:
         lengths.append(_check(net, model, _loop_feeds(m, cond, limit))["history"].shape[0])
-    assert lengths == [5, 2, 1, 0]  # stopped by the data, by M, after one pass, never entered
+    # stopped by the data, by M, after one pass, never entered (zero iterations: onnx.reference fails
+    # on the empty scan output, so onnxruntime's [0, 3] is the only answer there is to compare with)
+    assert lengths == [5, 2, 1, 0]
 
 
 def test_loop_iterations_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
