@@ -23,7 +23,9 @@ from glow_core.errors import (
     ModelError,
     UnsupportedError,
 )
-from glow_core.importer import import_model
+from glow_core.importer import load_model
+from glow_core.importer.onnx_importer import OnnxImporter
+from glow_core.importer.subgraphs import has_control_flow
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lircompiler import build_lir
@@ -186,10 +188,21 @@ def compile(
 def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: dict[str, tuple[int, ...]] | None,
              bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
              options: Mapping[str, Any] | None) -> CompiledNetwork:
+    proto, _ = load_model(model)
+    if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
+        from glow_core.controlflow import Target, compile_staged
+
+        return compile_staged(proto, Target(be, threads, debug, dict(options or {}), budget.current()), shapes, bind)
     stats = CompileStats()
     t0 = time.perf_counter()
-    fn = import_model(model, shapes, bind)
+    fn = OnnxImporter(proto, shapes, bind).run()
     stats.import_s = time.perf_counter() - t0
+    return compile_function(fn, be, stats, threads=threads, debug=debug, options=options)
+
+
+def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads: int | None = None,
+                     debug: bool = False, options: Mapping[str, Any] | None = None) -> CompiledNetwork:
+    """Optimize, lower, check and compile an imported function for ``be`` (the back half of ``compile``)."""
     t1 = time.perf_counter()
     fn = prepare_function(fn, be, debug=debug)
     stats.optimize_s = time.perf_counter() - t1

@@ -84,6 +84,20 @@ class DynamicValueError(UnsupportedError):
         self.placeholders = placeholders
 
 
+class RuntimeControlFlowError(UnsupportedError):
+    """A control-flow node (If, Loop, Scan) that must run at run time.
+
+    The importer raises it for an If whose condition is not a compile-time
+    constant and for every Loop and Scan; ``node_name`` is the ONNX node. The
+    core's control-flow executor (``glow_core.controlflow``) catches it and
+    splits the model there; a caller that only imports (``glow dump``) reports it.
+    """
+
+    def __init__(self, message: str, node_name: str = "", *, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.node_name = node_name
+
+
 class BackendError(GlowError):
     """Backend lookup, loading or compilation failed."""
 

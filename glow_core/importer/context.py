@@ -184,6 +184,13 @@ class NodeContext:
             return [x.decode() if isinstance(x, bytes) else x for x in v]
         return v
 
+    def subgraph(self, name: str) -> onnx.GraphProto:
+        """The subgraph held by attribute ``name`` (If branches, Loop and Scan bodies)."""
+        a = self._attrs.get(name)
+        if a is None or a.type != onnx.AttributeProto.GRAPH:
+            raise self.unsupported(f"attribute '{name}' (a subgraph) is missing")
+        return a.g
+
     def check_attrs(self, known: Sequence[str]) -> None:
         """Refuse attributes this rule does not understand (never silently ignore one)."""
         extra = set(self._attrs) - set(known)

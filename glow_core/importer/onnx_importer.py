@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -26,6 +27,7 @@ from onnx import numpy_helper
 from glow_core import budget
 from glow_core.errors import (
     DynamicValueError,
+    RuntimeControlFlowError,
     GlowError,
     GlowTypeError,
     GlowVerifyError,
@@ -36,7 +38,8 @@ from glow_core.errors import (
 )
 from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
-from glow_core.ir.graph import Constant, Function, Value, infer_types
+from glow_core.importer.subgraphs import all_nodes, node_uses
+from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value, infer_types
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import TensorType
 
@@ -109,11 +112,14 @@ def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> tuple[onnx.Mo
 
 
 def _all_tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    """Initializers and tensor attributes of ``graph`` and of its subgraphs."""
     out = list(graph.initializer)
     for node in graph.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.TENSOR:
                 out.append(a.t)
+            elif a.type == onnx.AttributeProto.GRAPH:
+                out.extend(_all_tensors(a.g))
     return out
 
 
@@ -195,6 +201,21 @@ def parse_shape_spec(spec: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+@dataclass
+class Split:
+    """Where a split import stopped: at top-level node ``index``, a control-flow node run at run time.
+
+    What the rest of the graph needs is split three ways: ``computed`` values are outputs of the
+    imported function, ``inputs`` are model inputs passed through (by input name) and ``constants``
+    are known at compile time.
+    """
+
+    index: int
+    computed: list[str] = field(default_factory=list)
+    inputs: dict[str, str] = field(default_factory=dict)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+
+
 class OnnxImporter:
     def __init__(
         self,
@@ -202,6 +223,8 @@ class OnnxImporter:
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         bind: Mapping[str, np.ndarray] | None = None,
         name: str = "main",
+        split: bool = False,
+        checked: bool = False,
     ) -> None:
         self.proto = proto
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
@@ -212,6 +235,12 @@ class OnnxImporter:
         self.budget = budget.current()
         #: bytes of constants (initializers, folded and generated values) allocated so far
         self.tally = budget.Tally(self.budget)
+        #: stop at the first control-flow node that must run at run time instead of raising
+        self.split_control_flow = split
+        #: where the import stopped (see :class:`Split`), or None when the whole graph was imported
+        self.split: Split | None = None
+        #: the model is a part of a model the onnx checker already accepted (a subgraph): not checked again
+        self.checked = checked
 
     # -- values --------------------------------------------------------------
     def value(self, onnx_name: str, where: str) -> Value:
@@ -265,27 +294,76 @@ class OnnxImporter:
             self.budget.check_tensor(t.dims, 1, f"initializer '{t.name}'", "initializer")
         self._check_ops(graph)
         lean = lean_copy(proto)
-        self._check_model(lean)
+        if not self.checked:
+            self._check_model(lean)
         inits = {t.name: t for t in graph.initializer}
         for t in graph.initializer:
             self.values[t.name] = self._constant_from(t)
         self._add_inputs(graph, inits)
         # glow's own rules check every node first: onnx's native shape inference only sees a checked model
-        for node in graph.node:
-            check_flags(node, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
-            self._import_node(node)
-        for node in graph.node:
+        imported = self._import_nodes(graph)
+        for node in imported:
             check_axes(node, self._rank_of, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
         inferred = self._infer_shapes(lean)
-        for node in graph.node:
+        for node in imported:
             self._cross_check(node, inferred)
-        for out in graph.output:
-            v = self.value(out.name, f"graph output '{out.name}'")
-            check_declared(out, v.type)
-            self.fn.set_output(out.name, v)
+        if self.split is not None:
+            self._split_outputs(graph)
+        else:
+            for out in graph.output:
+                v = self.value(out.name, f"graph output '{out.name}'")
+                check_declared(out, v.type)
+                self.fn.set_output(out.name, v)
         self.fn.erase_unused_constants()
         self.fn.verify()
         return self.fn
+
+    def _import_nodes(self, graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+        """Import the nodes in order; in split mode stop at the first run-time control-flow node."""
+        for k, node in enumerate(graph.node):
+            check_flags(node, f"ONNX node '{node.name or node.output[0]}' ({node.op_type})")
+            try:
+                self._import_node(node)
+            except RuntimeControlFlowError:
+                if not self.split_control_flow:
+                    raise
+                self.split = Split(k)
+                return list(graph.node[:k])
+        return list(graph.node)
+
+    def _split_outputs(self, graph: onnx.GraphProto) -> None:
+        """Make every value the rest of the graph needs available: a function output, an input or a constant."""
+        split = self.split
+        assert split is not None
+        needed: list[str] = []
+        for node in graph.node[split.index:]:
+            needed.extend(n for n in node_uses(node) if n not in needed)
+        needed.extend(o.name for o in graph.output if o.name not in needed)
+        for name in needed:
+            v = self.values.get(name)
+            if isinstance(v, Constant):
+                split.constants[name] = v.payload
+            elif isinstance(v, Placeholder):
+                split.inputs[name] = v.name
+            elif isinstance(v, NodeOutput):
+                split.computed.append(name)
+                self.fn.set_output(name, v)
+
+    def import_subgraph(self, graph: onnx.GraphProto, where: str) -> list[Value]:
+        """Import a subgraph in place (a folded If's branch); returns the values of its outputs.
+
+        The subgraph sees every value of the enclosing scopes; its own names do not leak out.
+        """
+        saved = dict(self.values)
+        try:
+            for t in graph.initializer:
+                self.values[t.name] = self._constant_from(t)
+            for node in graph.node:
+                check_flags(node, f"{where}: ONNX node '{node.name or node.output[0]}' ({node.op_type})")
+                self._import_node(node)
+            return [self.value(o.name, f"{where}: output '{o.name}'") for o in graph.output]
+        finally:
+            self.values = saved
 
     def _check_model(self, proto: onnx.ModelProto) -> None:
         try:
@@ -344,7 +422,7 @@ class OnnxImporter:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type") or tt.elem_type not in ONNX_ELEMS or not tt.HasField("shape"):
                 continue
-            if all(d.HasField("dim_value") for d in tt.shape.dim):
+            if all(_fixed(d) for d in tt.shape.dim):  # -1 (from a subgraph's declaration) is dynamic
                 out[vi.name] = TensorType(ONNX_ELEMS[tt.elem_type], tuple(d.dim_value for d in tt.shape.dim))
         return out
 
@@ -367,7 +445,7 @@ class OnnxImporter:
     def _check_ops(self, graph: onnx.GraphProto) -> None:
         rules = import_rules()
         missing: dict[str, list[str]] = {}
-        for n in graph.node:
+        for n in all_nodes(graph):
             dom = "" if n.domain in DEFAULT_DOMAINS else n.domain
             if (dom, n.op_type) not in rules:
                 key = f"{n.domain}::{n.op_type}" if dom else n.op_type
@@ -487,4 +565,21 @@ def import_model(
     """Import an ONNX model into a verified graph function."""
     proto, _ = load_model(model)
     return OnnxImporter(proto, input_shapes, bind).run()
+
+
+def import_split(
+    proto: onnx.ModelProto,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    bind: Mapping[str, np.ndarray] | None = None,
+    checked: bool = False,
+) -> tuple[Function, Split | None]:
+    """Import up to the first control-flow node that must run at run time (docs/control-flow.md).
+
+    Returns the function of the nodes before it and where it stopped (None: the whole graph).
+    ``checked``: ``proto`` is made of parts of a model the onnx checker accepted (a subgraph, the
+    rest of a graph), whose outputs need not declare types: the checker is not run again.
+    """
+    imp = OnnxImporter(proto, input_shapes, bind, split=True, checked=checked)
+    fn = imp.run()
+    return fn, imp.split
 

@@ -1,0 +1,281 @@
+"""The control-flow nodes run on the host, one function per ONNX op (``HOST_OPS``).
+
+Each reads its operands from the environment (values by ONNX name), runs subgraphs as compiled
+programs of the stage (:meth:`Stage.subprogram`) and writes its outputs back. Semantics follow the
+ONNX operator specification (If 1-21, Loop 1-21, Scan 8 and 9-21).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import onnx
+
+from glow_core import budget
+from glow_core.errors import ExecutionError, InputError, ModelError, UnsupportedError
+from glow_core.importer.context import ONNX_ELEMS
+
+if TYPE_CHECKING:
+    from glow_core.controlflow.program import Program, Stage
+
+Env = dict[str, np.ndarray]
+#: environment variable bounding the iterations of one Loop (default :data:`DEFAULT_MAX_ITERATIONS`)
+MAX_ITERATIONS_ENV = "GLOW_MAX_LOOP_ITERATIONS"
+DEFAULT_MAX_ITERATIONS = 100_000
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, object]:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _where(node: onnx.NodeProto) -> str:
+    return f"ONNX node '{node.name or node.output[0]}' ({node.op_type})"
+
+
+def _scalar(a: np.ndarray, node: onnx.NodeProto, what: str) -> np.generic:
+    a = np.asarray(a)
+    if a.size != 1:
+        raise InputError(f"{_where(node)}: {what} has {a.size} elements at run time; it must have exactly one")
+    return a.reshape(-1)[0]
+
+
+def _feeds(prog: Program, env: Env, formal: dict[str, np.ndarray]) -> Env:
+    feeds = dict(formal)
+    for n in prog.input_names:
+        if n not in feeds:
+            feeds[n] = env[n]
+    return feeds
+
+
+def max_iterations() -> int:
+    raw = os.environ.get(MAX_ITERATIONS_ENV, "")
+    try:
+        return int(raw) if raw else DEFAULT_MAX_ITERATIONS
+    except ValueError:
+        raise InputError(f"{MAX_ITERATIONS_ENV}={raw!r} is not an integer") from None
+
+
+def run_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    cond = bool(_scalar(env[node.input[0]], node, "the condition"))
+    attr = "then_branch" if cond else "else_branch"
+    graph = _attrs(node)[attr]
+    assert isinstance(graph, onnx.GraphProto)
+    if len(graph.output) != len(node.output):
+        raise ModelError(f"{_where(node)}: {attr} has {len(graph.output)} outputs, the node {len(node.output)}")
+    prog = stage.subprogram(attr, graph)
+    outs = prog.run(_feeds(prog, env, {}))
+    for name, o in zip(node.output, graph.output):
+        if name:
+            env[name] = outs[o.name]
+
+
+def _stack(parts: list[np.ndarray], node: onnx.NodeProto, what: str) -> np.ndarray:
+    shapes = {p.shape for p in parts}
+    if len(shapes) > 1:
+        raise ExecutionError(f"{_where(node)}: {what} has different shapes in different iterations "
+                             f"({', '.join(str(list(s)) for s in sorted(shapes)[:3])}); they cannot be stacked",
+                             hint="the model is invalid for these inputs")
+    budget.current().check_tensor((len(parts),) + parts[0].shape, parts[0].itemsize, _where(node), what)
+    return np.stack(parts)
+
+
+def _empty_scan(graph: onnx.GraphProto, index: int, node: onnx.NodeProto,
+                first: Callable[[], tuple[Program, Env]] | None = None) -> np.ndarray:
+    """A scan output of a loop that ran zero times: ``[0, *shape of one iteration's value]``.
+
+    The shape is the body's declaration when static; else the body is compiled (not run) for the
+    values the first iteration would have had, and the shape its function computes is used
+    (as onnxruntime does; ``onnx.reference`` fails on such a loop).
+    """
+    vi = graph.output[index]
+    tt = vi.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
+    if tt.elem_type in ONNX_ELEMS and tt.HasField("shape") and None not in dims:
+        return np.zeros([0] + dims, dtype=ONNX_ELEMS[tt.elem_type].dtype)
+    if first is not None:
+        prog, feeds = first()
+        stage = prog.stage_for(feeds)
+        if stage.split is None and stage.net is not None:
+            types = dict(stage.net.function.outputs)
+            if vi.name in types:
+                t = types[vi.name].type
+                return np.zeros((0,) + tuple(t.shape), dtype=t.dtype)
+    raise UnsupportedError(f"{_where(node)}: the loop ran zero times and the shape of scan output '{vi.name}' "
+                           "is neither declared nor computable without running the body")
+
+
+def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    body = _attrs(node)["body"]
+    assert isinstance(body, onnx.GraphProto)
+    ins = list(node.input) + [""] * (2 - len(node.input))
+    trip = int(_scalar(env[ins[0]], node, "the trip count M")) if ins[0] else None
+    keep = bool(_scalar(env[ins[1]], node, "the condition")) if ins[1] else True
+    carried = [env[n] for n in ins[2:]]
+    n_carried = len(carried)
+    n_scan = len(body.output) - 1 - n_carried
+    if n_scan < 0 or len(body.input) != 2 + n_carried:
+        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
+                         f"outputs for {n_carried} loop-carried value(s)")
+    limit = max_iterations()
+    prog = stage.subprogram("body", body)
+    scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
+    i = 0
+    while keep and (trip is None or i < trip):
+        if i >= limit:
+            raise ExecutionError(f"{_where(node)}: the loop did not end after {limit} iterations",
+                                 hint=f"set {MAX_ITERATIONS_ENV} to allow more")
+        formal = {body.input[0].name: np.array(i, dtype=np.int64), body.input[1].name: np.array(keep)}
+        formal.update({vi.name: v for vi, v in zip(body.input[2:], carried)})
+        outs = prog.run(_feeds(prog, env, formal))
+        if ins[1]:  # without a condition operand the body's condition output is ignored
+            keep = bool(_scalar(outs[body.output[0].name], node, "the body's condition output"))
+        carried = [outs[o.name] for o in body.output[1:1 + n_carried]]
+        for j, o in enumerate(body.output[1 + n_carried:]):
+            scans[j].append(outs[o.name])
+        i += 1
+    def first() -> tuple[Program, Env]:
+        formal = {body.input[0].name: np.array(0, dtype=np.int64), body.input[1].name: np.array(True)}
+        formal.update({vi.name: env[n] for vi, n in zip(body.input[2:], ins[2:])})
+        return prog, _feeds(prog, env, formal)
+
+    results = carried + [_stack(s, node, f"scan output {j}") if s else _empty_scan(body, 1 + n_carried + j, node, first)
+                         for j, s in enumerate(scans)]
+    for name, v in zip(node.output, results):
+        if name:
+            env[name] = v
+
+
+def _axis(axis: int, rank: int, node: onnx.NodeProto, what: str) -> int:
+    if not -rank <= axis < rank:
+        raise ModelError(f"{_where(node)}: {what} axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def scan_loop(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto, states: list[np.ndarray],
+              inputs: list[np.ndarray], attrs: dict[str, object], length: int | None = None
+              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Scan ``inputs`` (Scan 9+ semantics); returns the final states and the stacked scan outputs."""
+    n_in = len(inputs)
+    in_axes = [_axis(int(a), x.ndim, node, "scan input") for a, x in
+               zip(attrs.get("scan_input_axes") or [0] * n_in, inputs)]
+    in_dirs = list(attrs.get("scan_input_directions") or [0] * n_in)
+    lengths = {x.shape[a] for x, a in zip(inputs, in_axes)}
+    if len(lengths) != 1:
+        raise InputError(f"{_where(node)}: the scan inputs have different lengths {sorted(lengths)}")
+    total = lengths.pop()
+    steps = total if length is None else min(length, total)
+    n_out = len(body.output) - len(states)
+    outs_per: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    for t in range(steps):
+        formal = {vi.name: s for vi, s in zip(body.input, states)}
+        for vi, x, a, d in zip(body.input[len(states):], inputs, in_axes, in_dirs):
+            formal[vi.name] = np.take(x, t if not d else steps - 1 - t, axis=a)
+        outs = prog.run(_feeds(prog, env, formal))
+        states = [outs[o.name] for o in body.output[:len(states)]]
+        for j, o in enumerate(body.output[len(states):]):
+            outs_per[j].append(outs[o.name])
+    out_axes = list(attrs.get("scan_output_axes") or [0] * n_out)
+    out_dirs = list(attrs.get("scan_output_directions") or [0] * n_out)
+    stacked = []
+    for j, parts in enumerate(outs_per):
+        if not parts:
+            stacked.append(_empty_scan(body, len(states) + j, node))
+            continue
+        y = _stack(parts[::-1] if out_dirs[j] else parts, node, f"scan output {j}")
+        stacked.append(np.moveaxis(y, 0, _axis(int(out_axes[j]), y.ndim, node, "scan output")))
+    return states, stacked
+
+
+def run_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    attrs = _attrs(node)
+    body = attrs["body"]
+    assert isinstance(body, onnx.GraphProto)
+    n_scan = int(attrs["num_scan_inputs"])  # type: ignore[call-overload]
+    prog = stage.subprogram("body", body)
+    if stage.opset_of(node) >= 9:
+        values = [env[n] for n in node.input]
+        n_states = len(values) - n_scan
+        states, scans = scan_loop(prog, env, body, node, values[:n_states], values[n_states:], attrs)
+    else:
+        states, scans = _scan8(prog, env, body, node, attrs, n_scan)
+    for name, v in zip(node.output, states + scans):
+        if name:
+            env[name] = v
+
+
+def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto, attrs: dict[str, object],
+           n_scan: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Scan 8: a batch axis 0 in front of every operand, the sequence axis 1, optional sequence lengths."""
+    lens = env[node.input[0]] if node.input[0] else None
+    values = [env[n] for n in node.input[1:]]
+    n_states = len(values) - n_scan
+    batch = values[0].shape[0] if values else 0
+    nine = {"scan_input_directions": attrs.get("directions") or [0] * n_scan}
+    per_batch = []
+    for b in range(batch):
+        length = int(lens.reshape(-1)[b]) if lens is not None else None
+        per_batch.append(scan_loop(prog, env, body, node, [v[b] for v in values[:n_states]],
+                                   [v[b] for v in values[n_states:]], nine, length))
+    states = [np.stack([pb[0][i] for pb in per_batch]) for i in range(n_states)]
+    n_out = len(body.output) - n_states
+    scans = []
+    for j in range(n_out):
+        parts = [pb[1][j] for pb in per_batch]
+        longest = max(p.shape[0] for p in parts)  # shorter sequences are padded with zeros
+        padded = [np.concatenate([p, np.zeros((longest - p.shape[0],) + p.shape[1:], p.dtype)]) for p in parts]
+        scans.append(np.stack(padded))
+    return states, scans
+
+
+# -- compiling subgraphs ahead of their first run ------------------------------------------------------
+def warm_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    for attr in ("then_branch", "else_branch"):
+        graph = _attrs(node)[attr]
+        assert isinstance(graph, onnx.GraphProto)
+        prog = stage.subprogram(attr, graph)
+        prog.stage_for(_feeds(prog, env, {}))
+
+
+def warm_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    body = _attrs(node)["body"]
+    assert isinstance(body, onnx.GraphProto)
+    if len(body.input) != len(node.input):
+        return  # an ill-formed loop: running it reports that
+    formal = {body.input[0].name: np.array(0, dtype=np.int64), body.input[1].name: np.array(True)}
+    formal.update({vi.name: env[n] for vi, n in zip(body.input[2:], node.input[2:])})
+    prog = stage.subprogram("body", body)
+    prog.stage_for(_feeds(prog, env, formal))
+
+
+def warm_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
+    attrs = _attrs(node)
+    body = attrs["body"]
+    assert isinstance(body, onnx.GraphProto)
+    if stage.opset_of(node) < 9 or len(body.input) != len(node.input):
+        return
+    values = [env[n] for n in node.input]
+    n_states = len(values) - int(attrs["num_scan_inputs"])  # type: ignore[call-overload]
+    axes = attrs.get("scan_input_axes") or [0] * (len(values) - n_states)
+    formal = {vi.name: v for vi, v in zip(body.input, values[:n_states])}
+    for vi, x, a in zip(body.input[n_states:], values[n_states:], axes):  # type: ignore[call-overload]
+        if x.ndim == 0 or not -x.ndim <= int(a) < x.ndim or x.shape[int(a)] == 0:
+            return
+        formal[vi.name] = np.take(x, 0, axis=int(a))
+    prog = stage.subprogram("body", body)
+    prog.stage_for(_feeds(prog, env, formal))
+
+
+#: compile a control-flow node's subgraphs for the values it will see (zeros of the right types)
+WARMERS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
+    "If": warm_if,
+    "Loop": warm_loop,
+    "Scan": warm_scan,
+}
+
+HOST_OPS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
+    "If": run_if,
+    "Loop": run_loop,
+    "Scan": run_scan,
+}

@@ -1,0 +1,322 @@
+"""Programs, stages and the executable of a model split at run-time control flow.
+
+- A :class:`Stage` is one compile of a graph for one input signature: the function of the nodes
+  before its first run-time control-flow node (compiled by the backend), the node, and a
+  :class:`Program` for the nodes after it.
+- A :class:`Program` is a graph run with feeds by name (the rest of a graph, an If branch, a loop
+  body): it builds a model from its template with the inputs' actual types, compiles a
+  :class:`Stage` per input signature (LRU, :data:`CACHE_SIZE`) and binds an input as a compile-time
+  constant when it decides shapes (the compile is then cached per its value too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from glow_core import budget
+from glow_core.api import CompiledNetwork, CompileStats, compile_function
+from glow_core.controlflow.hostops import HOST_OPS, WARMERS
+from glow_core.errors import DynamicValueError, GlowError, ModelError, UnsupportedError
+from glow_core.importer import Split, import_split
+from glow_core.importer.subgraphs import captured_names, node_uses
+from glow_core.ir.graph import Function
+from glow_sdk.backend import Backend
+
+#: compiled stages kept per program (input signatures; loop bodies whose shapes change every iteration
+#: recompile once per shape)
+CACHE_SIZE = 16
+
+
+@dataclass
+class Target:
+    """What programs compile for: the backend, the compile options and the memory budget."""
+
+    backend: Backend
+    threads: int | None = None
+    debug: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    budget: budget.Budget | None = None
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.dtype) + str(a.shape)
+
+
+def _onnx_type(a: np.ndarray, name: str) -> int:
+    try:
+        return int(onnx.helper.np_dtype_to_tensor_dtype(a.dtype))
+    except (KeyError, ValueError, TypeError):
+        raise UnsupportedError(f"value '{name}' has dtype {a.dtype}, which cannot cross a control-flow "
+                               "boundary") from None
+
+
+def _as_initializer(name: str, value: np.ndarray, originals: Mapping[str, onnx.TensorProto]) -> onnx.TensorProto:
+    if name in originals:
+        return originals[name]
+    try:
+        return numpy_helper.from_array(np.asarray(value), name)
+    except (TypeError, ValueError, KeyError) as e:
+        raise UnsupportedError(f"constant '{name}' ({np.asarray(value).dtype}) cannot cross a control-flow "
+                               f"boundary: {e}") from None
+
+
+def _template(parent: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], outputs: Sequence[onnx.ValueInfoProto],
+              initializers: Sequence[onnx.TensorProto], name: str) -> onnx.ModelProto:
+    """A model with ``parent``'s opsets and functions, the given nodes and outputs, and no inputs yet."""
+    m = onnx.ModelProto(ir_version=parent.ir_version, producer_name="glow-controlflow")
+    m.opset_import.extend(parent.opset_import)
+    m.functions.extend(parent.functions)
+    g = m.graph
+    g.name = name
+    g.node.extend(nodes)
+    g.initializer.extend(initializers)
+    g.output.extend(outputs)  # declared types are checked, shapes (maybe symbolic, -1 or absent) computed
+    return m
+
+
+class Program:
+    """A graph (template model without inputs) run with feeds by name; compiled per input signature."""
+
+    def __init__(self, template: onnx.ModelProto, input_names: Sequence[str], target: Target, name: str) -> None:
+        self.template = template
+        self.input_names = list(input_names)
+        self.output_names = [o.name for o in template.graph.output]
+        self.target = target
+        self.name = name
+        self._bound: set[str] = set()
+        self._cache: OrderedDict[tuple[Any, ...], Stage] = OrderedDict()
+        self._lock = threading.Lock()
+        inputs = set(self.input_names)
+        #: a program whose outputs are all among its inputs runs nothing
+        self.passthrough = not template.graph.node and all(n in inputs for n in self.output_names)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise ModelError(f"{self.name}: value(s) {', '.join(missing)} are not available here")
+        if self.passthrough:
+            return {n: feeds[n] for n in self.output_names}
+        return self.stage_for(feeds).run(feeds)
+
+    def stage_for(self, feeds: Mapping[str, np.ndarray]) -> "Stage":
+        while True:
+            with self._lock:
+                bound = sorted(self._bound)
+            key = (tuple((n, feeds[n].shape, str(feeds[n].dtype)) for n in self.input_names),
+                   tuple((n, _digest(feeds[n])) for n in bound))
+            with self._lock:
+                stage = self._cache.get(key)
+                if stage is not None:
+                    self._cache.move_to_end(key)
+                    return stage
+            try:
+                stage = Stage.build(self.model_for(feeds), None, {n: feeds[n] for n in bound},
+                                    self.target, self.name, checked=True, template=self.template)
+            except DynamicValueError as e:  # a value that decides shapes: bind it and compile again
+                new = [p for p in e.placeholders if p in feeds and p not in bound]
+                if not new:
+                    raise
+                with self._lock:
+                    self._bound.update(new)
+                continue
+            with self._lock:
+                self._cache[key] = stage
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            return stage
+
+    def model_for(self, feeds: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+        """The template with its inputs declared as the feeds' types (what the importer compiles)."""
+        m = onnx.ModelProto()
+        m.CopyFrom(self.template)
+        for n in self.input_names:
+            a = np.asarray(feeds[n])
+            m.graph.input.append(onnx.helper.make_tensor_value_info(n, _onnx_type(a, n), list(a.shape)))
+        return m
+
+
+class Stage:
+    """One compile of a graph: the compiled nodes before its first run-time control-flow node, the
+    node (run on the host) and a program for the rest."""
+
+    def __init__(self, model: onnx.ModelProto, fn: Function, net: CompiledNetwork | None, split: Split | None,
+                 input_types: Mapping[str, Any], target: Target, name: str) -> None:
+        self.model = model
+        self.fn = fn
+        self.net = net
+        self.split = split
+        self.input_types = dict(input_types)
+        self.target = target
+        self.name = name
+        self.node: onnx.NodeProto | None = None
+        self.rest: Program | None = None
+        self._subprograms: dict[tuple[str, str], Program] = {}
+        self._lock = threading.Lock()
+        #: this stage's own compile (import, optimize, backend); see :meth:`total_stats`
+        self.stats = CompileStats()
+        if split is not None:
+            self.node = model.graph.node[split.index]
+            self.rest = self._rest_program()
+
+    @staticmethod
+    def build(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None,
+              bind: Mapping[str, np.ndarray] | None, target: Target, name: str, checked: bool = False,
+              template: onnx.ModelProto | None = None) -> "Stage":
+        """Import ``model`` up to its first run-time control-flow node and compile that part.
+
+        ``template``: the same graph without declared inputs, which the stage keeps instead of
+        ``model`` (a program's per-signature copy need not live as long as the stage).
+        """
+        stats = CompileStats()
+        with budget.using(target.budget or budget.current()):
+            t0 = time.perf_counter()
+            fn, split = import_split(model, shapes, bind, checked)
+            stats.import_s = time.perf_counter() - t0
+            input_types = {p.name: p.type for p in fn.inputs}
+            net = None
+            if split is None or split.computed:
+                net = compile_function(fn, target.backend, stats, threads=target.threads, debug=target.debug,
+                                       options=target.options)
+            stage = Stage(template if template is not None else model, fn, net, split, input_types, target, name)
+            stage.stats = stats
+            stage.warm()
+        return stage
+
+    def warm(self) -> None:
+        """Compile the control-flow node's branches or body now, for the types its operands will have.
+
+        Zeros of those types stand in for the values. A subgraph that does not compile for them is
+        left to its first run (which reports the error if that branch is taken).
+        """
+        node, split = self.node, self.split
+        if node is None or split is None:
+            return
+        env: dict[str, np.ndarray] = dict(split.constants)
+        for name, placeholder in split.inputs.items():
+            t = self.input_types[placeholder]
+            env[name] = np.zeros(t.shape, t.dtype)
+        if self.net is not None:
+            for name, value in self.net.function.outputs:
+                env[name] = np.zeros(value.type.shape, value.type.dtype)
+        try:
+            WARMERS[node.op_type](self, node, env)
+        except GlowError:
+            pass
+
+    # -- programs for the rest of the graph and for subgraphs ---------------------------------------
+    def _originals(self) -> dict[str, onnx.TensorProto]:
+        return {t.name: t for t in self.model.graph.initializer}
+
+    def _program(self, nodes: Sequence[onnx.NodeProto], outputs: Sequence[onnx.ValueInfoProto],
+                 own: Sequence[onnx.TensorProto], formal: Sequence[str], needed: Sequence[str], name: str) -> Program:
+        """A program of ``nodes``; ``needed`` names come from here: constants become initializers."""
+        split = self.split
+        assert split is not None
+        originals = self._originals()
+        inits = list(own)
+        inputs = list(formal)
+        for n in needed:
+            if n in split.constants:
+                inits.append(_as_initializer(n, split.constants[n], originals))
+            elif n not in inputs:
+                inputs.append(n)
+        return Program(_template(self.model, nodes, outputs, inits, name), inputs, self.target, name)
+
+    def _rest_program(self) -> Program:
+        split = self.split
+        assert split is not None
+        graph = self.model.graph
+        nodes = graph.node[split.index + 1:]
+        produced = {o for node in nodes for o in node.output if o}
+        needed: list[str] = []
+        for node in nodes:
+            needed.extend(n for n in node_uses(node) if n not in needed and n not in produced)
+        needed.extend(o.name for o in graph.output if o.name not in needed and o.name not in produced)
+        return self._program(nodes, graph.output, [], [], needed, f"{self.name}/after {self.node_label()}")
+
+    def subprogram(self, attr: str, graph: onnx.GraphProto) -> Program:
+        """The program of one subgraph of the control-flow node (built once per stage)."""
+        key = (attr, graph.name)
+        with self._lock:
+            prog = self._subprograms.get(key)
+            if prog is None:
+                formal = [i.name for i in graph.input]
+                prog = self._program(graph.node, graph.output, graph.initializer, formal,
+                                     [n for n in captured_names(graph) if n not in formal],
+                                     f"{self.name}/{self.node_label()}.{attr}")
+                self._subprograms[key] = prog
+        return prog
+
+    def total_stats(self) -> CompileStats:
+        """This stage's compile plus every stage compiled so far under it (subgraphs, the rest)."""
+        total = CompileStats(self.stats.import_s, self.stats.optimize_s, self.stats.backend_compile_s,
+                             dict(self.stats.nodes_by_kind))
+        progs = list(self._subprograms.values()) + ([self.rest] if self.rest is not None else [])
+        for prog in progs:
+            with prog._lock:
+                stages = list(prog._cache.values())
+            for st in stages:
+                sub = st.total_stats()
+                total.import_s += sub.import_s
+                total.optimize_s += sub.optimize_s
+                total.backend_compile_s += sub.backend_compile_s
+                for kind, n in sub.nodes_by_kind.items():
+                    total.nodes_by_kind[kind] = total.nodes_by_kind.get(kind, 0) + n
+        return total
+
+    def node_label(self) -> str:
+        node = self.node
+        return "" if node is None else f"{node.op_type} '{node.name or node.output[0]}'"
+
+    def opset_of(self, node: onnx.NodeProto) -> int:
+        """The opset version the model imports for ``node``'s domain."""
+        domains = ("", "ai.onnx") if node.domain in ("", "ai.onnx") else (node.domain,)
+        return max((o.version for o in self.model.opset_import if o.domain in domains), default=0)
+
+    # -- running ------------------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = {}
+        if self.net is not None:
+            env.update(self.net.run({n: feeds[n] for n in self.net.input_types}))
+        split = self.split
+        if split is None:
+            return env
+        for name, placeholder in split.inputs.items():
+            env[name] = feeds[placeholder]
+        env.update(split.constants)
+        node = self.node
+        assert node is not None and self.rest is not None
+        HOST_OPS[node.op_type](self, node, env)
+        return self.rest.run(env)
+
+
+class StagedExecutable:
+    """The executable of a :class:`CompiledNetwork` whose model runs control flow on the host."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.stage.run(feeds)
+
+
+def compile_staged(proto: onnx.ModelProto, target: Target, shapes: Mapping[str, Sequence[int]] | None,
+                   bind: Mapping[str, np.ndarray] | None) -> CompiledNetwork:
+    """Compile a model with control flow: a plain network when every control-flow node folds."""
+    stage = Stage.build(proto, shapes, bind, target, proto.graph.name or "main")
+    if stage.split is None and stage.net is not None:
+        return stage.net
+    # the stats count every function compiled so far: the first segment and the subgraphs compiled ahead
+    net = CompiledNetwork(stage.fn, StagedExecutable(stage), target.backend, stage.total_stats())
+    net.input_types = dict(stage.input_types)
+    net.output_names = [o.name for o in proto.graph.output]
+    return net
