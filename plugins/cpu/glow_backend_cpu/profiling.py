@@ -70,10 +70,19 @@ def _gemm(ins: Any) -> int:
     return 2 * math.prod(_shape(ins.outs[0])) * k
 
 
+def _recurrent(ins: Any) -> int:  # input projection and recurrent product of every step and direction
+    if len(ins.ins) < 3:
+        return 0
+    seq, batch, inp = _shape(ins.ins[0])
+    dirs, gh, hid = _shape(ins.ins[2])
+    return 2 * seq * batch * dirs * gh * (inp + hid)
+
+
 #: LIR instruction kind -> FLOPs of one instruction (2 x multiply-accumulates); other kinds have none
 FLOP_RULES: Mapping[str, Callable[[Any], int]] = {
     "Conv": _conv, "FusedConv": _conv, "ConvTranspose": _conv_transpose,
     "MatMul": _matmul, "FusedMatMul": _matmul, "Gemm": _gemm, "FusedGemm": _gemm,
+    "GRU": _recurrent, "LSTM": _recurrent, "RNN": _recurrent,
 }
 
 

@@ -128,8 +128,12 @@ def set_error(builder: ir.IRBuilder, code: int = 1) -> None:
 # The control block (``CTL_*`` byte offsets, 64 bytes, owned by the runtime):
 CTL_GEN, CTL_SLEEPERS, CTL_STOP, CTL_NTHREADS, CTL_REGIONS = 0, 4, 8, 16, 24
 CTL_BYTES = 64
-#: rounds a worker spins on the generation before it sleeps (a few tens of microseconds)
+#: rounds a worker spins on the generation before it sleeps (where there is no cycle counter)
 WORKER_SPINS = 3000
+#: x86: time-stamp-counter cycles a worker spins after its last share before it sleeps (about 0.1 ms): a
+#: run that follows within that time finds it awake, since waking a sleeping thread costs tens of
+#: microseconds (more on a busy machine) and would cost more than a small kernel's share
+WORKER_SPIN_CYCLES = 300_000
 
 
 def _field(b: ir.IRBuilder, ctl: ir.Value, offset: int, t: ir.Type) -> ir.Value:
@@ -170,6 +174,8 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(wait)
     mine = b.phi(I32, name="seen")
     mine.add_incoming(start_gen, fn.entry_basic_block)
+    clock = intrinsic(module, "llvm.x86.rdtsc", I64, []) if is_x86 else None
+    since = b.call(clock, []) if clock is not None else None
     b.branch(spin)
     b.position_at_end(spin)
     spins = b.phi(I64, name="spins")
@@ -180,7 +186,10 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(sleep)
     if is_x86:
         b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
-    more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
+    if clock is not None:  # spin for a bounded time (the TSC), whatever a pause costs on this CPU
+        more = b.icmp_signed("<", b.sub(b.call(clock, []), since), i64(WORKER_SPIN_CYCLES))
+    else:
+        more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
     cont = fn.append_basic_block("spin.more")
     park = fn.append_basic_block("park")
     b.cbranch(more, cont, park)

@@ -76,9 +76,22 @@ def kernel_ns(instrs: Sequence[Any]) -> float:
     return NS_PER_CALL + sum(instr_ns(i) for i in instrs)
 
 
+def _directions(ins: Any) -> int:
+    w = ins.ins[1].value if len(ins.ins) > 1 and ins.ins[1] is not None else None
+    return int(w.type.shape[0]) if w is not None else 1
+
+
+#: LIR kind -> how many threads its emitter can keep busy (a recurrent layer: one per direction)
+THREAD_LIMITS: Mapping[str, Callable[[Any], int]] = {"GRU": _directions, "LSTM": _directions}
+
+
 def is_solo(instrs: Sequence[Any], solo_ns: float) -> bool:
-    """Should this kernel run on the calling thread only?"""
-    return solo_ns > 0 and kernel_ns(instrs) < solo_ns
+    """Should this kernel run on the calling thread only? (Too little work, or work one thread must do.)"""
+    if solo_ns <= 0:
+        return False
+    if all(ins.kind in THREAD_LIMITS and THREAD_LIMITS[ins.kind](ins) <= 1 for ins in instrs):
+        return True
+    return kernel_ns(instrs) < solo_ns
 
 
 __all__ = ["DEFAULT_SOLO_NS", "SOLO_ENV", "instr_ns", "is_solo", "kernel_ns"]

@@ -101,3 +101,31 @@ def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 def is_f32(v: ir.Value) -> bool:
     return scalar_type(v.type) == F32
+
+
+def sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 logistic, overflow-free: ``1 / (1 + e)`` or ``e / (1 + e)`` with ``e = exp(-|x|)``
+    (the same as the Sigmoid emitter)."""
+    e = exp_f32(b, b.fneg(call_intrinsic(b, "fabs", [x])))
+    one = const_like(x.type, 1.0)
+    den = b.fadd(one, e)
+    return b.select(b.fcmp_ordered(">=", x, const_like(x.type, 0.0)), b.fdiv(one, den), b.fdiv(e, den))
+
+
+def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 ``tanh`` (Cephes' ``tanhf``): an odd polynomial below |x| = 0.625, else
+    ``1 - 2 / (exp(2|x|) + 1)`` with the sign of x; within a few ulps of libm, NaN stays NaN."""
+    t = x.type
+
+    def c(v: float) -> ir.Constant:
+        return const_like(t, v)
+
+    ax = call_intrinsic(b, "fabs", [x])
+    big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(exp_f32(b, b.fmul(ax, c(2.0))), c(1.0))))
+    big = call_intrinsic(b, "copysign", [big, x])
+    z = b.fmul(x, x)
+    p = c(-5.70498872745e-3)
+    for coef in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
+        p = fmul_add(b, p, z, c(coef))
+    small = fmul_add(b, b.fmul(p, z), x, x)
+    return b.select(b.fcmp_ordered("<", ax, c(0.625)), small, big)
