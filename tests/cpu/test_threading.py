@@ -120,3 +120,50 @@ def test_a_profile_gives_solo_kernels_one_thread() -> None:
     assert spans == [1, 2]
     assert all(len(k.spans) == 2 for k in run.kernels if "MatMul" in k.kind and k.flops > 1_000_000)
     assert len(run.idle()) == 2
+
+
+def test_results_do_not_depend_on_the_thread_count() -> None:
+    """What lets the runtime switch between one and every thread from run to run (``ThreadChooser``)."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array((rng.standard_normal((256, 512)) * 0.05).astype(np.float32), "w")
+    mk = helper.make_node
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [mk("MatMul", ["x", "w"], ["m"]), mk("Softmax", ["m"], ["s"], axis=-1),
+             mk("ReduceSum", ["m", "axes"], ["r"], keepdims=1), mk("Mul", ["s", "r"], ["y"])]
+    g = helper.make_graph(nodes, "bitwise", [helper.make_tensor_value_info("x", F, [128, 256])],
+                          [helper.make_tensor_value_info("y", F, [128, 512])], [w, axes])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = {"x": rng.standard_normal((128, 256)).astype(np.float32)}
+    net = glow_core.compile(m, "cpu", threads=2, options={"cache": False, "parallel_threshold": 0, "solo_ns": 0})
+    two = net.run(x)["y"]
+    net.executable.set_threads(1)
+    assert np.array_equal(net.run(x)["y"], two)
+
+
+def test_the_thread_chooser_keeps_the_faster_count_and_tries_the_other_again() -> None:
+    from glow_backend_cpu.runtime import ThreadChooser
+
+    c = ThreadChooser(2)
+    cost = {2: 1.0, 1: 3.0}  # an idle machine: two threads win
+    seen = []
+    for _ in range(200):
+        n = c.next()
+        seen.append(n)
+        c.record(n, cost[n])
+    assert seen[:8].count(1) == seen[:8].count(2) == 4  # each measured first
+    assert c.best == 2 and seen[100:].count(1) < 20  # then mostly the faster, with a few trials of the other
+    cost = {2: 5.0, 1: 3.0}  # the machine got busy: a descheduled worker makes two threads slower
+    for _ in range(200):
+        n = c.next()
+        c.record(n, cost[n])
+    assert c.best == 1
+
+
+def test_a_fixed_thread_count_turns_the_chooser_off() -> None:
+    net = glow_core.compile(_mixed(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 1})
+    assert net.executable._chooser is not None
+    net.executable.set_threads(2)
+    assert net.executable._chooser is None
+    off = glow_core.compile(_mixed(), "cpu", threads=2,
+                            options={"cache": False, "parallel_threshold": 1, "adaptive_threads": False})
+    assert off.executable._chooser is None

@@ -18,7 +18,11 @@ core, and what still cannot run is reported at compile time, every node at once.
   this on one thread runs on the calling thread alone (``workload.py``); a function
   whose kernels all do never wakes a worker. ``GLOW_CPU_SOLO_NS`` changes the
   default; ``parallel_threshold=0`` (every function on every thread) also makes it 0
-  unless ``solo_ns`` is given.
+  unless ``solo_ns`` is given;
+- ``adaptive_threads`` (bool; default true unless ``parallel_threshold=0``): runs
+  alternate between every thread and the calling thread alone until the faster is
+  known, then keep it, trying the other again now and then (``runtime.ThreadChooser``):
+  on a busy machine a descheduled worker makes every barrier wait, and one thread wins.
 """
 
 from __future__ import annotations
@@ -162,7 +166,7 @@ class CpuBackend(Backend):
         try:
             exe = CpuExecutable(function, lib, layout, consts, threads=threads,
                                 parallel=_work_elements(function) >= threshold and layout.parallel_kernels > 0,
-                                packed_image=image)
+                                packed_image=image, adaptive=bool(extra.get("adaptive_threads", threshold > 0)))
         except KeyError as e:  # pragma: no cover  (layout and function disagree)
             raise BackendError(f"cpu backend: compiled code does not match the function ({e})") from e
         except OSError:
