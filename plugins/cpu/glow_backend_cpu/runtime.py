@@ -108,7 +108,7 @@ class ThreadChooser:
 
     On an idle machine a parallel run is faster; when other processes keep the cores busy a worker
     may be descheduled and every barrier then waits for it, so one thread can be faster. The chooser
-    runs ``TRIAL`` runs with each count, then keeps the faster (by the median of the last runs of
+    runs ``TRIAL`` measured runs with each count (the first run of each is a warm-up), then keeps the faster (by the median of the last runs of
     each) and every ``EXPLORE`` runs tries the other again for ``TRIAL`` runs, since the load changes.
     Results do not depend on the thread count (kernels split their outputs, never a sum).
     """
@@ -124,6 +124,8 @@ class ThreadChooser:
         self.best = many
         self._trying: int | None = None
         self._left = 0
+        #: the first run of a count is not measured (it starts the worker threads, touches fresh pages)
+        self._warm: set[int] = set()
 
     def _median(self, n: int) -> float:
         t = sorted(self.times[n])
@@ -143,6 +145,9 @@ class ThreadChooser:
         return self.best
 
     def record(self, n: int, seconds: float) -> None:
+        if n not in self._warm:
+            self._warm.add(n)
+            return
         self.runs += 1
         times = self.times[n]
         times.append(seconds)
