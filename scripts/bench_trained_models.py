@@ -250,6 +250,22 @@ def prepare(spec: TrainedModel, cache: Path, seed: int = 0) -> tuple[Path, Path]
     return model, feeds
 
 
+def prepare_synthetic(name: str, cache: Path) -> tuple[Path, Path]:
+    """A small model built here with seeded weights (``synthetic_models.SYNTHETIC``)."""
+    import onnx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from synthetic_models import SYNTHETIC
+
+    models = cache / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    proto, feeds = SYNTHETIC[name][1]()
+    model = models / f"{name}.onnx"
+    onnx.save(proto, str(model))
+    np.savez(models / f"{name}.inputs.npz", **feeds)
+    return model, models / f"{name}.inputs.npz"
+
+
 def prepare_zoo(name: str, cache: Path, seed: int = 0) -> tuple[Path, Path]:
     import onnx
 
@@ -495,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--models", default=",".join(m.name for m in MODELS), help="comma-separated names")
     ap.add_argument("--zoo", default="", help="comma-separated light zoo models to add (random weights)")
+    ap.add_argument("--synthetic", default="",
+                    help="comma-separated small synthetic models to add (syn-gru, syn-bigru, syn-lstm, syn-audio; "
+                         "scripts/synthetic_models.py)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "glow-bench",
                     help="where wheels and models go (outside the repository)")
     ap.add_argument("--contention", action="store_true", help="run a busy process during the measurement")
@@ -508,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown engine(s) {unknown}; choose from {', '.join(RUNNERS)}")
     by_name = {m.name: m for m in MODELS}
-    wanted = [n.strip() for n in args.models.split(",") if n.strip()]
+    wanted = [n.strip() for n in args.models.split(",") if n.strip() and n.strip() != "none"]
     missing = [n for n in wanted if n not in by_name]
     if missing:
         ap.error(f"unknown model(s) {missing}; choose from {', '.join(by_name)}")
@@ -517,6 +536,14 @@ def main(argv: list[str] | None = None) -> int:
         (n, by_name[n].covers, lambda n=n: prepare(by_name[n], args.cache)) for n in wanted]
     jobs += [(f"zoo:{z}", "light zoo model, random weights", lambda z=z: prepare_zoo(z, args.cache))
              for z in (s.strip() for s in args.zoo.split(",")) if z]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from synthetic_models import SYNTHETIC
+
+    for s in (s.strip() for s in args.synthetic.split(",")):
+        if s and s not in SYNTHETIC:
+            ap.error(f"unknown synthetic model {s}; choose from {', '.join(SYNTHETIC)}")
+        if s:
+            jobs.append((s, SYNTHETIC[s][0], lambda s=s: prepare_synthetic(s, args.cache)))
     busy = _busy() if args.contention else None
     results = []
     try:

@@ -69,6 +69,13 @@ def conv_params64(conv: Node) -> tuple[np.ndarray, np.ndarray]:
     return w.astype(np.float64), (np.zeros(m) if b is None else b.astype(np.float64))
 
 
+def _all_finite(a: np.ndarray) -> bool:
+    """Every element finite, without a float64 copy of a large filter when numpy's isfinite takes the kind."""
+    if a.dtype.kind == "f":
+        return bool(np.isfinite(a).all())
+    return bool(np.isfinite(a.astype(np.float64)).all())
+
+
 def rebuild_conv(fn: Function, conv: Node, anchor: Node, w64: np.ndarray, b64: np.ndarray) -> Node | None:
     """A copy of ``conv`` with new filter and bias (cast back to its element kind), before ``anchor``.
 
@@ -79,7 +86,7 @@ def rebuild_conv(fn: Function, conv: Node, anchor: Node, w64: np.ndarray, b64: n
     with np.errstate(all="ignore"):
         w_new = w64.astype(w_old.type.dtype)
         b_new = b64.astype(conv.result.type.dtype)
-    if not (np.isfinite(w_new.astype(np.float64)).all() and np.isfinite(b_new.astype(np.float64)).all()):
+    if not (_all_finite(w_new) and _all_finite(b_new)):
         return None
     wc = add_constant_like(fn, w_new, w_old, f"{conv.name}.folded_filter")
     bc = fn.add_constant(np.ascontiguousarray(b_new), f"{conv.name}.folded_bias")

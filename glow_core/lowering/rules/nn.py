@@ -129,6 +129,8 @@ def _conv_transpose(b: Builder, node: Node) -> list[Value]:
     cg = c // g
     bias_c = b.cast(bias, ct) if bias is not None else None
     w_in = b.input(1)
+    if _patches_apply(x, kernel, strides, pads, dil, g, out):
+        return [finish(b, node, _conv_transpose_patches(b, x, w, bias_c, kernel, out))]
     if ct.is_float and not (isinstance(w_in, Constant) and np.isfinite(w_in.payload).all()):
         # the zeros of the Conv form meet every weight: 0 * inf would be NaN where the result is +-inf
         return [finish(b, node, _conv_transpose_taps(b, node, x, w, bias_c, out))]
@@ -156,6 +158,34 @@ def _conv_transpose(b: Builder, node: Node) -> list[Value]:
     y = b.emit1("Conv", [x, wt, bias_c], strides=(1,) * nd, pads=tuple(conv_pads_begin + conv_pads_end),
                 dilations=tuple(dil), group=g)
     return [finish(b, node, y)]
+
+
+def _patches_apply(x: Value, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+                   dil: Sequence[int], g: int, out: Sequence[int]) -> bool:
+    """The kernel tiles the output exactly (stride = kernel, no padding or dilation, one group): every output
+    element is one tap of one input position, so the layer is a matrix product (an upsampling ``2x2 / 2``)."""
+    nd = len(kernel)
+    return (g == 1 and tuple(strides) == tuple(kernel) and not any(pads) and all(d == 1 for d in dil)
+            and tuple(out[2:]) == tuple(x.type.shape[2 + i] * kernel[i] for i in range(nd))
+            and x.type.size > 0 and math.prod(kernel) > 0)
+
+
+def _conv_transpose_patches(b: Builder, x: Value, w: Value, bias: Value | None, kernel: Sequence[int],
+                            out: Sequence[int]) -> Value:
+    """``Y[n, m, s*k + t] = sum_c X[n, c, s] W[c, m, t]``: ``W^T [M*K, C] @ X [N, C, S]``, then each input
+    position's ``M x K`` patch moved into place (a reshape and one transpose); no zero-inserted input."""
+    nd = len(kernel)
+    n, c = x.type.shape[:2]
+    m = w.type.shape[1]
+    spatial = x.type.shape[2:]
+    wm = b.transpose(b.reshape(w, (c, m * math.prod(kernel))), (1, 0))
+    y = matmul(b, wm, b.reshape(x, (n, c, math.prod(spatial))))  # N, M*K, S
+    y = b.reshape(y, (n, m) + tuple(kernel) + tuple(spatial))
+    perm = (0, 1) + tuple(p for i in range(nd) for p in (2 + nd + i, 2 + i))
+    y = b.reshape(b.transpose(y, perm), tuple(out))
+    if bias is not None:
+        y = b.add(y, per_channel(b, bias, len(out)))
+    return y
 
 
 def _place(b: Builder, t: Value, axis: int, shift: int, length: int) -> Value:

@@ -13,7 +13,16 @@ core, and what still cannot run is reported at compile time, every node at once.
   before each); ``executable.profile()`` gives seconds per kernel of the last run;
 - ``parallel_threshold`` (elements, default 32768): a function that moves
   fewer elements than this in total runs on one thread (handing work to other
-  threads costs more than it saves); ``GLOW_CPU_PARALLEL_THRESHOLD`` changes the default.
+  threads costs more than it saves); ``GLOW_CPU_PARALLEL_THRESHOLD`` changes the default;
+- ``solo_ns`` (nanoseconds, default 20000): a kernel estimated to take less than
+  this on one thread runs on the calling thread alone (``workload.py``); a function
+  whose kernels all do never wakes a worker. ``GLOW_CPU_SOLO_NS`` changes the
+  default; ``parallel_threshold=0`` (every function on every thread) also makes it 0
+  unless ``solo_ns`` is given;
+- ``adaptive_threads`` (bool; default true unless ``parallel_threshold=0``): runs
+  alternate between every thread and the calling thread alone until the faster is
+  known, then keep it, trying the other again now and then (``runtime.ThreadChooser``):
+  on a busy machine a descheduled worker makes every barrier wait, and one thread wins.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from glow_backend_cpu.emit import load_all
 from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
 from glow_backend_cpu.target import Library, host_codegen
+from glow_backend_cpu.workload import DEFAULT_SOLO_NS, SOLO_ENV
 from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import get_kind
@@ -57,6 +67,16 @@ def _work_elements(function: Function) -> int:
     for n in function.nodes:
         total += sum(v.type.size for v in n.inputs if v is not None) + sum(o.type.size for o in n.outputs)
     return total
+
+
+def thread_options(extra: Mapping[str, Any]) -> tuple[int, float]:
+    """(parallel_threshold in elements, solo_ns) from the compile options and the environment."""
+    threshold = int(extra.get("parallel_threshold", os.environ.get(THRESHOLD_ENV, DEFAULT_PARALLEL_THRESHOLD)))
+    default_solo = 0 if threshold == 0 else os.environ.get(SOLO_ENV, DEFAULT_SOLO_NS)
+    solo = float(extra.get("solo_ns", default_solo))
+    if solo < 0 or threshold < 0:
+        raise BackendError(f"cpu backend: parallel_threshold and solo_ns must be >= 0, got {threshold} and {solo}")
+    return threshold, solo
 
 
 class CpuBackend(Backend):
@@ -113,13 +133,13 @@ class CpuBackend(Backend):
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
         use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
-        threshold = int(extra.get("parallel_threshold",
-                                  os.environ.get(THRESHOLD_ENV, DEFAULT_PARALLEL_THRESHOLD)))
+        threshold, solo_ns = thread_options(extra)
         profile = bool(extra.get("profile", False))
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}
         t0 = time.perf_counter()
-        key = object_cache.key(function, {"debug": options.debug, "profile": profile}, cg.identity) if use_cache else ""
+        key = object_cache.key(function, {"debug": options.debug, "profile": profile, "solo_ns": solo_ns},
+                               cg.identity) if use_cache else ""
         timings["key"] = time.perf_counter() - t0
         hit = object_cache.load(key) if use_cache else None
         lir = None
@@ -134,7 +154,7 @@ class CpuBackend(Backend):
             lir = options.build_lir(function, debug=options.debug)
             timings["lir"] = time.perf_counter() - t1
             t2 = time.perf_counter()
-            module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile)
+            module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
             timings["irgen"] = time.perf_counter() - t2
             lib = cg.compile_module(module)
             timings.update(lib.timings)
@@ -145,7 +165,8 @@ class CpuBackend(Backend):
         consts = {c.name: c.payload for c in function.constants}
         try:
             exe = CpuExecutable(function, lib, layout, consts, threads=threads,
-                                parallel=_work_elements(function) >= threshold, packed_image=image)
+                                parallel=_work_elements(function) >= threshold and layout.parallel_kernels > 0,
+                                packed_image=image, adaptive=bool(extra.get("adaptive_threads", threshold > 0)))
         except KeyError as e:  # pragma: no cover  (layout and function disagree)
             raise BackendError(f"cpu backend: compiled code does not match the function ({e})") from e
         except OSError:
@@ -164,6 +185,6 @@ class CpuBackend(Backend):
         """An ahead-of-time bundle: NAME.o, NAME.h, NAME.weights.bin, NAME.json (``bundle.py``)."""
         from glow_backend_cpu.bundle import save_bundle
 
-        threshold = int(dict(options.extra).get("parallel_threshold",
-                                                os.environ.get(THRESHOLD_ENV, DEFAULT_PARALLEL_THRESHOLD)))
-        return save_bundle(function, options, bundle, Path(out_dir), parallel=_work_elements(function) >= threshold)
+        threshold, solo_ns = thread_options(dict(options.extra))
+        return save_bundle(function, options, bundle, Path(out_dir), parallel=_work_elements(function) >= threshold,
+                           solo_ns=solo_ns)

@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from glow_backend_cpu import __version__
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, Layout, align_up, generate
+from glow_backend_cpu.workload import DEFAULT_SOLO_NS
 from glow_backend_cpu.helpers import I8, I8P, I32, I64, for_range, i64, memset
 from glow_backend_cpu.target import EXTERNAL_SYMBOLS, Codegen, _init_llvm
 from glow_core.errors import BackendError
@@ -363,14 +364,14 @@ def weights_c_array(name: str, data: bytes) -> str:
 
 # -- writing a bundle ------------------------------------------------------------------------------------
 def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptions, out_dir: Path,
-                parallel: bool) -> list[Path]:
+                parallel: bool, solo_ns: float = DEFAULT_SOLO_NS) -> list[Path]:
     """Compile ``function`` into NAME.o / NAME.h / NAME.weights.bin (/ .txt) / NAME.json in ``out_dir``."""
     name = check_bundle_name(bundle.name)
     threads = max(1, int(bundle.threads))
     cg = target_codegen(bundle.target, bundle.cpu, bundle.features)
     lir = options.build_lir(function, debug=options.debug)
-    module, layout = generate(cg, lir, name=f"glow_{name}")
-    run_threads = threads if parallel else 1
+    module, layout = generate(cg, lir, name=f"glow_{name}", solo_ns=solo_ns)
+    run_threads = threads if parallel and layout.parallel_kernels > 0 else 1
     areas = plan_areas(layout, threads)
     image = weights_image(layout, {c.name: c.payload for c in function.constants}, areas)
     embedded = None

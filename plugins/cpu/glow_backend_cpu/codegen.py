@@ -20,10 +20,18 @@ emitter (``emit.context.EMITTERS``); kernels whose IR is identical (same kind,
 shapes, attributes, alignment; pointers are arguments, emitter constants go
 through a per-call table) are emitted once. Consecutive element-wise
 instructions where each result feeds the next and dies there are fused into
-one loop (:func:`find_steps`). A spin barrier separates instructions that
+one loop (:func:`find_steps`). A barrier separates instructions that
 touch the same bytes (read after write, write after read or write); the
 arena reuses bytes of dead activations, so hazards are tracked on byte ranges,
 not on values.
+
+A kernel whose estimated work is too small to pay for a second thread
+(``workload.py``) is *solo*: only thread 0 calls it, with ``tid = 0,
+nthreads = 1`` folded into its code, and no barrier separates it from the solo
+kernels before it (they ran on the same thread); a barrier is needed only
+where it touches bytes a parallel kernel since the last barrier touched, or a
+parallel kernel touches bytes it did. ``Layout.parallel_kernels`` counts the
+others; with none, the runtime never wakes a worker.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from glow_backend_cpu.helpers import I8P, I64, VOID, i64, memcpy, partition_bloc
 from glow_backend_cpu.profiling import Stamper, describe_step
 from glow_backend_cpu.sync import emit_barrier_function, emit_error_functions, emit_worker_functions
 from glow_backend_cpu.target import Codegen
+from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
 from glow_core.errors import UnsupportedError
 from glow_core.lir import ALIGNMENT, LIRFunction, LValue, Weight
 from glow_core.lir.instructions import Effect
@@ -91,6 +100,8 @@ class Layout:
     kernels_emitted: int = 0
     barriers: int = 0
     fused: int = 0
+    #: kernels every thread runs a share of (the others run on thread 0 alone: ``workload.py``)
+    parallel_kernels: int = 0
     #: with profiling: per kernel, its LIR instructions (``profiling.describe_step``; stamps in ``glow_profile``)
     profile: list[dict[str, Any]] = field(default_factory=list)
     #: the memory plan's report (``MemoryReport`` fields), kept for cache hits
@@ -105,13 +116,18 @@ class _Step:
     reads: list[Loc]
     writes: list[Loc]
     kind: str
+    #: run by thread 0 alone (too little work for a second thread: ``workload.is_solo``)
+    solo: bool = False
 
 
 class LIRCodegen:
     """Builds the module of one LIR function (see the module doc)."""
 
-    def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False) -> None:
+    def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
+                 solo_ns: float = DEFAULT_SOLO_NS) -> None:
         self.cg = codegen
+        #: kernels estimated below this many ns run on thread 0 only (0: every kernel on every thread)
+        self.solo_ns = solo_ns
         #: stamp a cycle counter before and after every kernel on every thread (``profiling.Stamper``)
         self.profile = profile
         self.lir = lir
@@ -249,7 +265,7 @@ class LIRCodegen:
             if op.value is not None:
                 writes.append(self.loc(op.value))
         kind = chain[0].kind if len(chain) == 1 else "+".join(c.kind for c in chain)
-        return _Step(chain, reads, writes, kind)
+        return _Step(chain, reads, writes, kind, is_solo(chain, self.solo_ns))
 
     # -- kernels -------------------------------------------------------------------------------------
     def _operand(self, v: LValue | None, arg: ir.Value | None) -> Operand | None:
@@ -301,6 +317,8 @@ class LIRCodegen:
             scratch_used[0] = align_up(off + int(nbytes))
             return eb.gep(scratch_arg, [i64(off)], inbounds=True)
 
+        if step.solo:  # thread 0 alone: the partitioning folds away
+            tid, nthreads = i64(0), i64(1)
         ctx = EmitContext(self.module, b, self.cg.target, tid, nthreads, fn, add_constant, scratch)
         argmap = {id(v): a for v, a in zip(values, ptr_args)}
         first = step.instrs[0]
@@ -421,10 +439,10 @@ class LIRCodegen:
             self.emit_step(i, step)
         self.layout.kernels = len(steps)
         self._compact_constants()
-        barrier = emit_barrier_function(self.module, self.cg.is_x86)
+        linux_x86 = self.cg.triple.startswith("x86_64") and "linux" in self.cg.triple
+        barrier = emit_barrier_function(self.module, self.cg.is_x86, futex=linux_x86)
         emit_error_functions(self.module)
         main = self._emit_main(steps, barrier)
-        linux_x86 = self.cg.triple.startswith("x86_64") and "linux" in self.cg.triple
         emit_worker_functions(self.module, main, self.cg.is_x86, futex=linux_x86)
         return self.module
 
@@ -438,36 +456,46 @@ class LIRCodegen:
         scratch = b.gep(bases[REGION_SCRATCH], [b.mul(tid, i64(self.layout.scratch_stride))], inbounds=True)
         max_cargs = max((len(c[2]) for c in self._calls), default=0)
         cargs = b.alloca(I8P, size=max(max_cargs, 1), name="cargs")
-        pending_r: list[Loc] = []
-        pending_w: list[Loc] = []
+        # what kernels since the last barrier read and wrote: [parallel kernels, solo kernels]
+        pending_r: list[list[Loc]] = [[], []]
+        pending_w: list[list[Loc]] = [[], []]
         stamper = Stamper(self.module, b, tid, len(steps)) if self.profile else None
         if stamper is not None:
             stamper.start()
         for index, (step, (kfn, slots, const_offsets)) in enumerate(zip(steps, self._calls)):
-            hazard = any(w.overlaps(p) for w in step.writes for p in pending_r + pending_w) or \
-                any(r.overlaps(p) for r in step.reads for p in pending_w)
+            # a solo kernel is ordered after the solo kernels before it (same thread); only parallel ones race
+            groups = (0,) if step.solo else (0, 1)
+            seen_r = [loc for g in groups for loc in pending_r[g]]
+            seen_w = [loc for g in groups for loc in pending_w[g]]
+            hazard = any(w.overlaps(p) for w in step.writes for p in seen_r + seen_w) or \
+                any(r.overlaps(p) for r in step.reads for p in seen_w)
             if hazard:
                 b.call(barrier, [nthreads])
                 self.layout.barriers += 1
-                pending_r, pending_w = [], []
+                pending_r, pending_w = [[], []], [[], []]
             for k, off in enumerate(const_offsets):
                 b.store(b.gep(bases[REGION_PACKED], [i64(off)], inbounds=True),
                         b.gep(cargs, [i64(k)], inbounds=True))
             if stamper is not None:
                 stamper.before(index)
-            args = [tid, nthreads, scratch, cargs]
+            args = [i64(0) if step.solo else tid, i64(1) if step.solo else nthreads, scratch, cargs]
             for region, off, t in slots:
                 args.append(b.bitcast(b.gep(bases[region], [i64(off)], inbounds=True), t))
-            b.call(kfn, args)
+            if step.solo:
+                with b.if_then(b.icmp_signed("==", tid, i64(0))):
+                    b.call(kfn, args)
+            else:
+                b.call(kfn, args)
+                self.layout.parallel_kernels += 1
             if stamper is not None:
                 stamper.after(index)
-            pending_r += step.reads
-            pending_w += step.writes
+            pending_r[int(step.solo)] += step.reads
+            pending_w[int(step.solo)] += step.writes
         b.call(barrier, [nthreads])
         self.layout.barriers += 1
         if stamper is not None:
             stamper.end()
-            self.layout.profile = [describe_step(s.instrs) for s in steps]
+            self.layout.profile = [dict(describe_step(s.instrs), solo=s.solo) for s in steps]
         b.ret_void()
         return fn
 
@@ -512,9 +540,9 @@ def storage_type_of(array: np.ndarray) -> ir.Type:
 
 
 def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *,
-             profile: bool = False) -> tuple[ir.Module, Layout]:
+             profile: bool = False, solo_ns: float = DEFAULT_SOLO_NS) -> tuple[ir.Module, Layout]:
     """The LLVM module and region layout of ``lir``."""
-    g = LIRCodegen(codegen, lir, name, profile=profile)
+    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns)
     return g.build(), g.layout
 
 

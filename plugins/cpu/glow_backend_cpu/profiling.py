@@ -70,10 +70,19 @@ def _gemm(ins: Any) -> int:
     return 2 * math.prod(_shape(ins.outs[0])) * k
 
 
+def _recurrent(ins: Any) -> int:  # input projection and recurrent product of every step and direction
+    if len(ins.ins) < 3:
+        return 0
+    seq, batch, inp = _shape(ins.ins[0])
+    dirs, gh, hid = _shape(ins.ins[2])
+    return 2 * seq * batch * dirs * gh * (inp + hid)
+
+
 #: LIR instruction kind -> FLOPs of one instruction (2 x multiply-accumulates); other kinds have none
 FLOP_RULES: Mapping[str, Callable[[Any], int]] = {
     "Conv": _conv, "FusedConv": _conv, "ConvTranspose": _conv_transpose,
     "MatMul": _matmul, "FusedMatMul": _matmul, "Gemm": _gemm, "FusedGemm": _gemm,
+    "GRU": _recurrent, "LSTM": _recurrent, "RNN": _recurrent,
 }
 
 
@@ -154,7 +163,7 @@ class KernelTime:
 
     @property
     def seconds(self) -> float:
-        """Mean busy time over the threads (each thread runs its share of every kernel)."""
+        """Mean busy time over the threads that ran it (each runs its share; a solo kernel has one)."""
         return float(np.mean([e - s for s, e in self.spans])) if self.spans else 0.0
 
     @property
@@ -200,7 +209,7 @@ class ProfileRun:
         Gaps are barrier waits; long ones on a loaded machine are a worker that was descheduled."""
         out = []
         for t in range(self.threads):
-            spans = sorted(k.spans[t] for k in self.kernels)
+            spans = sorted(k.spans[t] for k in self.kernels if t < len(k.spans))
             busy = sum(e - s for s, e in spans)
             gaps = [max(b[0] - a[1], 0.0) for a, b in zip(spans, spans[1:])]
             out.append((busy, sum(gaps), sum(1 for g in gaps if g > long)))
@@ -230,7 +239,9 @@ def read_profile(stamps: np.ndarray, steps: Sequence[Mapping[str, Any]], threads
     sec = (rows - t0).astype(np.float64) / rate
     kernels = []
     for k, step in enumerate(steps):
-        spans = [(float(sec[t, 1 + 2 * k]), float(sec[t, 2 + 2 * k])) for t in range(threads)]
+        # a solo kernel (``workload.py``) runs on thread 0 alone: the other threads only skip it
+        ran = 1 if step.get("solo") else threads
+        spans = [(float(sec[t, 1 + 2 * k]), float(sec[t, 2 + 2 * k])) for t in range(ran)]
         kernels.append(KernelTime(k, str(step["kind"]), list(step["instrs"]), spans))
     span = float(sec[:, -1].max())
     return ProfileRun(kernels, threads, wall, span)

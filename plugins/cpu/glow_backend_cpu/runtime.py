@@ -103,6 +103,61 @@ class WorkerPool:
                 t.join()
 
 
+class ThreadChooser:
+    """Picks, run after run, between all the threads and the calling thread alone, by measured time.
+
+    On an idle machine a parallel run is faster; when other processes keep the cores busy a worker
+    may be descheduled and every barrier then waits for it, so one thread can be faster. The chooser
+    runs ``TRIAL`` measured runs with each count (the first run of each is a warm-up), then keeps the faster (by the median of the last runs of
+    each) and every ``EXPLORE`` runs tries the other again for ``TRIAL`` runs, since the load changes.
+    Results do not depend on the thread count (kernels split their outputs, never a sum).
+    """
+
+    TRIAL = 4
+    EXPLORE = 64
+    KEEP = 9
+
+    def __init__(self, many: int) -> None:
+        self.counts = (many, 1)
+        self.times: dict[int, list[float]] = {many: [], 1: []}
+        self.runs = 0
+        self.best = many
+        self._trying: int | None = None
+        self._left = 0
+        #: the first run of a count is not measured (it starts the worker threads, touches fresh pages)
+        self._warm: set[int] = set()
+
+    def _median(self, n: int) -> float:
+        t = sorted(self.times[n])
+        return t[len(t) // 2] if t else math.inf
+
+    def next(self) -> int:
+        """The thread count of the next run."""
+        if self._left > 0 and self._trying is not None:
+            return self._trying
+        for n in self.counts:  # measure each count first
+            if len(self.times[n]) < self.TRIAL:
+                return n
+        if self.runs % self.EXPLORE == 0:
+            self._trying = self.counts[1] if self.best == self.counts[0] else self.counts[0]
+            self._left = self.TRIAL
+            return self._trying
+        return self.best
+
+    def record(self, n: int, seconds: float) -> None:
+        if n not in self._warm:
+            self._warm.add(n)
+            return
+        self.runs += 1
+        times = self.times[n]
+        times.append(seconds)
+        if len(times) > self.KEEP:
+            del times[0]
+        if self._left > 0:
+            self._left -= 1
+        self.best = min(self.counts, key=self._median)
+
+
 def _close_pool(pool: WorkerPool | None) -> None:
     if pool is not None:
         pool.close()
@@ -112,7 +167,8 @@ class CpuExecutable(CompiledFunction):
     """A compiled function of the cpu backend: object code, region layout, worker threads."""
 
     def __init__(self, function: Function, library: Library, layout: Layout, constants: Mapping[str, np.ndarray],
-                 *, threads: int, parallel: bool = True, packed_image: str | None = None) -> None:
+                 *, threads: int, parallel: bool = True, packed_image: str | None = None,
+                 adaptive: bool = True) -> None:
         super().__init__(function)
         self.library = library
         self.layout = layout
@@ -163,6 +219,9 @@ class CpuExecutable(CompiledFunction):
         self._regions[2] = self._scratch.ctypes.data
         self._regions[REGION_PACKED] = self._packed.ctypes.data
         self._pool: WorkerPool | None = None
+        #: chooses between every thread and one by measured run time (``ThreadChooser``); None: fixed count
+        self._chooser: ThreadChooser | None = ThreadChooser(self.threads) \
+            if adaptive and parallel and self.threads > 1 and not layout.profile else None
         self._run_fn = _RUN_TYPE(library.address("glow_run"))
         self._finalizer = weakref.finalize(self, _close_pool, None)
 
@@ -184,6 +243,7 @@ class CpuExecutable(CompiledFunction):
         if not 1 <= n <= self.threads:
             raise InputError(f"threads must be between 1 and {self.threads} (the compiled count), got {n}")
         self.threads_in_use = n
+        self._chooser = None  # the caller decides from now on
 
     threads_in_use: int = 0
 
@@ -256,6 +316,8 @@ class CpuExecutable(CompiledFunction):
         n = self.threads_in_use or self.threads
         if not self.parallel:
             n = 1
+        elif self._chooser is not None:
+            n = self._chooser.next()
         regions = ctypes.cast(self._regions, ctypes.c_void_p).value
         pool = self._workers(n)
         self._last_run_threads = min(n, profiling.MAX_THREADS)
@@ -269,6 +331,8 @@ class CpuExecutable(CompiledFunction):
                 self._run_fn(pool.ctl.ctypes.data, regions, n)
         finally:
             self._last_run_seconds = time.perf_counter() - t0
+            if self._chooser is not None:
+                self._chooser.record(n, self._last_run_seconds)
         if self._get_error():
             self._clear_error()
             raise ExecutionError("an index is out of range for its axis (Gather / Scatter / ... indices); "

@@ -3,9 +3,11 @@
 ``glow_barrier(i64 nthreads)`` is a sense-reversing barrier on two module
 globals (an arrival counter and a generation number): the last thread to
 arrive resets the counter and bumps the generation; the others spin on the
-generation with ``pause``, and after :data:`SPINS_BEFORE_YIELD` rounds call
-``sched_yield()`` on every round, so a machine with more runnable threads than
-cores (oversubscription) does not livelock. One thread returns at once.
+generation with ``pause`` for :data:`SPINS_BEFORE_YIELD` rounds, then block:
+on Linux x86-64 they sleep on a futex on the generation (the last thread wakes
+them when any sleeps), elsewhere they call ``sched_yield()`` on every round. A
+machine with more runnable threads than cores (another busy process) thus gets
+the core back instead of losing it to a spinning waiter. One thread returns at once.
 
 ``glow_error`` is a flag kernels set (``set_error``) when an input is out of
 range at run time (an index beyond its axis); they clamp and go on, so the
@@ -18,7 +20,10 @@ from llvmlite import ir
 
 from glow_backend_cpu.helpers import I32, I64, VOID, i64, intrinsic
 
-SPINS_BEFORE_YIELD = 4000
+#: pause rounds a thread waits in the barrier before it sleeps (a futex on Linux x86-64, else sched_yield)
+SPINS_BEFORE_YIELD = 2000
+SYS_FUTEX_X86_64 = 202
+FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 ERROR_GLOBAL = "glow_error"
 
 
@@ -32,13 +37,14 @@ def _global(module: ir.Module, name: str, t: ir.Type) -> ir.GlobalVariable:
     return g  # type: ignore[no-any-return]
 
 
-def emit_barrier_function(module: ir.Module, is_x86: bool) -> ir.Function:
+def emit_barrier_function(module: ir.Module, is_x86: bool, futex: bool = False) -> ir.Function:
     """``void glow_barrier(i64 nthreads)`` (see the module doc)."""
     existing = module.globals.get("glow_barrier")
     if existing is not None:
         return existing  # type: ignore[no-any-return]
     count = _global(module, "glow_barrier_count", I64)
-    gen = _global(module, "glow_barrier_gen", I64)
+    gen = _global(module, "glow_barrier_gen", I32)
+    sleepers = _global(module, "glow_barrier_sleepers", I32)
     fn = ir.Function(module, ir.FunctionType(VOID, [I64]), name="glow_barrier")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -54,30 +60,49 @@ def emit_barrier_function(module: ir.Module, is_x86: bool) -> ir.Function:
     b = ir.IRBuilder(entry)
     b.cbranch(b.icmp_signed("<=", nthreads, i64(1)), done, arrive)
     b.position_at_end(arrive)
-    g0 = b.load_atomic(gen, "acquire", 8)
+    g0 = b.load_atomic(gen, "seq_cst", 4)
     old = b.atomic_rmw("add", count, i64(1), "acq_rel")
     b.cbranch(b.icmp_signed("==", old, b.sub(nthreads, i64(1))), last, wait)
     b.position_at_end(last)
     b.store_atomic(i64(0), count, "monotonic", 8)
-    b.atomic_rmw("add", gen, i64(1), "release")
+    b.atomic_rmw("add", gen, ir.Constant(I32, 1), "seq_cst")
+    if futex:  # wake the threads that went to sleep (a waiter counts itself in before it sleeps)
+        asleep = b.load_atomic(sleepers, "seq_cst", 4)
+        with b.if_then(b.icmp_signed(">", asleep, ir.Constant(I32, 0)), likely=False):
+            futex_call(b, gen, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
     b.branch(done)
     b.position_at_end(wait)
     b.branch(spin)
     b.position_at_end(spin)
     n = b.phi(I64, name="spins")
     n.add_incoming(i64(0), wait)
-    g1 = b.load_atomic(gen, "acquire", 8)
-    b.cbranch(b.icmp_signed("!=", g1, g0), done, relax)
+    g1 = b.load_atomic(gen, "acquire", 4)
+    b.cbranch(b.icmp_unsigned("!=", g1, g0), done, relax)
     b.position_at_end(relax)
     if is_x86:
         b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
     with b.if_then(b.icmp_signed(">", n, i64(SPINS_BEFORE_YIELD)), likely=False):
-        b.call(intrinsic(module, "sched_yield", I32, []), [])
+        if futex:  # bounded spin, then block: a busy machine gets the core back
+            b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+            futex_call(b, gen, FUTEX_WAIT_PRIVATE, g0)
+            b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+        else:
+            b.call(intrinsic(module, "sched_yield", I32, []), [])
     n.add_incoming(b.add(n, i64(1)), b.block)
     b.branch(spin)
     b.position_at_end(done)
     b.ret_void()
     return fn
+
+
+def futex_call(b: ir.IRBuilder, word: ir.Value, op: int, val: ir.Value) -> None:
+    """``syscall(SYS_futex, word, op, val, NULL)`` (Linux x86-64; ``word`` is an i32*)."""
+    module = b.module
+    i8p = ir.IntType(8).as_pointer()
+    syscall = module.globals.get("syscall") or ir.Function(
+        module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")  # long syscall(long, ...)
+    b.call(syscall, [i64(SYS_FUTEX_X86_64), b.bitcast(word, i8p), ir.Constant(I32, op), val,
+                     ir.Constant(i8p, None)])
 
 
 def emit_error_functions(module: ir.Module) -> None:
@@ -103,10 +128,12 @@ def set_error(builder: ir.IRBuilder, code: int = 1) -> None:
 # The control block (``CTL_*`` byte offsets, 64 bytes, owned by the runtime):
 CTL_GEN, CTL_SLEEPERS, CTL_STOP, CTL_NTHREADS, CTL_REGIONS = 0, 4, 8, 16, 24
 CTL_BYTES = 64
-#: rounds a worker spins on the generation before it sleeps (a few tens of microseconds)
+#: rounds a worker spins on the generation before it sleeps (where there is no cycle counter)
 WORKER_SPINS = 3000
-SYS_FUTEX_X86_64 = 202
-FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+#: x86: time-stamp-counter cycles a worker spins after its last share before it sleeps (about 0.1 ms): a
+#: run that follows within that time finds it awake, since waking a sleeping thread costs tens of
+#: microseconds (more on a busy machine) and would cost more than a small kernel's share
+WORKER_SPIN_CYCLES = 300_000
 
 
 def _field(b: ir.IRBuilder, ctl: ir.Value, offset: int, t: ir.Type) -> ir.Value:
@@ -125,15 +152,7 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     runs its own share. No Python runs between the threads' shares of a run.
     """
     i8p = ir.IntType(8).as_pointer()
-    syscall = None
-    if futex:
-        syscall = module.globals.get("syscall") or ir.Function(
-            module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")  # long syscall(long, ...)
     yield_fn = intrinsic(module, "sched_yield", I32, [])
-
-    def futex_call(b: ir.IRBuilder, addr: ir.Value, op: int, val: ir.Value) -> None:
-        assert syscall is not None
-        b.call(syscall, [i64(SYS_FUTEX_X86_64), addr, ir.Constant(I32, op), val, ir.Constant(i8p, None)])
 
     # glow_worker(i8* ctl, i64 k)
     fn = ir.Function(module, ir.FunctionType(VOID, [i8p, I64]), name="glow_worker")
@@ -155,6 +174,8 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(wait)
     mine = b.phi(I32, name="seen")
     mine.add_incoming(start_gen, fn.entry_basic_block)
+    clock = intrinsic(module, "llvm.x86.rdtsc", I64, []) if is_x86 else None
+    since = b.call(clock, []) if clock is not None else None
     b.branch(spin)
     b.position_at_end(spin)
     spins = b.phi(I64, name="spins")
@@ -165,7 +186,10 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(sleep)
     if is_x86:
         b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
-    more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
+    if clock is not None:  # spin for a bounded time (the TSC), whatever a pause costs on this CPU
+        more = b.icmp_signed("<", b.sub(b.call(clock, []), since), i64(WORKER_SPIN_CYCLES))
+    else:
+        more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
     cont = fn.append_basic_block("spin.more")
     park = fn.append_basic_block("park")
     b.cbranch(more, cont, park)
@@ -175,7 +199,7 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(park)
     if futex:
         b.atomic_rmw("add", sleepers_p, ir.Constant(I32, 1), "seq_cst")
-        futex_call(b, b.bitcast(gen_p, i8p), FUTEX_WAIT_PRIVATE, mine)
+        futex_call(b, gen_p, FUTEX_WAIT_PRIVATE, mine)
         b.atomic_rmw("sub", sleepers_p, ir.Constant(I32, 1), "seq_cst")
     else:
         b.call(yield_fn, [])
@@ -206,7 +230,7 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
         if futex:
             asleep = b.load_atomic(_field(b, ctl, CTL_SLEEPERS, I32), "seq_cst", 4)
             with b.if_then(b.icmp_signed(">", asleep, ir.Constant(I32, 0))):
-                futex_call(b, b.bitcast(gen_p, i8p), FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
+                futex_call(b, gen_p, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
     b.call(entry, [regions, i64(0), n])
     b.ret_void()
 
@@ -218,5 +242,5 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     gen_p = _field(b, ctl, CTL_GEN, I32)
     b.atomic_rmw("add", gen_p, ir.Constant(I32, 1), "seq_cst")
     if futex:
-        futex_call(b, b.bitcast(gen_p, i8p), FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
+        futex_call(b, gen_p, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
     b.ret_void()

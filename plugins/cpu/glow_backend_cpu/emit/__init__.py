@@ -17,7 +17,7 @@ import threading
 
 log = logging.getLogger("glow.cpu")
 
-FAST_MODULES = ("gemm", "matmul", "conv", "pool")
+FAST_MODULES = ("gemm", "matmul", "conv", "pool", "recurrent")
 MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax")
 FALLBACK_MODULES = ("naive_linalg",)
 

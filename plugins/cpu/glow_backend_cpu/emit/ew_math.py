@@ -101,3 +101,68 @@ def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 def is_f32(v: ir.Value) -> bool:
     return scalar_type(v.type) == F32
+
+
+def sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 logistic, overflow-free: ``1 / (1 + e)`` or ``e / (1 + e)`` with ``e = exp(-|x|)``
+    (the same as the Sigmoid emitter)."""
+    e = exp_f32(b, b.fneg(call_intrinsic(b, "fabs", [x])))
+    one = const_like(x.type, 1.0)
+    den = b.fadd(one, e)
+    return b.select(b.fcmp_ordered(">=", x, const_like(x.type, 0.0)), b.fdiv(one, den), b.fdiv(e, den))
+
+
+def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 ``tanh`` (Cephes' ``tanhf``): an odd polynomial below |x| = 0.625, else
+    ``1 - 2 / (exp(2|x|) + 1)`` with the sign of x; within a few ulps of libm, NaN stays NaN."""
+    t = x.type
+
+    def c(v: float) -> ir.Constant:
+        return const_like(t, v)
+
+    ax = call_intrinsic(b, "fabs", [x])
+    big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(exp_f32(b, b.fmul(ax, c(2.0))), c(1.0))))
+    big = call_intrinsic(b, "copysign", [big, x])
+    z = b.fmul(x, x)
+    p = c(-5.70498872745e-3)
+    for coef in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
+        p = fmul_add(b, p, z, c(coef))
+    small = fmul_add(b, b.fmul(p, z), x, x)
+    return b.select(b.fcmp_ordered("<", ax, c(0.625)), small, big)
+
+
+#: erf(x) / x as a polynomial in x^2 on |x| < 1, and x * erfc(x) * exp(x^2) as a polynomial in 1 / x on
+#: 1 <= |x| < 4: least-squares fits (numpy ``polyfit``, degrees 6 and 10) to Python's ``math.erf`` /
+#: ``math.erfc`` on 4000 Chebyshev points of each interval, rounded to float32. Evaluated in float32 they
+#: stay within 2.2e-7 relative (two ulps) of the correctly rounded erf; erfc(4) is below half an ulp of 1.
+ERF_SMALL = (1.1283791065216064, -0.3761262595653534, 0.11283597350120544, -0.02685432881116867,
+             0.005189312621951103, -0.0008018859080038965, 7.882500358391553e-05)
+ERF_LARGE = (0.5643100738525391, -0.00294695096090436, -0.24997766315937042, -0.2044740617275238,
+             1.254138469696045, -2.1728217601776123, 2.2522597312927246, -1.5344014167785645,
+             0.6773870587348938, -0.17656144499778748, 0.0206716600805521)
+
+
+def _horner(b: ir.IRBuilder, coefs: tuple[float, ...], t: ir.Value) -> ir.Value:
+    p = const_like(t.type, coefs[-1])
+    for c in coefs[-2::-1]:
+        p = fmul_add(b, p, t, const_like(t.type, c))
+    return p
+
+
+def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 ``erf`` (one pass, no libm calls): ``x * P(x^2)`` below |x| = 1, else
+    ``sign(x) * (1 - exp(-x^2) * Q(1/|x|) / |x|)``, 1 from |x| = 4 on; NaN stays NaN."""
+    t = x.type
+
+    def c(v: float) -> ir.Constant:
+        return const_like(t, v)
+
+    ax = call_intrinsic(b, "fabs", [x])
+    z = b.fmul(x, x)
+    small = b.fmul(x, _horner(b, ERF_SMALL, z))
+    u = b.fdiv(c(1.0), b.select(b.fcmp_ordered("<", ax, c(1.0)), c(1.0), ax))  # no division by 0 in the lanes
+    erfc = b.fmul(b.fmul(exp_f32(b, b.fneg(z)), _horner(b, ERF_LARGE, u)), u)
+    big = call_intrinsic(b, "copysign", [b.fsub(c(1.0), erfc), x])
+    big = b.select(b.fcmp_ordered(">=", ax, c(4.0)), call_intrinsic(b, "copysign", [c(1.0), x]), big)
+    res = b.select(b.fcmp_ordered("<", ax, c(1.0)), small, big)
+    return b.select(b.fcmp_unordered("uno", x, x), x, res)
