@@ -123,6 +123,15 @@ class NodeContext:
         return i < len(self.node.input) and self.node.input[i] != ""
 
     def input(self, i: int) -> Value | None:
+        v = self.operand(i)
+        if v is not None and not isinstance(v, Value):
+            raise GlowTypeError(f"{self.where()}: operand {i} ('{self.node.input[i]}') is a sequence or optional "
+                                "value; this operator takes a tensor there",
+                                hint="take the tensor out first (SequenceAt, OptionalGetElement)")
+        return v
+
+    def operand(self, i: int) -> Any:
+        """Operand ``i`` as imported: a tensor value, a sequence or optional (importer/structured.py), or None."""
         if not self.has_input(i):
             return None
         return self.importer.value(self.node.input[i], self.where())

@@ -6,3 +6,4 @@ from glow_core.importer.rules import movement_gen, movement_index, movement_resi
 from glow_core.importer.rules import nn_quant  # noqa: F401,E402  (nn helper)
 from glow_core.importer.rules import nn_seq  # noqa: F401,E402  (nn helper)
 from glow_core.importer.rules import nn_spatial  # noqa: F401,E402  (nn helper)
+from glow_core.importer.rules import sequence  # noqa: F401,E402  (sequences and optionals)
