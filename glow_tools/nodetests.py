@@ -4,7 +4,9 @@ Each case ends in one of:
 
 - ``pass``: every output matches as ONNX's runner compares (rtol 1e-3,
   atol 1e-7 for floats, two bfloat16 ulps for bfloat16; exact for integers
-  and bools; dtypes and shapes equal);
+  and bools; dtypes and shapes equal; sequences element by element). The
+  cases in :data:`ATOL_OVERRIDES`, whose expected data is itself off the exact
+  answer by more than 1e-7, get the larger atol given there with the reason;
 - ``unsupported``: glow raised an :class:`UnsupportedError` (a clear, deliberate refusal);
 - ``wrong``: glow produced outputs that do not match (a wrong answer: a bug);
 - ``error``: any other failure (a bug too), including a time-out and an
@@ -59,6 +61,14 @@ ATOL = 1e-7
 #: ONNX's runner allows two bfloat16 ulps
 BFLOAT16_RTOL = 2.0**-6
 STATUSES = ("pass", "unsupported", "wrong", "error")
+#: cases whose expected data is itself further than ATOL from the exact answer: (atol, why). Each entry is
+#: measured; the interpreter (which computes as onnx.reference does) still passes them at ATOL.
+ATOL_OVERRIDES: dict[str, tuple[float, str]] = {
+    **{name: (1e-6, "the expected values come from a single-precision FFT (numpy >= 2, as onnx.reference): "
+                    "imaginary parts that are exactly 0 read 1.9e-7 there; a lowered DFT computed in float64 "
+                    "gives the exact 0, 1.9e-7 away")
+       for name in ("test_dft_inverse", "test_dft_inverse_opset19")},
+}
 #: characters of the message kept as the reason in an expectations file
 REASON_CHARS = 150
 #: a case running longer than this (seconds) ends in "error"
@@ -294,8 +304,9 @@ def run_case(case: Path, backend: str = "interpreter", *, timeout: float | None 
                 got = rep.run(list(ins))
                 if len(got) != len(outs):
                     return result("wrong", f"{len(got)} outputs, expected {len(outs)}")
+                atol = ATOL_OVERRIDES.get(name, (ATOL, ""))[0]
                 for i, (e, a) in enumerate(zip(outs, got)):
-                    ok, msg, err = compare(e, a)
+                    ok, msg, err = compare(e, a, atol=atol)
                     max_err = max(max_err, err)
                     if not ok:
                         return result("wrong", f"output {i}: {msg}", err)

@@ -1,0 +1,36 @@
+"""Generators of the signal kinds: DFT and STFT (``glow_core.ir.defs.signal``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from glow_conformance.gen import Build, Variant, generator
+from glow_conformance.gen.common import FLOATS, arr
+from glow_core.ir.types import ElemKind
+
+
+@generator("DFT", elems=FLOATS)
+def _dft(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def build(shape: tuple[int, ...], axis: int, length: int, inverse: int, onesided: int) -> Build:
+        def b(rng: np.random.Generator) -> Variant:
+            return Variant([arr(elem, shape, rng)],
+                           {"axis": axis, "length": length, "inverse": inverse, "onesided": onesided})
+
+        return b
+
+    return {"complex": build((2, 8, 2), 1, 8, 0, 0), "real-padded": build((2, 6, 1), 1, 9, 0, 0),
+            "onesided": build((3, 7, 1), 1, 7, 0, 1), "inverse-truncated": build((2, 8, 2), 1, 5, 1, 0),
+            "real-inverse": build((2, 5, 2), 1, 8, 1, 1), "inner-axis": build((2, 4, 3, 2), 2, 3, 0, 0)}
+
+
+@generator("STFT", elems=FLOATS)
+def _stft(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def build(window: bool, onesided: int) -> Build:
+        def b(rng: np.random.Generator) -> Variant:
+            x = arr(elem, (2, 24, 1), rng)
+            w = np.hanning(8).astype(elem.dtype) if window else None
+            return Variant([x, w], {"frame_step": 3, "frame_length": 8, "onesided": onesided})
+
+        return b
+
+    return {"plain": build(False, 1), "window-twosided": build(True, 0)}
