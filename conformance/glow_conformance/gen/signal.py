@@ -1,4 +1,4 @@
-"""Generators of the signal kinds: DFT and STFT (``glow_core.ir.defs.signal``)."""
+"""Generators of the signal and linear-algebra kinds: DFT, STFT (``ir/defs/signal.py``), Det (``ir/defs/linalg.py``)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,19 @@ def _stft(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Bu
         return b
 
     return {"plain": build(False, 1), "window-twosided": build(True, 0)}
+
+
+@generator("Det", elems=FLOATS)
+def _det(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def build(shape: tuple[int, ...], swap: bool) -> Build:
+        def b(rng: np.random.Generator) -> Variant:
+            x = rng.uniform(-2, 2, shape)
+            if swap:  # a zero leading pivot forces a row exchange; a repeated row makes one matrix singular
+                x[..., 0, 0] = 0
+                x[0, 1, :] = x[0, 0, :]
+            return Variant([x.astype(elem.dtype)])
+
+        return b
+
+    return {"batch-3x3": build((4, 3, 3), False), "pivoting-singular": build((2, 4, 4), True),
+            "one": build((3, 1, 1), False)}

@@ -10,3 +10,4 @@ from glow_core.lowering.rules import nn_seq  # noqa: F401,E402  (neural-net help
 from glow_core.lowering.rules import nn_spatial  # noqa: F401,E402  (neural-net helper: spatial sampling kinds)
 from glow_core.lowering.rules import movement, movement_index, movement_resize  # noqa: F401,E402  (movement helper)
 from glow_core.lowering.rules import signal  # noqa: F401,E402  (DFT, STFT)
+from glow_core.lowering.rules import linalg  # noqa: F401,E402  (Det)
