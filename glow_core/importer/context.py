@@ -124,6 +124,11 @@ class NodeContext:
 
     def input(self, i: int) -> Value | None:
         v = self.operand(i)
+        if v is not None and not isinstance(v, Value) and hasattr(v, "padded"):  # importer/structured.py
+            raise UnsupportedError(
+                f"{self.where()}: operand {i} ('{self.node.input[i]}') is a result of data-dependent size (of "
+                f"{v.producer}); glow supports such a result only as a model output",
+                hint="glow compiles for static shapes; the caller trims that output to its count")
         if v is not None and not isinstance(v, Value):
             raise GlowTypeError(f"{self.where()}: operand {i} ('{self.node.input[i]}') is a sequence or optional "
                                 "value; this operator takes a tensor there",

@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from glow_core import budget
-from glow_core.errors import GlowTypeError, ImportShapeError, InputError, ModelError, UnsupportedError
+from glow_core.errors import ExecutionError, GlowTypeError, ImportShapeError, InputError, ModelError, UnsupportedError
 from glow_core.ir.graph import Value
 from glow_core.ir.types import ElemKind
 
@@ -58,7 +58,21 @@ class OptValue:
     type_proto: Any = None
 
 
-Structured = Union[SeqValue, OptValue]
+@dataclass(frozen=True)
+class RaggedValue:
+    """A result of data-dependent size (NonMaxSuppression, Unique): ``padded`` at its largest size along
+    ``axis``, of which the first ``count`` (an int64 scalar value) entries are the ONNX value.
+
+    It can only be a model output: the caller trims it (:func:`rebuild`); a node reading it is refused.
+    """
+
+    padded: Value
+    count: Value
+    axis: int
+    producer: str
+
+
+Structured = Union[SeqValue, OptValue, RaggedValue]
 
 
 @dataclass(frozen=True)
@@ -87,8 +101,15 @@ def kind_of(tp: onnx.TypeProto) -> str:
     return tp.WhichOneof("value") or "tensor_type"
 
 
+def count_name(name: str) -> str:
+    """The flat output holding the row count of the data-dependent output ``name``."""
+    return f"{name}[count]"
+
+
 def describe(v: "Value | Structured | None") -> Any:
-    """How a flattened output rebuilds: "tensor", ("sequence", n), ("optional", inner or None)."""
+    """How a flattened output rebuilds: "tensor", ("sequence", n), ("optional", inner or None), ("ragged", axis)."""
+    if isinstance(v, RaggedValue):
+        return ("ragged", v.axis)
     if isinstance(v, SeqValue):
         return ("sequence", len(v.items))
     if isinstance(v, OptValue):
@@ -98,6 +119,8 @@ def describe(v: "Value | Structured | None") -> Any:
 
 def flat_outputs(name: str, v: "Value | Structured") -> list[tuple[str, Value]]:
     """The (flat name, tensor) pairs an output value becomes."""
+    if isinstance(v, RaggedValue):
+        return [(name, v.padded), (count_name(name), v.count)]
     if isinstance(v, SeqValue):
         return [(item_name(name, i), x) for i, x in enumerate(v.items)]
     if isinstance(v, OptValue):
@@ -111,6 +134,13 @@ def rebuild(name: str, how: Any, outs: Mapping[str, np.ndarray]) -> Any:
         return outs[name]
     if how[0] == "sequence":
         return [outs[item_name(name, i)] for i in range(how[1])]
+    if how[0] == "ragged":
+        padded = outs[name]
+        n = int(outs[count_name(name)])
+        if not 0 <= n <= padded.shape[how[1]]:
+            raise ExecutionError(f"output '{name}': count {n} outside [0, {padded.shape[how[1]]}]",
+                                 hint="this is a bug in the backend")
+        return np.take(padded, np.arange(n), axis=how[1])
     return None if how[1] is None else rebuild(name, how[1], outs)
 
 
@@ -200,6 +230,8 @@ def as_sequence(v: Any, where: str) -> SeqValue:
 
 
 def what_is(v: Any) -> str:
+    if isinstance(v, RaggedValue):
+        return f"a result of data-dependent size (of {v.producer})"
     if isinstance(v, SeqValue):
         return f"a sequence of {len(v.items)} tensors"
     if isinstance(v, OptValue):

@@ -1,4 +1,5 @@
-"""Generators of the signal and linear-algebra kinds: DFT, STFT (``ir/defs/signal.py``), Det (``ir/defs/linalg.py``)."""
+"""Generators of the signal, linear-algebra and data-dependent kinds: DFT, STFT (``ir/defs/signal.py``), Det
+(``ir/defs/linalg.py``), NonMaxSuppression, Unique (``ir/defs/detection.py``)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,32 @@ def _det(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Bui
 
     return {"batch-3x3": build((4, 3, 3), False), "pivoting-singular": build((2, 4, 4), True),
             "one": build((3, 1, 1), False)}
+
+
+@generator("NonMaxSuppression", elems=FLOATS)
+def _nms(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def build(center: int, thresholds: bool, k: int) -> Build:
+        def b(rng: np.random.Generator) -> Variant:
+            start = rng.uniform(0, 4, (2, 12, 2))
+            boxes = np.concatenate([start, start + rng.uniform(0.5, 3, (2, 12, 2))], axis=2)
+            scores = rng.permutation(np.linspace(0.05, 0.95, 2 * 3 * 12)).reshape(2, 3, 12)  # distinct
+            ops: list[np.ndarray | None] = [boxes.astype(elem.dtype), scores.astype(elem.dtype), None, None]
+            if thresholds:
+                ops[2:] = [np.array([0.3], elem.dtype), np.array([0.25], elem.dtype)]
+            return Variant(ops, {"max_per_class": k, "center_point_box": center})
+
+        return b
+
+    return {"corners": build(0, True, 5), "center-no-thresholds": build(1, False, 12), "none-kept": build(0, True, 0)}
+
+
+@generator("Unique", elems=FLOATS | {ElemKind.INT64, ElemKind.INT32, ElemKind.UINT8})
+def _unique(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def build(shape: tuple[int, ...], axis: int, sorted_: int) -> Build:
+        def b(rng: np.random.Generator) -> Variant:
+            return Variant([rng.integers(0, 3, shape).astype(elem.dtype)], {"axis": axis, "sorted": sorted_})
+
+        return b
+
+    return {"flat-sorted": build((4, 5), -1, 1), "flat-first-seen": build((17,), -1, 0),
+            "rows": build((6, 2), 0, 1), "inner-axis-first-seen": build((2, 5, 2), 1, 0)}

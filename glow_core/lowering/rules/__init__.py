@@ -11,3 +11,4 @@ from glow_core.lowering.rules import nn_spatial  # noqa: F401,E402  (neural-net 
 from glow_core.lowering.rules import movement, movement_index, movement_resize  # noqa: F401,E402  (movement helper)
 from glow_core.lowering.rules import signal  # noqa: F401,E402  (DFT, STFT)
 from glow_core.lowering.rules import linalg  # noqa: F401,E402  (Det)
+from glow_core.lowering.rules import detection  # noqa: F401,E402  (NonMaxSuppression, Unique)

@@ -21,3 +21,4 @@ from glow_core.reference.kernels import nn_spatial  # noqa: E402,F401  (nn helpe
 from glow_core.reference.kernels import fused  # noqa: E402,F401  (graph optimizer: fused kinds)
 from glow_core.reference.kernels import signal  # noqa: E402,F401  (DFT, STFT)
 from glow_core.reference.kernels import linalg  # noqa: E402,F401  (Det)
+from glow_core.reference.kernels import detection  # noqa: E402,F401  (NonMaxSuppression, Unique)
