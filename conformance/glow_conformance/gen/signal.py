@@ -1,5 +1,5 @@
 """Generators of the signal, linear-algebra and data-dependent kinds: DFT, STFT (``ir/defs/signal.py``), Det
-(``ir/defs/linalg.py``), NonMaxSuppression, Unique (``ir/defs/detection.py``)."""
+(``ir/defs/linalg.py``), NonMaxSuppression, Unique (``ir/defs/detection.py``), TfIdfVectorizer (``ir/defs/text.py``)."""
 
 from __future__ import annotations
 
@@ -80,3 +80,18 @@ def _unique(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, 
 
     return {"flat-sorted": build((4, 5), -1, 1), "flat-first-seen": build((17,), -1, 0),
             "rows": build((6, 2), 0, 1), "inner-axis-first-seen": build((2, 5, 2), 1, 0)}
+
+
+@generator("TfIdfVectorizer", elems={ElemKind.INT32, ElemKind.INT64})
+def _tfidf(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def build(mode: str, weights: tuple[float, ...], skip: int) -> Build:
+        def b(rng: np.random.Generator) -> Variant:
+            x = rng.integers(0, 4, (3, 9)).astype(elem.dtype)
+            return Variant([x], {"grams": (1, 2, 0, 1, 3, 3, 2, 0, 1), "gram_lengths": (1, 1, 2, 2, 3),
+                                 "gram_columns": (0, 1, 2, 3, 4), "max_skip": skip, "out_size": 6, "mode": mode,
+                                 "weights": weights})
+
+        return b
+
+    return {"tf-skips": build("TF", (), 2), "idf-weights": build("IDF", (0.5, 1, 2, 3, 4, 5), 1),
+            "tfidf": build("TFIDF", (0.5, 1, 2, 3, 4, 5), 0)}

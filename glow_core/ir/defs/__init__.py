@@ -13,3 +13,4 @@ from glow_core.ir.defs import fused  # noqa: F401,E402  (graph optimizer: fused 
 from glow_core.ir.defs import signal  # noqa: F401,E402  (DFT, STFT)
 from glow_core.ir.defs import linalg  # noqa: F401,E402  (Det)
 from glow_core.ir.defs import detection  # noqa: F401,E402  (NonMaxSuppression, Unique)
+from glow_core.ir.defs import text  # noqa: F401,E402  (TfIdfVectorizer)

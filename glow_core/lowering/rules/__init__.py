@@ -12,3 +12,4 @@ from glow_core.lowering.rules import movement, movement_index, movement_resize  
 from glow_core.lowering.rules import signal  # noqa: F401,E402  (DFT, STFT)
 from glow_core.lowering.rules import linalg  # noqa: F401,E402  (Det)
 from glow_core.lowering.rules import detection  # noqa: F401,E402  (NonMaxSuppression, Unique)
+from glow_core.lowering.rules import text  # noqa: F401,E402  (TfIdfVectorizer)

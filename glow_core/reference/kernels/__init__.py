@@ -22,3 +22,4 @@ from glow_core.reference.kernels import fused  # noqa: E402,F401  (graph optimiz
 from glow_core.reference.kernels import signal  # noqa: E402,F401  (DFT, STFT)
 from glow_core.reference.kernels import linalg  # noqa: E402,F401  (Det)
 from glow_core.reference.kernels import detection  # noqa: E402,F401  (NonMaxSuppression, Unique)
+from glow_core.reference.kernels import text  # noqa: E402,F401  (TfIdfVectorizer)
