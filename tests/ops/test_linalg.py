@@ -96,3 +96,46 @@ def test_swiglu_does_not_broadcast() -> None:
     a, b = np.zeros((2, 4), np.float32), np.zeros((1, 4), np.float32)
     with pytest.raises((GlowTypeError, ModelError), match="same type and shape|SwiGLU"):
         glow_compile(_model("SwiGLU", {"a": a, "b": b}, [2, 4], opset=28), "interpreter")
+
+
+def _flex_model(q, k, v, **attrs) -> onnx.ModelProto:
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+           for n, a in (("Q", q), ("K", k), ("V", v))]
+    out = helper.make_tensor_value_info("Y", helper.np_dtype_to_tensor_dtype(v.dtype),
+                                        [q.shape[0], q.shape[1], q.shape[2], v.shape[3]])
+    node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview", **attrs)
+    return helper.make_model(helper.make_graph([node], "g", ins, [out]),
+                             opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+
+
+def _causal_score_mod() -> onnx.GraphProto:
+    """Scores + a [L, S] mask constant (0 / -inf above the diagonal), through an initializer of the subgraph."""
+    mask = np.triu(np.full((4, 6), -np.inf, np.float32), 1)
+    return helper.make_graph([helper.make_node("Add", ["s", "mask"], ["out"])], "score_mod",
+                             [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                             [onnx.numpy_helper.from_array(mask, "mask")])
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("case", ["plain", "gqa-scaled", "fp16", "causal", "precision64"])
+def test_flex_attention_matches_onnx_reference(backend: str, case: str) -> None:
+    dtype = np.float16 if case == "fp16" else np.float32
+    hk = 2 if case == "gqa-scaled" else 4
+    q = RNG.standard_normal((2, 4, 4, 8)).astype(dtype)
+    k = RNG.standard_normal((2, hk, 6, 8)).astype(dtype)
+    v = RNG.standard_normal((2, hk, 6, 5)).astype(dtype)
+    attrs = {"gqa-scaled": {"scale": 0.3}, "causal": {"score_mod": _causal_score_mod()},
+             "precision64": {"softmax_precision": TensorProto.DOUBLE}}.get(case, {})
+    m = _flex_model(q, k, v, **attrs)
+    want = ReferenceEvaluator(m).run(None, {"Q": q, "K": k, "V": v})[0]
+    got = _run(m, [q, k, v], backend)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3 if case == "fp16" else 1e-5,
+                               atol=2e-3 if case == "fp16" else 1e-6)
+
+
+def test_flex_attention_head_counts_must_divide() -> None:
+    q, k = np.zeros((1, 3, 2, 4), np.float32), np.zeros((1, 2, 2, 4), np.float32)
+    with pytest.raises((GlowTypeError, ModelError)):
+        glow_compile(_flex_model(q, k, k), "interpreter")

@@ -182,3 +182,38 @@ def test_too_long_a_sequence_is_refused() -> None:
     m = _model([node], [_tin("x", [5000])], [_seq("s")])
     with pytest.raises(BudgetError, match="a sequence of 5000 tensors"):
         glow_compile(m, "interpreter")
+
+
+def _body(nodes: list[onnx.NodeProto], ins: list[onnx.ValueInfoProto], outs: list[onnx.ValueInfoProto]) -> onnx.GraphProto:
+    return helper.make_graph(nodes, "body", ins, outs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sequence_map_inlines_the_body_per_element(backend: str) -> None:
+    # body(x) -> (x + t, shape(x)), 't' read from the enclosing graph; the body's names come and go per element
+    body = _body([helper.make_node("Add", ["x", "t"], ["y"]), helper.make_node("Shape", ["x"], ["shp"])],
+                 [_tin("x", None)], [_tin("y", None), _tin("shp", [2], TensorProto.INT64)])
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("SequenceMap", ["s"], ["sums", "shapes"], body=body)]
+    m = _model(nodes, [_tin("a", [2, 3]), _tin("b", [4, 3]), _tin("c", [1, 3]), _tin("t", [1, 3])],
+               [_seq("sums"), helper.make_value_info("shapes", helper.make_sequence_type_proto(
+                   helper.make_tensor_type_proto(TensorProto.INT64, [2]))), _tin("r", [2, 3])])
+    t = np.full((1, 3), 10, np.float32)
+    # (onnx.reference's SequenceMap cannot read outer-scope names: checked against numpy)
+    sums, shapes, r = onnx_backend.prepare(m, backend=backend).run([A, B, C, t])
+    for got, x in zip(sums, (A, B, C)):
+        np.testing.assert_array_equal(got, x + t)
+    np.testing.assert_array_equal(shapes[1], [4, 3])
+    np.testing.assert_array_equal(r, np.maximum(A, 0))
+
+
+def test_sequence_map_body_with_an_unsupported_op_is_refused_clearly() -> None:
+    from glow_core.errors import UnsupportedOpsError
+
+    body = _body([helper.make_node("Bernoulli", ["x"], ["y"])], [_tin("x", None)], [_tin("y", None)])
+    nodes = [helper.make_node("SequenceConstruct", ["a"], ["s"]),
+             helper.make_node("SequenceMap", ["s"], ["out"], body=body)]
+    m = _model(nodes, [_tin("a", [2, 3])], [_seq("out")])
+    with pytest.raises(UnsupportedOpsError, match="Bernoulli"):
+        glow_compile(m, "interpreter")

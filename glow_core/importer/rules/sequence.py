@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from glow_core import budget
-from glow_core.errors import GlowTypeError, ModelError
+from glow_core.errors import GlowTypeError, ModelError, UnsupportedError
 from glow_core.importer.context import NodeContext, import_rule, onnx_elem
 from glow_core.importer.rules.movement import reshape
 from glow_core.importer.structured import OptValue, SeqValue, Structured, as_sequence, what_is
+from glow_core.importer.subgraph import graph_attr, inline
 from glow_core.ir.graph import Value
 from glow_core.ir.types import ElemKind, normalize_axis
 
@@ -206,3 +207,36 @@ def _optional_get_element(ctx: NodeContext) -> list[Any]:
                              hint="guard it with OptionalHasElement and If, or pass a value")
         return [v.value]
     return [v]  # opset 18: a tensor or a sequence is its own element
+
+
+@import_rule("SequenceMap")
+def _sequence_map(ctx: NodeContext) -> list[Any]:
+    """The body inlined once per element (``importer/subgraph.py``); sequence operands give their i-th
+    element, tensor operands themselves; each body output becomes a sequence."""
+    ctx.check_attrs(["body"])
+    body = graph_attr(ctx, "body")
+    if body is None:
+        raise ModelError(f"{ctx.where()}: the 'body' attribute is required")
+    first = _seq(ctx, 0)
+    operands = [ctx.operand(i) for i in range(ctx.num_inputs)]
+    for i, v in enumerate(operands[1:], 1):
+        if isinstance(v, (SeqValue, OptValue)) and len(as_sequence(v, ctx.where())) != len(first):
+            raise ModelError(f"{ctx.where()}: sequence operand {i} holds {len(as_sequence(v, ctx.where()))} "
+                             f"tensors, operand 0 holds {len(first)}")
+    results: list[list[Value]] = [[] for _ in body.output]
+    for k in range(len(first)):
+        feeds = [as_sequence(v, ctx.where()).items[k] if isinstance(v, (SeqValue, OptValue)) else v
+                 for v in operands]
+        outs = inline(ctx, body, feeds, f"body (element {k})")
+        for acc, out in zip(results, outs):
+            if not isinstance(out, Value):
+                raise UnsupportedError(f"{ctx.where()}: body output {what_is(out)}; only tensor outputs are supported")
+            acc.append(out)
+    elems = [_body_elem(ctx, o.type) for o in body.output]
+    return [SeqValue(tuple(acc), acc[0].type.elem if acc else elem) for acc, elem in zip(results, elems)]
+
+
+def _body_elem(ctx: NodeContext, tp: Any) -> ElemKind | None:
+    from glow_core.importer.structured import elem_of_type
+
+    return elem_of_type(tp, ctx.where()) if tp.WhichOneof("value") else None
