@@ -11,3 +11,4 @@ from glow_core.importer.rules import signal  # noqa: F401,E402  (DFT, STFT, MelW
 from glow_core.importer.rules import linalg  # noqa: F401,E402  (Det, AffineGrid, SwiGLU)
 from glow_core.importer.rules import detection  # noqa: F401,E402  (NonMaxSuppression, Unique)
 from glow_core.importer.rules import text  # noqa: F401,E402  (TfIdfVectorizer)
+from glow_core.importer.rules import training  # noqa: F401,E402  (Adagrad, Momentum, Adam)
