@@ -12,3 +12,4 @@ from glow_core.importer.rules import linalg  # noqa: F401,E402  (Det, AffineGrid
 from glow_core.importer.rules import detection  # noqa: F401,E402  (NonMaxSuppression, Unique)
 from glow_core.importer.rules import text  # noqa: F401,E402  (TfIdfVectorizer)
 from glow_core.importer.rules import training  # noqa: F401,E402  (Adagrad, Momentum, Adam)
+from glow_core.importer.rules import ml  # noqa: F401,E402  (ai.onnx.ml: ArrayFeatureExtractor, Binarizer)

@@ -137,3 +137,26 @@ def _adam(ctx: NodeContext) -> list[Value]:
         vs.append(g.back(v_new, v))
         hs.append(g.back(h_new, h))
     return xs + vs + hs
+
+
+def batchnorm_training(ctx: NodeContext) -> list[Value]:
+    """BatchNormalization with training_mode=1 (opset >= 14): normalized with the batch's own mean and
+    (population) variance; outputs 2 and 3 are the running statistics momentum-averaged with them."""
+    x, scale, bias, mean, var = (ctx.req(i) for i in range(5))
+    if x.type.rank < 2 or not x.type.elem.is_float:
+        raise GlowTypeError(f"{ctx.where()}: input {x.type} must be a float [N, C, ...]")
+    c = x.shape[1]
+    axes = tuple(a for a in range(x.type.rank) if a != 1)
+    momentum, eps = float(ctx.attr("momentum", 0.9)), float(ctx.attr("epsilon", 1e-5))
+    g = _G(ctx)
+    xf = g.f64(x)
+    batch_mean = g.op("ReduceMean", xf, axes=axes, keepdims=True)
+    centered = g.sub(xf, batch_mean)
+    batch_var = g.op("ReduceMean", g.mul(centered, centered), axes=axes, keepdims=True)
+    bshape = (1, c) + (1,) * (x.type.rank - 2)
+    s64, b64 = (g.op("Reshape", g.f64(v), shape=bshape) for v in (scale, bias))
+    y = g.add(g.mul(g.div(centered, g.sqrt(g.add(batch_var, g.c(eps)))), s64), b64)
+    bm, bv = (g.op("Reshape", v, shape=(c,)) for v in (batch_mean, batch_var))
+    run_mean = g.add(g.mul(g.f64(mean), g.c(momentum)), g.mul(bm, g.c(1.0 - momentum)))
+    run_var = g.add(g.mul(g.f64(var), g.c(momentum)), g.mul(bv, g.c(1.0 - momentum)))
+    return [g.back(y, x), g.back(run_mean, mean), g.back(run_var, var)]
