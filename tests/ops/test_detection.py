@@ -135,3 +135,11 @@ def test_unique_nan_sorts_last_and_merges(backend: str) -> None:
     np.testing.assert_array_equal(idx, [2, 5, 0, 1])
     np.testing.assert_array_equal(cnt, [1, 1, 2, 2])
     np.testing.assert_array_equal(inv, [2, 3, 0, 3, 2, 1])
+
+
+def test_huge_unique_is_refused_not_run_for_minutes() -> None:
+    """Quadratic kernels have a bound: past it the cpu backend neither runs its kernel nor lowers it."""
+    pytest.importorskip("glow_backend_cpu")
+    m = _unique_model([200_000], TensorProto.FLOAT)
+    with pytest.raises(UnsupportedError, match="cannot run"):
+        glow_compile(m, "cpu")

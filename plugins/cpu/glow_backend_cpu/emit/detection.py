@@ -21,6 +21,7 @@ from llvmlite import ir
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.dtypes import UNSIGNED, compute_type, is_float, to_compute
 from glow_backend_cpu.helpers import I8, I64, elem_ptr, for_range, i64
+from glow_core.ir.graph import Node
 from glow_core.ir.types import FLOAT_KINDS, NUMERIC_KINDS, ElemKind
 
 
@@ -144,7 +145,24 @@ class _Nms:
             b.store(rows, self.count.ptr)
 
 
-@register_emitter("NonMaxSuppression", elems=FLOAT_KINDS | {ElemKind.INT64})
+#: most elementary steps (quadratic in the boxes / slices) a native kernel may take; larger problems are left to
+#: the lowering or refused, never a kernel that runs for minutes
+MAX_STEPS = 1 << 30
+
+
+def _nms_ok(node: Node) -> bool:
+    b, c, n = node.inputs[1].type.shape  # type: ignore[union-attr]
+    return b * c * n * n <= MAX_STEPS
+
+
+def _unique_ok(node: Node) -> bool:
+    x = node.inputs[0]
+    n = node.outputs[1].type.shape[0]
+    return n * n * max(x.type.size // max(n, 1), 1) <= MAX_STEPS  # type: ignore[union-attr]
+
+
+@register_emitter("NonMaxSuppression", elems=FLOAT_KINDS | {ElemKind.INT64}, when=_nms_ok,
+                  why=f"batches x classes x boxes^2 <= {MAX_STEPS}")
 def _nms(ctx: EmitContext, instr: Instr) -> None:
     _Nms(ctx, instr).emit()
 
@@ -299,6 +317,7 @@ class _Unique:
             self.write()
 
 
-@register_emitter("Unique", elems=NUMERIC_KINDS | {ElemKind.BOOL, ElemKind.INT64})
+@register_emitter("Unique", elems=NUMERIC_KINDS | {ElemKind.BOOL, ElemKind.INT64}, when=_unique_ok,
+                  why=f"elements^2 (slices^2 x slice size) <= {MAX_STEPS}")
 def _unique(ctx: EmitContext, instr: Instr) -> None:
     _Unique(ctx, instr).emit()
