@@ -21,6 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowTypeError, UnsupportedError
+from glow_core.importer.structured import RaggedValue
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
@@ -124,7 +125,7 @@ class NodeContext:
 
     def input(self, i: int) -> Value | None:
         v = self.operand(i)
-        if v is not None and not isinstance(v, Value) and hasattr(v, "padded"):  # importer/structured.py
+        if isinstance(v, RaggedValue):
             raise UnsupportedError(
                 f"{self.where()}: operand {i} ('{self.node.input[i]}') is a result of data-dependent size (of "
                 f"{v.producer}); glow supports such a result only as a model output",
