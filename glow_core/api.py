@@ -26,6 +26,7 @@ from glow_core.errors import (
 from glow_core.importer import load_model
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import has_control_flow
+from glow_core.importer.structured import OptShape, SeqShape
 from glow_core.ir.graph import Function, Node
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lircompiler import build_lir
@@ -245,15 +246,18 @@ def _check_model_arg(model: Any) -> str | os.PathLike[str] | onnx.ModelProto:
     )
 
 
-def _check_input_shapes(input_shapes: Any) -> dict[str, tuple[int, ...]] | None:
+def _check_input_shapes(input_shapes: Any) -> dict[str, Any] | None:
     if input_shapes is None:
         return None
     if not isinstance(input_shapes, Mapping):
         raise ImportShapeError(
             f"input_shapes must be a dict of input name -> shape, got {type(input_shapes).__name__}"
         )
-    out: dict[str, tuple[int, ...]] = {}
+    out: dict[str, Any] = {}
     for name, shape in input_shapes.items():
+        if isinstance(shape, (SeqShape, OptShape)):  # a sequence / optional input (glow_core/importer/structured.py)
+            out[str(name)] = shape
+            continue
         if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         try:

@@ -28,6 +28,7 @@ from onnx.backend.base import BackendRep, Device, DeviceType
 from glow_core.api import CompiledNetwork
 from glow_core.api import compile as glow_compile
 from glow_core.errors import DynamicValueError, InputError
+from glow_core.importer.structured import flatten_feed, kind_of, rebuild
 
 #: compiled networks kept per prepared model
 CACHE_SIZE = 16
@@ -46,14 +47,16 @@ class GlowRep(BackendRep):
         self.options = dict(options)
         inits = {t.name for t in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
+        self.input_types = {i.name: i.type for i in model.graph.input if i.name not in inits}
         self.output_names = [o.name for o in model.graph.output]
         self._bound: set[str] = set()  # inputs found to decide shapes
         self._cache: OrderedDict[tuple[Any, ...], CompiledNetwork] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+    def _feeds(self, inputs: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(input signatures, flat feeds): sequences and optionals flattened (importer/structured.py)."""
         if isinstance(inputs, Mapping):
-            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+            feeds = dict(inputs)
         else:
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]
@@ -61,23 +64,37 @@ class GlowRep(BackendRep):
             if len(inputs) > len(self.input_names):
                 raise InputError(f"{len(inputs)} inputs given; the model takes {len(self.input_names)}: "
                                  + ", ".join(self.input_names))
-            feeds = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
-        return feeds
+            feeds = dict(zip(self.input_names, inputs))
+        signatures: dict[str, Any] = {}
+        flat: dict[str, np.ndarray] = {}
+        for name, value in feeds.items():
+            tp = self.input_types.get(name)
+            if tp is None or kind_of(tp) == "tensor_type":
+                a = np.asarray(value)
+                signatures[name], flat[name] = tuple(a.shape), a
+            else:
+                signatures[name], items = flatten_feed(name, value, tp)
+                flat.update(items)
+        return signatures, flat
 
-    def compiled_for(self, feeds: Mapping[str, np.ndarray]) -> CompiledNetwork:
+    def compiled_for(self, feeds: Mapping[str, np.ndarray],
+                     signatures: Mapping[str, Any] | None = None) -> CompiledNetwork:
         while True:
             with self._lock:  # other threads add to _bound while this one compiles
                 bound = sorted(n for n in self._bound if n in feeds)
             key = (
                 tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
                 tuple((n, _digest(feeds[n])) for n in bound),
+                tuple(sorted((n, repr(s)) for n, s in (signatures or {}).items())),
             )
             with self._lock:
                 net = self._cache.get(key)
                 if net is not None:
                     self._cache.move_to_end(key)
                     return net
-            shapes = {n: tuple(a.shape) for n, a in feeds.items() if n not in bound}
+            if signatures is None:
+                signatures = {n: tuple(a.shape) for n, a in feeds.items()}
+            shapes = {n: s for n, s in signatures.items() if n not in bound}
             try:
                 net = glow_compile(
                     self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options
@@ -97,12 +114,14 @@ class GlowRep(BackendRep):
                     self._cache.popitem(last=False)
             return net
 
-    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        feeds = self._feeds(inputs)
-        net = self.compiled_for(feeds)
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """The outputs in order: arrays; a list of arrays for a sequence, None for an empty optional."""
+        signatures, feeds = self._feeds(inputs)
+        net = self.compiled_for(feeds, signatures)
         run_feeds = {n: a for n, a in feeds.items() if n in net.input_types}
         outs = net.run(run_feeds)
-        return tuple(outs[n] for n in self.output_names)
+        structure = net.function.structure
+        return tuple(rebuild(n, structure.get(n, "tensor"), outs) for n in self.output_names)
 
 
 class GlowBackend(OnnxBackendBase):

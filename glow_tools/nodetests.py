@@ -4,7 +4,9 @@ Each case ends in one of:
 
 - ``pass``: every output matches as ONNX's runner compares (rtol 1e-3,
   atol 1e-7 for floats, two bfloat16 ulps for bfloat16; exact for integers
-  and bools; dtypes and shapes equal);
+  and bools; dtypes and shapes equal; sequences element by element). The
+  cases in :data:`ATOL_OVERRIDES`, whose expected data is itself off the exact
+  answer by more than 1e-7, get the larger atol given there with the reason;
 - ``unsupported``: glow raised an :class:`UnsupportedError` (a clear, deliberate refusal);
 - ``wrong``: glow produced outputs that do not match (a wrong answer: a bug);
 - ``error``: any other failure (a bug too), including a time-out and an
@@ -59,6 +61,14 @@ ATOL = 1e-7
 #: ONNX's runner allows two bfloat16 ulps
 BFLOAT16_RTOL = 2.0**-6
 STATUSES = ("pass", "unsupported", "wrong", "error")
+#: cases whose expected data is itself further than ATOL from the exact answer: (atol, why). Each entry is
+#: measured; the interpreter (which computes as onnx.reference does) still passes them at ATOL.
+ATOL_OVERRIDES: dict[str, tuple[float, str]] = {
+    **{name: (1e-6, "the expected values come from a single-precision FFT (numpy >= 2, as onnx.reference): "
+                    "imaginary parts that are exactly 0 read 1.9e-7 there; a lowered DFT computed in float64 "
+                    "gives the exact 0, 1.9e-7 away")
+       for name in ("test_dft_inverse", "test_dft_inverse_opset19")},
+}
 #: characters of the message kept as the reason in an expectations file
 REASON_CHARS = 150
 #: a case running longer than this (seconds) ends in "error"
@@ -109,7 +119,8 @@ class _NotTensor(UnsupportedError):
     pass
 
 
-DataSet = tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]
+#: inputs and outputs: arrays, lists of arrays (sequences), None (empty optionals)
+DataSet = tuple[tuple[Any, ...], tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -123,16 +134,41 @@ class LoadedCase:
     load_error: UnsupportedError | None = None
 
 
-def _read_value(path: Path, type_proto: onnx.TypeProto | None) -> np.ndarray:
+def _read_value(path: Path, type_proto: onnx.TypeProto | None) -> Any:
+    """A tensor as an array; a sequence as a list; an optional as None or its content."""
     data = path.read_bytes()
     which = type_proto.WhichOneof("value") if type_proto is not None else "tensor_type"
+    if which == "sequence_type":
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(data)
+        return _from_sequence(seq, path)
+    if which == "optional_type":
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(data)
+        if opt.HasField("tensor_value"):
+            return _from_tensor(opt.tensor_value)
+        if opt.HasField("sequence_value"):
+            return _from_sequence(opt.sequence_value, path)
+        if opt.elem_type in (onnx.OptionalProto.UNDEFINED, onnx.OptionalProto.TENSOR, onnx.OptionalProto.SEQUENCE):
+            return None
+        raise _NotTensor(f"{path.name} holds an optional map; only tensors and sequences of them are supported")
     if which not in (None, "tensor_type"):
         raise _NotTensor(f"{path.name} holds a {which.replace('_type', '')} value; only tensors are supported")
     t = onnx.TensorProto()
     t.ParseFromString(data)
+    return _from_tensor(t)
+
+
+def _from_tensor(t: onnx.TensorProto) -> np.ndarray:
     if t.data_type == onnx.TensorProto.STRING:
         raise _NotTensor("string tensors are not supported")
     return numpy_helper.to_array(t)
+
+
+def _from_sequence(seq: onnx.SequenceProto, path: Path) -> list[np.ndarray]:
+    if seq.elem_type not in (onnx.SequenceProto.TENSOR, onnx.SequenceProto.UNDEFINED) or len(seq.sequence_values) or len(seq.map_values):
+        raise _NotTensor(f"{path.name} holds a sequence of non-tensors; only sequences of tensors are supported")
+    return [_from_tensor(t) for t in seq.tensor_values]
 
 
 def load_data_sets(case: Path, model: onnx.ModelProto) -> Iterator[DataSet]:
@@ -166,8 +202,31 @@ def _exact(dtype: np.dtype) -> bool:
     return dtype.kind == "V" and dtype.name.startswith(("int", "uint"))  # ml_dtypes int4 / uint4
 
 
-def compare(expected: np.ndarray, actual: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> tuple[bool, str, float]:
-    """ONNX-runner-style comparison; returns (ok, message, max abs error)."""
+def compare(expected: Any, actual: Any, rtol: float = RTOL, atol: float = ATOL) -> tuple[bool, str, float]:
+    """ONNX-runner-style comparison; returns (ok, message, max abs error).
+
+    Sequences (lists) compare element by element; an empty optional (None) only equals None.
+    """
+    if expected is None or actual is None:
+        same = expected is None and actual is None
+        return same, "" if same else ("an empty optional, expected a value" if actual is None
+                                      else "a value, expected an empty optional"), 0.0 if same else float("inf")
+    if isinstance(expected, list) or isinstance(actual, list):
+        if not (isinstance(expected, list) and isinstance(actual, list)):
+            return False, "a tensor where a sequence was expected (or the reverse)", float("inf")
+        if len(expected) != len(actual):
+            return False, f"a sequence of {len(actual)} tensors, expected {len(expected)}", float("inf")
+        worst = 0.0
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            ok, msg, err = compare(e, np.asarray(a), rtol, atol)
+            worst = max(worst, err)
+            if not ok:
+                return False, f"sequence element {i}: {msg}", err
+        return True, "", worst
+    return _compare_arrays(expected, np.asarray(actual), rtol, atol)
+
+
+def _compare_arrays(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float) -> tuple[bool, str, float]:
     if expected.dtype != actual.dtype:
         return False, f"dtype {actual.dtype}, expected {expected.dtype}", float("inf")
     if expected.shape != actual.shape:
@@ -245,8 +304,9 @@ def run_case(case: Path, backend: str = "interpreter", *, timeout: float | None 
                 got = rep.run(list(ins))
                 if len(got) != len(outs):
                     return result("wrong", f"{len(got)} outputs, expected {len(outs)}")
+                atol = ATOL_OVERRIDES.get(name, (ATOL, ""))[0]
                 for i, (e, a) in enumerate(zip(outs, got)):
-                    ok, msg, err = compare(e, np.asarray(a))
+                    ok, msg, err = compare(e, a, atol=atol)
                     max_err = max(max_err, err)
                     if not ok:
                         return result("wrong", f"output {i}: {msg}", err)

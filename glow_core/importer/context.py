@@ -21,6 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowTypeError, UnsupportedError
+from glow_core.importer.structured import RaggedValue
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
@@ -123,6 +124,20 @@ class NodeContext:
         return i < len(self.node.input) and self.node.input[i] != ""
 
     def input(self, i: int) -> Value | None:
+        v = self.operand(i)
+        if isinstance(v, RaggedValue):
+            raise UnsupportedError(
+                f"{self.where()}: operand {i} ('{self.node.input[i]}') is a result of data-dependent size (of "
+                f"{v.producer}); glow supports such a result only as a model output",
+                hint="glow compiles for static shapes; the caller trims that output to its count")
+        if v is not None and not isinstance(v, Value):
+            raise GlowTypeError(f"{self.where()}: operand {i} ('{self.node.input[i]}') is a sequence or optional "
+                                "value; this operator takes a tensor there",
+                                hint="take the tensor out first (SequenceAt, OptionalGetElement)")
+        return v
+
+    def operand(self, i: int) -> Any:
+        """Operand ``i`` as imported: a tensor value, a sequence or optional (importer/structured.py), or None."""
         if not self.has_input(i):
             return None
         return self.importer.value(self.node.input[i], self.where())

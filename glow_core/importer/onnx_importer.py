@@ -38,6 +38,7 @@ from glow_core.errors import (
 )
 from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
+from glow_core.importer.structured import OptShape, SeqShape, describe, flat_outputs, structured_input
 from glow_core.importer.subgraphs import all_nodes, node_uses
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -227,7 +228,8 @@ class OnnxImporter:
         checked: bool = False,
     ) -> None:
         self.proto = proto
-        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+        self.input_shapes = {k: v if isinstance(v, (SeqShape, OptShape)) else tuple(int(d) for d in v)
+                             for k, v in (input_shapes or {}).items()}
         self.bind = dict(bind or {})
         self.fn = Function(name)
         self.values: dict[str, Value] = {}
@@ -273,7 +275,7 @@ class OnnxImporter:
 
     def _rank_of(self, onnx_name: str) -> int | None:
         v = self.values.get(onnx_name)
-        return None if v is None else len(v.type.shape)
+        return len(v.type.shape) if isinstance(v, Value) else None
 
     # -- the import ----------------------------------------------------------
     def run(self) -> Function:
@@ -312,8 +314,12 @@ class OnnxImporter:
         else:
             for out in graph.output:
                 v = self.value(out.name, f"graph output '{out.name}'")
-                check_declared(out, v.type)
-                self.fn.set_output(out.name, v)
+                if isinstance(v, Value):
+                    check_declared(out, v.type)
+                else:  # a sequence or an optional: flattened into tensors (glow_core/importer/structured.py)
+                    self.fn.structure[out.name] = describe(v)
+                for flat, x in flat_outputs(out.name, v):
+                    self.fn.set_output(flat, x)
         self.fn.erase_unused_constants()
         self.fn.verify()
         return self.fn
@@ -433,7 +439,7 @@ class OnnxImporter:
         for name in node.output:
             want = inferred.get(name)
             got = self.values.get(name)
-            if want is None or got is None:
+            if want is None or not isinstance(got, Value):
                 continue
             if got.type.elem != want.elem or got.type.shape != want.shape:
                 raise GlowVerifyError(
@@ -488,7 +494,8 @@ class OnnxImporter:
         for vi in real_inputs:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type"):
-                raise UnsupportedError(f"input '{vi.name}' is not a tensor (sequence/map/optional inputs are not supported)")
+                self.values[vi.name] = structured_input(self, vi, self.input_shapes.get(vi.name))
+                continue
             elem = onnx_elem(tt.elem_type, f"input '{vi.name}'")
             if vi.name in self.input_shapes:
                 shape = self.input_shapes[vi.name]
@@ -510,20 +517,23 @@ class OnnxImporter:
             else:
                 shape = tuple(d.dim_value for d in tt.shape.dim)
             given[vi.name] = tuple(shape)
-            self.budget.check_tensor(shape, elem.itemsize, f"input '{vi.name}'", "input")
-            if vi.name in self.bind:
-                arr = np.asarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False), order="C")
-                if tuple(arr.shape) != tuple(shape):
-                    raise ImportShapeError(f"bound value of input '{vi.name}' has shape {list(arr.shape)}, expected {list(shape)}")
-                self.values[vi.name] = self.fn.add_constant(arr, vi.name)
-            else:
-                self.values[vi.name] = self.fn.add_input(vi.name, TensorType(elem, shape))
+            self.values[vi.name] = self.tensor_input(vi.name, elem, tuple(shape))
         check_symbols(real_inputs, given)
         if unknown:
             raise ImportShapeError(
                 "input(s) with symbolic or unknown dimensions: " + "; ".join(unknown),
                 hint="fix them with --input-shape NAME=d1,d2,... (input_shapes={NAME: (...)} in Python)",
             )
+
+    def tensor_input(self, name: str, elem: Any, shape: tuple[int, ...]) -> Value:
+        """A model input (or a flattened element of one): a placeholder, or a constant when bound."""
+        self.budget.check_tensor(shape, elem.itemsize, f"input '{name}'", "input")
+        if name in self.bind:
+            arr = np.asarray(np.asarray(self.bind[name]).astype(elem.dtype, copy=False), order="C")
+            if tuple(arr.shape) != tuple(shape):
+                raise ImportShapeError(f"bound value of input '{name}' has shape {list(arr.shape)}, expected {list(shape)}")
+            return self.fn.add_constant(arr, name)
+        return self.fn.add_input(name, TensorType(elem, shape))
 
     def _import_node(self, node: onnx.NodeProto) -> None:
         dom = "" if node.domain in DEFAULT_DOMAINS else node.domain

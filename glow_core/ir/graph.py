@@ -149,6 +149,9 @@ class Function:
         self.nodes: list[Node] = []
         #: (output name, value) in order; the same value may appear twice
         self.outputs: list[tuple[str, Value]] = []
+        #: ONNX sequence / optional outputs flattened into several (or no) outputs: name -> how they rebuild
+        #: ("sequence", n) / ("optional", inner or None); see glow_core/importer/structured.py
+        self.structure: dict[str, Any] = {}
         self._names: set[str] = set()
         self._insert_at: int | None = None  # None: append
 

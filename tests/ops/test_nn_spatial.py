@@ -26,12 +26,29 @@ def test_maxunpool_roundtrip() -> None:
     check_against_ort("MaxUnpool", inputs, kernel_shape=[2, 2], strides=[2, 2], opset=11)
 
 
-def test_maxunpool_other_output_shape_unsupported() -> None:
+def test_maxunpool_larger_output_shape_as_onnx_reference() -> None:
+    """onnxruntime re-encodes the indices for output_shape, onnx.reference (which decides) does not: the result of
+    the inferred shape lands in the leading corner of output_shape."""
+    from onnx.reference import ReferenceEvaluator
+
     inputs = {"v": rand(1, 1, 2, 2), "i": np.array([[[[0, 3], [9, 15]]]], np.int64)}
     model = one_node_model("MaxUnpool", inputs, initializers={"s": np.array([1, 1, 5, 5], np.int64)},
                            kernel_shape=[2, 2], strides=[2, 2], opset=11)
     model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, [1, 1, 5, 5]))
-    with pytest.raises(UnsupportedError, match="output_shape"):
+    (got,) = run_glow(model, inputs)
+    want = ReferenceEvaluator(model).run(None, inputs)[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == (1, 1, 5, 5) and not got[..., 4, :].any() and not got[..., :, 4].any()
+
+
+def test_maxunpool_smaller_output_shape_is_a_model_error() -> None:
+    from glow_core.errors import ModelError
+
+    inputs = {"v": rand(1, 1, 2, 2), "i": np.array([[[[0, 3], [9, 15]]]], np.int64)}
+    model = one_node_model("MaxUnpool", inputs, initializers={"s": np.array([1, 1, 3, 5], np.int64)},
+                           kernel_shape=[2, 2], strides=[2, 2], opset=11)
+    model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, [1, 1, 3, 5]))
+    with pytest.raises(ModelError, match="at least the inferred shape"):
         run_glow(model, inputs)
 
 

@@ -52,13 +52,25 @@ def test_batchnorm_mixed_parameter_kinds() -> None:
     check("BatchNormalization", {"x": x}, dtype=F16, opset=15, initializers=inits)
 
 
-def test_batchnorm_training_is_unsupported() -> None:
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_batchnorm_training_mode_matches_onnx_reference(backend: str) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    x = rand((2, 3, 4, 5), F32)
+    inits = params(3, F32, "scale", "bias", "mean", "var")
+    inits["var"] = np.abs(inits["var"]) + 0.5
+    model = with_outputs(one_node_model("BatchNormalization", {"x": x}, 3, opset=15, initializers=inits,
+                                        training_mode=1, momentum=0.7, epsilon=1e-3),
+                         [(F32, x.shape), (F32, (3,)), (F32, (3,))])
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    got = run_glow(model, {"x": x}, backend)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_unsupported_forms() -> None:
     x = rand((2, 3, 4), F32)
     inits = params(3, F32, "scale", "bias", "mean", "var")
-    model = with_outputs(one_node_model("BatchNormalization", {"x": x}, opset=15, initializers=inits,
-                                        training_mode=1), [(F32, x.shape)])
-    with pytest.raises(UnsupportedError, match="training_mode"):
-        run_glow(model, {"x": x})
     model = with_outputs(one_node_model("BatchNormalization", {"x": x}, 5, opset=9, initializers=inits),
                          [(F32, x.shape)] + [(F32, (3,))] * 4)
     with pytest.raises(UnsupportedError, match="only inference"):

@@ -296,6 +296,9 @@ def _einsum(ctx: NodeContext) -> list[Value]:
 @import_rule("Identity")
 def _identity(ctx: NodeContext) -> list[Value]:
     ctx.check_attrs([])
+    v = ctx.operand(0)
+    if v is not None and not isinstance(v, Value):  # a sequence or an optional (importer/structured.py)
+        return [v]
     return ctx.emit("Identity", [ctx.req(0)])
 
 

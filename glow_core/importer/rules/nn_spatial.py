@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from glow_core.errors import ModelError
 from glow_core.importer.context import NodeContext, import_rule
+from glow_core.importer.rules.movement import pad
 from glow_core.importer.rules.nn import _check_kernel_shape, _float_operands, _group, _ints, spatial_window
 from glow_core.ir.defs.nn_spatial import GRID_MODES, GRID_PADDINGS
 from glow_core.ir.graph import Value
@@ -26,13 +30,18 @@ def _maxunpool(ctx: NodeContext) -> list[Value]:
     pads = _ints(ctx, "pads", 2 * nd, 0)
     spatial = [(x.type.shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[nd + i] for i in range(nd)]
     shape = (*x.type.shape[:2], *spatial)
-    if ctx.has_input(2):
-        given = ctx.const_ints(2, "output_shape")
-        if given != shape:
-            # the ONNX reference re-encodes the indices for the new shape, onnxruntime does not
-            raise ctx.unsupported(f"output_shape {list(given or ())} other than the inferred {list(shape)} "
-                                  "(implementations disagree on where the indices land)")
-    return ctx.emit("MaxUnpool", [x, idx], {"output_shape": shape})
+    given = ctx.const_ints(2, "output_shape") if ctx.has_input(2) else None
+    y = ctx.emit1("MaxUnpool", [x, idx], {"output_shape": shape})
+    if given is None or tuple(given) == shape:
+        return [y]
+    # onnx.reference (which decides where runtimes differ): the indices address the inferred shape, whose
+    # result lands in the leading corner of output_shape, zeros elsewhere
+    if len(given) != len(shape) or tuple(given[:2]) != shape[:2] or any(g < s for g, s in zip(given, shape)):
+        raise ModelError(f"{ctx.where()}: output_shape {list(given)} must keep N and C and be at least the "
+                         f"inferred shape {list(shape)} in every dimension")
+    ctx.importer.budget.check_tensor(given, x.type.elem.itemsize, ctx.where(), "result")
+    ends = [g - s for g, s in zip(given, shape)]
+    return [pad(ctx, y, [0] * len(shape), ends, "constant", np.zeros((), x.type.dtype))]
 
 
 @import_rule("Col2Im")

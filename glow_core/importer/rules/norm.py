@@ -1,7 +1,7 @@
 """Import rules for ONNX normalization ops and losses (inference semantics).
 
-BatchNormalization is imported in inference mode only (``training_mode=1``
-or any requested output beyond Y is refused). ``stash_type`` (the precision
+BatchNormalization's training mode (``training_mode=1``, opset >= 14) is in
+``rules/training.py``; otherwise any requested output beyond Y is refused. ``stash_type`` (the precision
 statistics are computed in) must be float32 or float64. GroupNormalization
 before opset 21 (per-group scale and bias, deprecated) is refused.
 SoftmaxCrossEntropyLoss becomes LogSoftmax over axis 1 followed by
@@ -47,7 +47,9 @@ def _channels(ctx: NodeContext, x: Value, min_rank: int = 2) -> int:
 def _batchnorm(ctx: NodeContext) -> list[Value]:
     ctx.check_attrs(["epsilon", "momentum", "spatial", "training_mode"])
     if int(ctx.attr("training_mode", 0)):
-        raise ctx.unsupported("training_mode=1 (only inference is supported)")
+        from glow_core.importer.rules.training import batchnorm_training
+
+        return batchnorm_training(ctx)  # batch statistics and running averages (rules/training.py)
     if not int(ctx.attr("spatial", 1)):
         raise ctx.unsupported("spatial=0 (per-activation statistics)")
     _only_first_output(ctx, "running/saved statistics are training outputs; only inference is supported")

@@ -9,3 +9,7 @@ from glow_core.lowering.rules import nn_quant  # noqa: F401,E402  (neural-net he
 from glow_core.lowering.rules import nn_seq  # noqa: F401,E402  (neural-net helper: sequence kinds)
 from glow_core.lowering.rules import nn_spatial  # noqa: F401,E402  (neural-net helper: spatial sampling kinds)
 from glow_core.lowering.rules import movement, movement_index, movement_resize  # noqa: F401,E402  (movement helper)
+from glow_core.lowering.rules import signal  # noqa: F401,E402  (DFT, STFT)
+from glow_core.lowering.rules import linalg  # noqa: F401,E402  (Det)
+from glow_core.lowering.rules import detection  # noqa: F401,E402  (NonMaxSuppression, Unique)
+from glow_core.lowering.rules import text  # noqa: F401,E402  (TfIdfVectorizer)

@@ -18,7 +18,7 @@ import threading
 log = logging.getLogger("glow.cpu")
 
 FAST_MODULES = ("gemm", "matmul", "conv", "pool", "recurrent")
-MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax")
+MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "detection")
 FALLBACK_MODULES = ("naive_linalg",)
 
 _lock = threading.Lock()
