@@ -77,6 +77,15 @@ ONNX_ELEMS: dict[int, ElemKind] = {
     onnx.TensorProto.INT64: ElemKind.INT64,
     onnx.TensorProto.UINT64: ElemKind.UINT64,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
+    onnx.TensorProto.FLOAT8E4M3FN: ElemKind.FLOAT8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ: ElemKind.FLOAT8E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2: ElemKind.FLOAT8E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.FLOAT8E5M2FNUZ,
+    onnx.TensorProto.FLOAT4E2M1: ElemKind.FLOAT4E2M1,
+    onnx.TensorProto.INT4: ElemKind.INT4,
+    onnx.TensorProto.UINT4: ElemKind.UINT4,
+    onnx.TensorProto.INT2: ElemKind.INT2,
+    onnx.TensorProto.UINT2: ElemKind.UINT2,
 }
 
 

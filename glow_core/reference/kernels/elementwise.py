@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType
+from glow_core.ir.types import FLOAT8_KINDS, FLOAT_KINDS, SMALL_INT_KINDS, ElemKind, TensorType
 from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
@@ -154,8 +155,22 @@ def _clip(attrs: Attrs, out: Types, x: np.ndarray, lo: np.ndarray | None, hi: np
     return np.asarray(r).astype(out[0].dtype, copy=False)
 
 
+#: 4- and 2-bit integers, which ml_dtypes does not cast among each other directly
+_SMALL_INTS = frozenset(k.dtype for k in SMALL_INT_KINDS)
+
+
 @KERNELS.register("Cast")
 def _cast(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     # numpy's astype is the ONNX Cast: float -> int truncates, int -> int wraps,
-    # -> bool is x != 0, float -> narrower float rounds to nearest even (ml_dtypes for bfloat16).
-    return x.astype(out[0].dtype)
+    # -> bool is x != 0, float -> narrower float rounds to nearest even (ml_dtypes for bfloat16,
+    # float8, float4 and the 4- / 2-bit integers). As onnx.reference: saturate clamps first.
+    to = out[0].elem
+    if to in FLOAT8_KINDS and attrs.get("saturate", 1):
+        big = float(ml_dtypes.finfo(to.dtype).max)
+        if x.dtype.kind in "fV" and x.dtype not in _SMALL_INTS:
+            x = np.clip(x.astype(np.float32), -big, big)  # float64 rounds through float32 (ml_dtypes)
+        else:
+            x = np.clip(x.astype(np.float64), -big, big)
+    if x.dtype in _SMALL_INTS and to.dtype in _SMALL_INTS:
+        x = x.astype(np.int8)
+    return x.astype(to.dtype)
