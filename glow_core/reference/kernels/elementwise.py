@@ -14,7 +14,14 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from glow_core.ir.types import FLOAT8_KINDS, FLOAT_KINDS, SMALL_INT_KINDS, ElemKind, TensorType
+from glow_core.ir.types import (
+    FLOAT8_KINDS,
+    FLOAT_KINDS,
+    SMALL_FLOAT_KINDS,
+    SMALL_INT_KINDS,
+    ElemKind,
+    TensorType,
+)
 from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
@@ -157,6 +164,7 @@ def _clip(attrs: Attrs, out: Types, x: np.ndarray, lo: np.ndarray | None, hi: np
 
 #: 4- and 2-bit integers, which ml_dtypes does not cast among each other directly
 _SMALL_INTS = frozenset(k.dtype for k in SMALL_INT_KINDS)
+_SMALL_FLOATS = frozenset(k.dtype for k in SMALL_FLOAT_KINDS)
 
 
 @KERNELS.register("Cast")
@@ -173,4 +181,8 @@ def _cast(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
             x = np.clip(x.astype(np.float64), -big, big)
     if x.dtype in _SMALL_INTS and to.dtype in _SMALL_INTS:
         x = x.astype(np.int8)
+    if x.dtype in _SMALL_FLOATS and not (to.is_float or to in SMALL_FLOAT_KINDS):
+        # float8 / float4 -> integer as float32 -> integer (ml_dtypes saturates NaN / inf / out-of-range
+        # values instead; the spec leaves them undefined, and float32's way is the cpu's)
+        x = x.astype(np.float32)
     return x.astype(to.dtype)
