@@ -341,3 +341,40 @@ def test_low_precision_kinds_are_declared() -> None:
         assert kind.dtype.name == name and kind.itemsize == 1
         assert E.from_dtype(kind.dtype) is kind
         assert kind.is_low_precision and not kind.is_float and not kind.is_int
+
+
+# -- data movement -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", [E.FLOAT8E4M3FN, E.FLOAT8E5M2FNUZ, E.FLOAT4E2M1, E.INT4, E.UINT2],
+                         ids=lambda k: k.value)
+def test_data_movement_keeps_every_code(backend: str, kind: ElemKind) -> None:
+    n = 1 << (8 if kind in (E.FLOAT8E4M3FN, E.FLOAT8E5M2FNUZ) else 4 if kind in (E.FLOAT4E2M1, E.INT4) else 2)
+    codes = (np.arange(4 * 6 * 5) % n).astype(np.uint8)
+    if kind in (E.INT4,):
+        x = np.where(codes >= 8, codes.astype(np.int16) - 16, codes).astype(np.int8).astype(kind.dtype)
+    elif kind is E.UINT2:
+        x = codes.astype(kind.dtype)
+    else:
+        x = codes.view(kind.dtype)
+    x = x.reshape(4, 6, 5)
+    t = ONNX_TYPE[kind]
+    idx = np.array([3, 0, 2], dtype=np.int64)
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
+        helper.make_node("Slice", ["t", "st", "en", "ax", "sp"], ["s"]),
+        helper.make_node("Gather", ["s", "idx"], ["g"], axis=1),
+        helper.make_node("Concat", ["g", "g"], ["c"], axis=0),
+        helper.make_node("Reshape", ["c", "shape"], ["r"]),
+        helper.make_node("Identity", ["r"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), name) for name, v in
+             (("st", [1]), ("en", [5]), ("ax", [2]), ("sp", [2]), ("shape", [-1]))]
+    inits.append(numpy_helper.from_array(idx, "idx"))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", t, x.shape)],
+                          [helper.make_tensor_value_info("y", t, [2 * 2 * 3 * 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)], ir_version=11)
+    want = np.concatenate([np.take(x.transpose(2, 0, 1)[:, :, 1:5:2], idx, axis=1)] * 2).reshape(-1)
+    got = run(m, {"x": x}, backend)
+    assert got.dtype == kind.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
