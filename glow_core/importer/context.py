@@ -82,6 +82,7 @@ ONNX_ELEMS: dict[int, ElemKind] = {
     onnx.TensorProto.FLOAT8E5M2: ElemKind.FLOAT8E5M2,
     onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.FLOAT8E5M2FNUZ,
     onnx.TensorProto.FLOAT4E2M1: ElemKind.FLOAT4E2M1,
+    onnx.TensorProto.FLOAT8E8M0: ElemKind.FLOAT8E8M0,
     onnx.TensorProto.INT4: ElemKind.INT4,
     onnx.TensorProto.UINT4: ElemKind.UINT4,
     onnx.TensorProto.INT2: ElemKind.INT2,
@@ -94,7 +95,9 @@ def onnx_elem(data_type: int, where: str) -> ElemKind:
         return ONNX_ELEMS[data_type]
     except KeyError:
         name = onnx.TensorProto.DataType.Name(data_type) if data_type in onnx.TensorProto.DataType.values() else data_type
-        raise UnsupportedError(f"{where}: element type {name} is not supported") from None
+        why = (" (string tensors have no element kind: glow's backends run on fixed-width memory)"
+               if data_type == onnx.TensorProto.STRING else "")
+        raise UnsupportedError(f"{where}: element type {name} is not supported{why}") from None
 
 
 class NodeContext:

@@ -45,6 +45,8 @@ class ElemKind(enum.Enum):
     FLOAT8E5M2FNUZ = "float8e5m2fnuz"
     #: 4-bit float (ONNX FLOAT4E2M1): no inf, no NaN; one element per byte in memory
     FLOAT4E2M1 = "float4e2m1"
+    #: 8-bit power of two (ONNX FLOAT8E8M0, a block scale): 2^(code - 127), 0xFF is NaN
+    FLOAT8E8M0 = "float8e8m0"
     #: 4- and 2-bit integers: one element per byte in memory (the low bits), packed two / four
     #: per byte only in ONNX files
     INT4 = "int4"
@@ -113,6 +115,7 @@ _DTYPES: dict[ElemKind, np.dtype] = {
     ElemKind.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
     ElemKind.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
     ElemKind.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    ElemKind.FLOAT8E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
     ElemKind.INT4: np.dtype(ml_dtypes.int4),
     ElemKind.UINT4: np.dtype(ml_dtypes.uint4),
     ElemKind.INT2: np.dtype(ml_dtypes.int2),
@@ -130,10 +133,11 @@ QUANTIZED_KINDS = frozenset({ElemKind.INT8Q, ElemKind.UINT8Q})
 NUMERIC_KINDS = FLOAT_KINDS | INT_KINDS
 ALL_KINDS = frozenset(ElemKind)
 INDEX_KINDS = frozenset({ElemKind.INT32, ElemKind.INT64})
-#: the 8-bit float kinds (and float4), whose Cast takes ``saturate``
+#: the 8-bit float kinds with a sign and a mantissa, whose Cast takes ``saturate``
 FLOAT8_KINDS = frozenset({ElemKind.FLOAT8E4M3FN, ElemKind.FLOAT8E4M3FNUZ, ElemKind.FLOAT8E5M2,
                           ElemKind.FLOAT8E5M2FNUZ})
-SMALL_FLOAT_KINDS = FLOAT8_KINDS | {ElemKind.FLOAT4E2M1}
+#: the float8 kinds, float4e2m1 and float8e8m0 (a power of two; its Cast takes ``round_mode``)
+SMALL_FLOAT_KINDS = FLOAT8_KINDS | {ElemKind.FLOAT4E2M1, ElemKind.FLOAT8E8M0}
 SMALL_INT_KINDS = frozenset({ElemKind.INT4, ElemKind.UINT4, ElemKind.INT2, ElemKind.UINT2})
 #: kinds only Cast, quantization and data movement take (never arithmetic)
 LOW_PRECISION_KINDS = SMALL_FLOAT_KINDS | SMALL_INT_KINDS

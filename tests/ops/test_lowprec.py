@@ -378,3 +378,48 @@ def test_data_movement_keeps_every_code(backend: str, kind: ElemKind) -> None:
     got = run(m, {"x": x}, backend)
     assert got.dtype == kind.dtype
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+# -- float8e8m0 (a power of two) ---------------------------------------------------------------------
+
+def encode_e8m0(x: float, saturate: bool, mode: str) -> int:
+    """The exponent of |x| (float32), rounded by ``mode``; written from the definition with frexp."""
+    a = abs(x)
+    if not math.isfinite(a):
+        return 0xFF
+    if a == 0:
+        return 0
+    frac_part, e = math.frexp(a)  # a = f * 2^e, f in [0.5, 1)
+    if e - 1 < -126:  # below the normal range: the field is 0, the fraction counts in units of 2^-126
+        field, frac = 0, a / 2.0 ** -126
+        up = {"up": frac > 0, "down": False, "nearest": frac > 0.5}[mode]
+    else:
+        field, frac = e - 1 + 127, frac_part * 2 - 1
+        up = {"up": frac > 0, "down": False, "nearest": frac >= 0.5}[mode]
+    if saturate and field == 0xFE:
+        up = False
+    return field + int(up)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_e8m0_encodings(backend: str) -> None:
+    x = np.concatenate([SPECIAL_F32, all_float16()[::7].astype(np.float32),
+                        np.array([3.0 * 2.0 ** 126, 2.0 ** 127, 1.5 * 2 ** -127, 2.0 ** -127, 1.25 * 2 ** -127],
+                                 dtype=np.float32)])
+    for mode in ("up", "down", "nearest"):
+        for sat in (0, 1):
+            want = np.array([encode_e8m0(float(v), bool(sat), mode) for v in x], dtype=np.uint8)
+            m = cast_model(x, TensorProto.FLOAT8E8M0, saturate=sat, round_mode=mode)
+            (ref,) = run_reference(m, {"x": x})
+            np.testing.assert_array_equal(bits(ref), want, err_msg=f"onnx.reference {mode} sat={sat}")
+            np.testing.assert_array_equal(bits(run(m, {"x": x}, backend)), want, err_msg=f"{backend} {mode} sat={sat}")
+    # hand-written: 1.1 -> 2 (up) / 1 (down, nearest); 1.5 -> 2 (nearest); 3 * 2^126 is 2^127 (0xFE) down and saturated
+    y = np.array([1.1, 1.5, 0.0, -4.0, np.inf, 3.0 * 2.0 ** 126], dtype=np.float32)
+    for mode, want in (("up", [128, 128, 0, 129, 255, 254]), ("down", [127, 127, 0, 129, 255, 254]),
+                       ("nearest", [127, 128, 0, 129, 255, 254])):
+        got = run(cast_model(y, TensorProto.FLOAT8E8M0, round_mode=mode), {"x": y}, backend)
+        np.testing.assert_array_equal(bits(got), want, err_msg=f"{backend} {mode}")
+    codes = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    got = run(cast_model(codes, TensorProto.FLOAT), {"x": codes}, backend)
+    want_f = np.array([2.0 ** (c - 127) for c in range(255)] + [np.nan], dtype=np.float32)
+    np.testing.assert_array_equal(got, want_f)

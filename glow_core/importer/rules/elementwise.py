@@ -8,8 +8,8 @@ defaults; those are table-driven below. The rest normalize:
 - Sum, Max, Min (variadic) -> a chain of binary nodes; Mean -> Add chain / n;
 - Clip: attributes (opset < 11) or optional scalar operands (>= 11) -> a Clip node
   whose bounds are graph operands;
-- Cast / CastLike -> Cast with the target element kind and ``saturate`` (float8,
-  float4e2m1, int4 / uint4 and int2 / uint2 included; string and float8e8m0 are unsupported).
+- Cast / CastLike -> Cast with the target element kind, ``saturate`` and ``round_mode``
+  (float8, float8e8m0, float4e2m1, int4 / uint4 and int2 / uint2 included; string is unsupported).
 """
 
 from __future__ import annotations
@@ -191,12 +191,14 @@ def _cast_to(ctx: NodeContext, x: Value, to: ElemKind) -> list[Value]:
     check_elems(ctx, "Cast", [x])
     if to == x.elem:
         return [x]
-    # saturate (default 1) only matters for float8 targets; round_mode only for float8e8m0 ones,
-    # which are unsupported (onnx_elem refuses the kind)
+    # saturate (default 1) only matters for float8 / float8e8m0 targets; round_mode only for float8e8m0
     saturate = int(ctx.attr("saturate", 1))
     if saturate not in (0, 1):
         raise GlowTypeError(f"{ctx.where()}: saturate must be 0 or 1, got {saturate}")
-    return ctx.emit("Cast", [x], {"to": to, "saturate": saturate})
+    round_mode = str(ctx.attr("round_mode", "up"))
+    if round_mode not in ("up", "down", "nearest"):
+        raise GlowTypeError(f"{ctx.where()}: round_mode must be up, down or nearest, got {round_mode!r}")
+    return ctx.emit("Cast", [x], {"to": to, "saturate": saturate, "round_mode": round_mode})
 
 
 @import_rule("Cast")

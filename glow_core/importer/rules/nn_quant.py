@@ -12,9 +12,11 @@ from glow_core.importer.context import NodeContext, import_rule, onnx_elem
 from glow_core.importer.rules.nn import _check_kernel_shape, _group, spatial_window
 from glow_core.ir.graph import Value
 from glow_core.importer.rules.quant_lowprec import dequantize_small_float, quantize_small_float
-from glow_core.ir.types import SMALL_FLOAT_KINDS, SMALL_INT_KINDS, ElemKind, TensorType, normalize_axis
+from glow_core.ir.types import FLOAT8_KINDS, SMALL_INT_KINDS, ElemKind, TensorType, normalize_axis
 
 E = ElemKind
+#: float kinds QuantizeLinear / DequantizeLinear take (not float8e8m0, a scale kind)
+SMALL_FLOAT_KINDS = FLOAT8_KINDS | {E.FLOAT4E2M1}
 _REAL = (E.FLOAT32, E.FLOAT16, E.BFLOAT16)
 
 

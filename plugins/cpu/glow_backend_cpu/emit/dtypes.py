@@ -135,14 +135,15 @@ def _float_to_int(b: ir.IRBuilder, v: ir.Value, dst: ElemKind) -> ir.Value:
     return res
 
 
-def convert(b: ir.IRBuilder, v: ir.Value, src: ElemKind, dst: ElemKind, saturate: bool = True) -> ir.Value:
+def convert(b: ir.IRBuilder, v: ir.Value, src: ElemKind, dst: ElemKind, saturate: bool = True,
+            round_mode: str = "up") -> ir.Value:
     """numpy ``astype`` from a compute value of ``src`` to a compute value of ``dst`` (ONNX Cast;
-    ``saturate`` for float8 targets)."""
+    ``saturate`` for float8 / float8e8m0 targets, ``round_mode`` for float8e8m0 ones)."""
     st, dt = compute_type(src), compute_type(dst)
     if src is dst:
         return v
     if src in LOW_PRECISION_KINDS or dst in LOW_PRECISION_KINDS:
-        return convert_low(b, v, src, dst, saturate, convert)
+        return convert_low(b, v, src, dst, saturate, convert, round_mode)
     if dst is E.BOOL:
         if is_float(src):
             return b.fcmp_unordered("une", v, const_like(v.type, 0.0))

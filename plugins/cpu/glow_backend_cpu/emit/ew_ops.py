@@ -269,7 +269,7 @@ def _where(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: E
 
 @op("Cast", elems=ALL | LOW_PRECISION_KINDS)
 def _cast(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, at: Attrs) -> ir.Value:
-    return convert(b, a[0], ie[0], oe, bool(at.get("saturate", 1)))
+    return convert(b, a[0], ie[0], oe, bool(at.get("saturate", 1)), str(at.get("round_mode", "up")))
 
 
 # -- unary -----------------------------------------------------------------------------------------

@@ -92,8 +92,40 @@ def decode_int(b: ir.IRBuilder, v: ir.Value, elem: ElemKind) -> tuple[ir.Value, 
     return b.and_(v, _c(v, (1 << bits) - 1)), E.UINT8
 
 
+def decode_e8m0(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """A float8e8m0 code as float32: 2^(code - 127) (code 0: the subnormal 2^-127), 0xFF: NaN."""
+    c = b.zext(v, _vt(I32, v))
+    r = b.select(b.icmp_unsigned("==", c, _c(c, 0)), _c(c, 0x00400000), b.shl(c, _c(c, 23)))
+    r = b.select(b.icmp_unsigned("==", c, _c(c, 0xFF)), _c(c, 0x7FC00000), r)
+    return b.bitcast(r, _vt(F32, v))
+
+
+def encode_e8m0(b: ir.IRBuilder, x: ir.Value, saturate: bool, round_mode: str) -> ir.Value:
+    """A float32 value as a float8e8m0 code: its biased exponent, rounded by ``round_mode``
+    (up: any fraction adds 1; nearest: the guard bit, a tie below the normal range rounds down)."""
+    bits = b.bitcast(x, _vt(I32, x))
+    exp = b.and_(b.lshr(bits, _c(bits, 23)), _c(bits, 0xFF))
+    frac = b.and_(bits, _c(bits, 0x7FFFFF))
+    zero = _c(frac, 0)
+    if round_mode == "up":
+        inc = b.icmp_unsigned("!=", frac, zero)
+    elif round_mode == "down":
+        inc = b.icmp_unsigned("!=", zero, zero)
+    else:
+        guard = b.icmp_unsigned("!=", b.and_(frac, _c(frac, 0x400000)), zero)
+        rest = b.icmp_unsigned("!=", b.and_(frac, _c(frac, 0x3FFFFF)), zero)
+        inc = b.and_(guard, b.or_(rest, b.icmp_unsigned("!=", exp, zero)))
+    if saturate:
+        inc = b.and_(inc, b.icmp_unsigned("!=", exp, _c(exp, 0xFE)))
+    code = b.add(exp, b.zext(inc, bits.type))
+    code = b.select(b.icmp_unsigned("==", exp, _c(exp, 0xFF)), _c(exp, 0xFF), code)
+    return b.trunc(code, _vt(I8, x))
+
+
 def decode_float(b: ir.IRBuilder, v: ir.Value, elem: ElemKind) -> ir.Value:
     """A float8 / float4 code (i8) as the float32 it denotes (exact; NaN keeps the code's sign)."""
+    if elem is E.FLOAT8E8M0:
+        return decode_e8m0(b, v)
     f = FORMATS[elem]
     c = b.zext(v, _vt(I32, v))
     sign = b.and_(b.lshr(c, _c(c, f.sign_shift)), _c(c, 1))
@@ -185,12 +217,14 @@ def to_f32(b: ir.IRBuilder, v: ir.Value, src: ElemKind, convert: ConvertFn) -> i
 
 
 def convert_low(b: ir.IRBuilder, v: ir.Value, src: ElemKind, dst: ElemKind, saturate: bool,
-                convert: ConvertFn) -> ir.Value:
+                convert: ConvertFn, round_mode: str = "up") -> ir.Value:
     """Cast where ``src`` or ``dst`` is a low-precision kind; ``convert`` handles the plain kinds."""
     if src in SMALL_INT_KINDS:
         v, src = decode_int(b, v, src)
     elif src in SMALL_FLOAT_KINDS:
         v, src = decode_float(b, v, src), E.FLOAT32
+    if dst is E.FLOAT8E8M0:
+        return encode_e8m0(b, to_f32(b, v, src, convert), saturate, round_mode)
     if dst in SMALL_FLOAT_KINDS:
         return encode_float(b, to_f32(b, v, src, convert), dst, saturate)
     if dst in SMALL_INT_KINDS:
