@@ -423,3 +423,22 @@ def test_e8m0_encodings(backend: str) -> None:
     got = run(cast_model(codes, TensorProto.FLOAT), {"x": codes}, backend)
     want_f = np.array([2.0 ** (c - 127) for c in range(255)] + [np.nan], dtype=np.float32)
     np.testing.assert_array_equal(got, want_f)
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+def test_bad_cast_attributes_and_truncated_packed_data_are_clear_errors() -> None:
+    from glow_core.errors import GlowError
+
+    x = np.ones((3,), np.float32)
+    with pytest.raises(GlowError, match="saturate.*must be 0 or 1"):
+        glow_core.compile(cast_model(x, TensorProto.FLOAT8E4M3FN, saturate=2), "interpreter")
+    with pytest.raises(GlowError, match="round_mode"):
+        glow_core.compile(cast_model(x, TensorProto.FLOAT8E8M0, round_mode="sideways"), "interpreter")
+    # 5 int4 values need 3 packed bytes; 2 is a damaged file
+    t = onnx.TensorProto(name="w", data_type=TensorProto.INT4, dims=[5], raw_data=b"\x12\x34")
+    node = helper.make_node("Cast", ["w"], ["y"], to=TensorProto.INT8)
+    g = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.INT8, [5])], [t])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)], ir_version=11)
+    with pytest.raises(GlowError, match="raw_data size"):
+        glow_core.compile(m, "interpreter")
