@@ -442,3 +442,20 @@ def test_bad_cast_attributes_and_truncated_packed_data_are_clear_errors() -> Non
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)], ir_version=11)
     with pytest.raises(GlowError, match="raw_data size"):
         glow_core.compile(m, "interpreter")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blocked_float8_quantization_matches_onnx_reference(backend: str) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-500, 500, (2, 5, 3)).astype(np.float32)
+    s = rng.uniform(0.5, 2, (2, 3, 3)).astype(np.float32)  # blocks of 2 along axis 1 (the last one short)
+    zp = np.zeros((2, 3, 3), dtype=ml_dtypes.float8_e4m3fn)
+    m = qdq_model("QuantizeLinear", {"x": x, "s": s, "zp": zp}, TensorProto.FLOAT8E4M3FN, axis=1, block_size=2)
+    (q,) = run_reference(m, {"x": x, "s": s, "zp": zp})
+    np.testing.assert_array_equal(bits(run(m, {"x": x, "s": s, "zp": zp}, backend)), bits(q))
+    scale = np.repeat(s, 2, axis=1)[:, :5]
+    want = np.array([encode(E.FLOAT8E4M3FN, float(v), True) for v in (x / scale).reshape(-1)], dtype=np.uint8)
+    np.testing.assert_array_equal(bits(q).reshape(-1), want)
+    m = qdq_model("DequantizeLinear", {"q": q, "s": s}, TensorProto.FLOAT, axis=1, block_size=2)
+    got = run(m, {"q": q, "s": s}, backend)
+    np.testing.assert_array_equal(got, q.astype(np.float32) * scale)
