@@ -202,7 +202,7 @@ def _fixed_build(operands: list[np.ndarray | None], attrs: dict[str, Any]) -> Bu
 
 def _all_codes(elem: ElemKind) -> np.ndarray:
     """Every value of a float8 / float4 / int4 / int2 kind (one per code)."""
-    n = 1 << (8 if elem in FLOAT8_KINDS else 4 if elem in (E.FLOAT4E2M1, E.INT4, E.UINT4) else 2)
+    n = {E.FLOAT4E2M1: 16, E.INT4: 16, E.UINT4: 16, E.INT2: 4, E.UINT2: 4}.get(elem, 256)
     codes = np.arange(n, dtype=np.uint8)
     if elem in SMALL_INT_KINDS:
         return codes.astype(np.int8).astype(elem.dtype) if elem in (E.UINT4, E.UINT2) else \
@@ -219,7 +219,14 @@ def _low_precision_variants(elem: ElemKind, avail: frozenset[ElemKind]) -> dict[
             out[f"to-{dst.value}-codes"] = _fixed_build([_all_codes(elem)], {"to": dst})
         return out
     for dst in sorted(avail & LOW_PRECISION_KINDS, key=lambda e: e.value):
-        if elem in FLOATS:
+        if elem in FLOATS and dst is E.FLOAT8E8M0:
+            for mode in ("up", "down", "nearest"):
+                out[f"to-{dst.value}-{mode}-odd"] = (
+                    lambda rng, m=mode: Variant([(rng.standard_normal((3, 5, 7)) * 10.0 ** rng.integers(
+                        -6, 6, (3, 5, 7))).astype(elem.dtype)], {"to": E.FLOAT8E8M0, "round_mode": m}))
+                out[f"to-{dst.value}-{mode}-special"] = _fixed_build([specials(elem)],
+                                                                     {"to": dst, "round_mode": mode})
+        elif elem in FLOATS:
             big = 2.0 * float(ml_dtypes.finfo(dst.dtype).max) if dst in SMALL_FLOAT_KINDS else 20.0
             for sat in ((0, 1) if dst in FLOAT8_KINDS else (1,)):
                 out[f"to-{dst.value}-sat{sat}-odd"] = (
