@@ -78,6 +78,16 @@ ONNX_ELEMS: dict[int, ElemKind] = {
     onnx.TensorProto.INT64: ElemKind.INT64,
     onnx.TensorProto.UINT64: ElemKind.UINT64,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
+    onnx.TensorProto.FLOAT8E4M3FN: ElemKind.FLOAT8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ: ElemKind.FLOAT8E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2: ElemKind.FLOAT8E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.FLOAT8E5M2FNUZ,
+    onnx.TensorProto.FLOAT4E2M1: ElemKind.FLOAT4E2M1,
+    onnx.TensorProto.FLOAT8E8M0: ElemKind.FLOAT8E8M0,
+    onnx.TensorProto.INT4: ElemKind.INT4,
+    onnx.TensorProto.UINT4: ElemKind.UINT4,
+    onnx.TensorProto.INT2: ElemKind.INT2,
+    onnx.TensorProto.UINT2: ElemKind.UINT2,
 }
 
 
@@ -86,7 +96,9 @@ def onnx_elem(data_type: int, where: str) -> ElemKind:
         return ONNX_ELEMS[data_type]
     except KeyError:
         name = onnx.TensorProto.DataType.Name(data_type) if data_type in onnx.TensorProto.DataType.values() else data_type
-        raise UnsupportedError(f"{where}: element type {name} is not supported") from None
+        why = (" (string tensors have no element kind: glow's backends run on fixed-width memory)"
+               if data_type == onnx.TensorProto.STRING else "")
+        raise UnsupportedError(f"{where}: element type {name} is not supported{why}") from None
 
 
 class NodeContext:

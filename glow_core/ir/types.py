@@ -37,6 +37,22 @@ class ElemKind(enum.Enum):
     INT8Q = "int8q"
     #: uint8 with a per-tensor scale and offset
     UINT8Q = "uint8q"
+    #: 8-bit floats (ONNX FLOAT8E4M3FN, ...): 1 sign bit, E exponent bits, M mantissa bits;
+    #: FN: finite only (NaN, no inf); FNUZ: no negative zero, NaN is 0x80 (no inf)
+    FLOAT8E4M3FN = "float8e4m3fn"
+    FLOAT8E4M3FNUZ = "float8e4m3fnuz"
+    FLOAT8E5M2 = "float8e5m2"
+    FLOAT8E5M2FNUZ = "float8e5m2fnuz"
+    #: 4-bit float (ONNX FLOAT4E2M1): no inf, no NaN; one element per byte in memory
+    FLOAT4E2M1 = "float4e2m1"
+    #: 8-bit power of two (ONNX FLOAT8E8M0, a block scale): 2^(code - 127), 0xFF is NaN
+    FLOAT8E8M0 = "float8e8m0"
+    #: 4- and 2-bit integers: one element per byte in memory (the low bits), packed two / four
+    #: per byte only in ONNX files
+    INT4 = "int4"
+    UINT4 = "uint4"
+    INT2 = "int2"
+    UINT2 = "uint2"
 
     @property
     def dtype(self) -> np.dtype:
@@ -49,6 +65,11 @@ class ElemKind(enum.Enum):
     @property
     def is_int(self) -> bool:
         return self in INT_KINDS
+
+    @property
+    def is_low_precision(self) -> bool:
+        """float8 / float4 / int4 / int2: kinds only casts, quantization and data movement take."""
+        return self in LOW_PRECISION_KINDS
 
     @property
     def is_quantized(self) -> bool:
@@ -89,6 +110,16 @@ _DTYPES: dict[ElemKind, np.dtype] = {
     ElemKind.BOOL: np.dtype(np.bool_),
     ElemKind.INT8Q: np.dtype(np.int8),
     ElemKind.UINT8Q: np.dtype(np.uint8),
+    ElemKind.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    ElemKind.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    ElemKind.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    ElemKind.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    ElemKind.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    ElemKind.FLOAT8E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
+    ElemKind.INT4: np.dtype(ml_dtypes.int4),
+    ElemKind.UINT4: np.dtype(ml_dtypes.uint4),
+    ElemKind.INT2: np.dtype(ml_dtypes.int2),
+    ElemKind.UINT2: np.dtype(ml_dtypes.uint2),
 }
 _FROM_DTYPE: dict[np.dtype, ElemKind] = {
     dt: k for k, dt in _DTYPES.items() if not k.is_quantized
@@ -102,6 +133,14 @@ QUANTIZED_KINDS = frozenset({ElemKind.INT8Q, ElemKind.UINT8Q})
 NUMERIC_KINDS = FLOAT_KINDS | INT_KINDS
 ALL_KINDS = frozenset(ElemKind)
 INDEX_KINDS = frozenset({ElemKind.INT32, ElemKind.INT64})
+#: the 8-bit float kinds with a sign and a mantissa, whose Cast takes ``saturate``
+FLOAT8_KINDS = frozenset({ElemKind.FLOAT8E4M3FN, ElemKind.FLOAT8E4M3FNUZ, ElemKind.FLOAT8E5M2,
+                          ElemKind.FLOAT8E5M2FNUZ})
+#: the float8 kinds, float4e2m1 and float8e8m0 (a power of two; its Cast takes ``round_mode``)
+SMALL_FLOAT_KINDS = FLOAT8_KINDS | {ElemKind.FLOAT4E2M1, ElemKind.FLOAT8E8M0}
+SMALL_INT_KINDS = frozenset({ElemKind.INT4, ElemKind.UINT4, ElemKind.INT2, ElemKind.UINT2})
+#: kinds only Cast, quantization and data movement take (never arithmetic)
+LOW_PRECISION_KINDS = SMALL_FLOAT_KINDS | SMALL_INT_KINDS
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from glow_core.errors import UnsupportedError
-from tests.ops.oputil import assert_same, check_against_ort, one_node_model, run_glow, run_ort
+from tests.ops.oputil import assert_same, check_against_ort, one_node_model, run_glow, run_ort, run_reference
 
 RNG = np.random.default_rng(1)
 QTYPES = [np.int8, np.uint8, np.int16, np.uint16]
@@ -94,12 +94,16 @@ def test_dequantize_float16_scale() -> None:
     check_against_ort("DequantizeLinear", {"x": x}, initializers=inits, opset=19)
 
 
-def test_quantize_to_int4_unsupported() -> None:
-    x = RNG.standard_normal((2, 4)).astype(np.float32)
+def test_quantize_to_int4_by_output_dtype() -> None:
+    # (int4 / float8 in depth: tests/ops/test_lowprec.py)
+    x = (RNG.standard_normal((2, 4)) * 4).astype(np.float32)
     model = one_node_model("QuantizeLinear", {"x": x}, initializers={"s": np.array(0.5, np.float32)}, opset=21,
                            output_dtype=onnx.TensorProto.INT4)
-    with pytest.raises(UnsupportedError, match="INT4"):
-        run_glow(model, {"x": x})
+    (got,) = run_glow(model, {"x": x})
+    (want,) = run_reference(model, {"x": x})
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.astype(np.int8), np.clip(np.rint(x / 0.5), -8, 7).astype(np.int8))
+    np.testing.assert_array_equal(got.astype(np.int8), want.astype(np.int8))
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (2, 5, 6), (1,)])

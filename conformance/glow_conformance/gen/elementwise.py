@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from glow_conformance.gen import Build, Variant, generator
@@ -22,7 +23,7 @@ from glow_conformance.gen.common import (
     specials,
 )
 from glow_conformance.values import random_array, with_specials
-from glow_core.ir.types import ElemKind
+from glow_core.ir.types import FLOAT8_KINDS, LOW_PRECISION_KINDS, SMALL_FLOAT_KINDS, SMALL_INT_KINDS, ElemKind
 
 E = ElemKind
 
@@ -199,9 +200,49 @@ def _fixed_build(operands: list[np.ndarray | None], attrs: dict[str, Any]) -> Bu
     return lambda rng: Variant(list(operands), dict(attrs))
 
 
-@generator("Cast", elems=PLAIN)
-def _cast_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+def _all_codes(elem: ElemKind) -> np.ndarray:
+    """Every value of a float8 / float4 / int4 / int2 kind (one per code)."""
+    n = {E.FLOAT4E2M1: 16, E.INT4: 16, E.UINT4: 16, E.INT2: 4, E.UINT2: 4}.get(elem, 256)
+    codes = np.arange(n, dtype=np.uint8)
+    if elem in SMALL_INT_KINDS:
+        return codes.astype(np.int8).astype(elem.dtype) if elem in (E.UINT4, E.UINT2) else \
+            np.where(codes >= n // 2, codes.astype(np.int16) - n, codes).astype(np.int8).astype(elem.dtype)
+    return codes.view(elem.dtype)
+
+
+def _low_precision_variants(elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    """Casts from every code of a low-precision kind; casts of floats (random, beyond the range, specials)
+    and integers to the low-precision kinds, both ``saturate`` modes for float8."""
     out: dict[str, Build] = {}
+    if elem in LOW_PRECISION_KINDS:
+        for dst in sorted(avail & (FLOATS | {E.INT8, E.INT32, E.BOOL}), key=lambda e: e.value):
+            out[f"to-{dst.value}-codes"] = _fixed_build([_all_codes(elem)], {"to": dst})
+        return out
+    for dst in sorted(avail & LOW_PRECISION_KINDS, key=lambda e: e.value):
+        if elem in FLOATS and dst is E.FLOAT8E8M0:
+            for mode in ("up", "down", "nearest"):
+                out[f"to-{dst.value}-{mode}-odd"] = (
+                    lambda rng, m=mode: Variant([(rng.standard_normal((3, 5, 7)) * 10.0 ** rng.integers(
+                        -6, 6, (3, 5, 7))).astype(elem.dtype)], {"to": E.FLOAT8E8M0, "round_mode": m}))
+                out[f"to-{dst.value}-{mode}-special"] = _fixed_build([specials(elem)],
+                                                                     {"to": dst, "round_mode": mode})
+        elif elem in FLOATS:
+            big = 2.0 * float(ml_dtypes.finfo(dst.dtype).max) if dst in SMALL_FLOAT_KINDS else 20.0
+            for sat in ((0, 1) if dst in FLOAT8_KINDS else (1,)):
+                out[f"to-{dst.value}-sat{sat}-odd"] = (
+                    lambda rng, d=dst, b=big, s=sat: Variant(
+                        [rng.uniform(-b, b, (3, 5, 7)).astype(elem.dtype)], {"to": d, "saturate": s}))
+                out[f"to-{dst.value}-sat{sat}-special"] = _fixed_build([specials(elem)], {"to": dst, "saturate": sat})
+        elif elem in INTS | {E.BOOL}:
+            out[f"to-{dst.value}-odd"] = lambda rng, d=dst: Variant([arr(elem, (3, 5, 7), rng, "any")], {"to": d})
+    return out
+
+
+@generator("Cast", elems=PLAIN | LOW_PRECISION_KINDS)
+def _cast_variants(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    out: dict[str, Build] = _low_precision_variants(elem, avail)
+    if elem in LOW_PRECISION_KINDS:
+        return out
     for dst in sorted(avail & PLAIN, key=lambda e: e.value):
         to = f"to-{dst.value}"
         for fam, shape in (("scalar", ()), ("odd", (3, 5, 7)), ("large", (64, 1031))):

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from glow_conformance.gen import Build, Variant, generator
 from glow_conformance.gen.common import BF16, F16, F32, arr
-from glow_core.ir.types import ElemKind
+from glow_core.ir.types import SMALL_INT_KINDS, ElemKind
 
 E = ElemKind
 Q8 = frozenset({E.INT8, E.UINT8})
@@ -20,7 +21,18 @@ QINT = frozenset({E.INT8, E.UINT8, E.INT16, E.UINT16, E.INT32})
 REAL = frozenset({F32, F16, BF16})
 
 
+def _small_ints(elem: ElemKind, shape: tuple[int, ...], rng: np.random.Generator, half: bool = False) -> np.ndarray:
+    """int4 / uint4 / int2 / uint2 values over the kind's range (its middle half with ``half``)."""
+    info = ml_dtypes.iinfo(elem.dtype)
+    lo, hi = int(info.min), int(info.max)
+    if half:
+        lo, hi = lo // 2, hi // 2
+    return rng.integers(lo, hi + 1, size=shape).astype(np.int8).astype(elem.dtype)
+
+
 def _zp(elem: ElemKind, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if elem in SMALL_INT_KINDS:
+        return _small_ints(elem, shape, rng, half=True)
     lo, hi = (-20, 20) if elem.dtype.kind == "i" else (100, 150)
     return rng.integers(lo, hi, size=shape).astype(elem.dtype)
 
@@ -38,14 +50,16 @@ def _quantize(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str
         return b
 
     return {"per-tensor-int8": build(E.INT8, (), 0, 0, True), "per-axis-uint8": build(E.UINT8, (4,), 1, 0, True),
-            "blocked-int8": build(E.INT8, (2, 4, 3), 2, 2, True), "no-zero-point": build(E.UINT8, (), 0, 0, False)}
+            "blocked-int8": build(E.INT8, (2, 4, 3), 2, 2, True), "no-zero-point": build(E.UINT8, (), 0, 0, False),
+            # 4- and 2-bit results: most values saturate (|x / s| is up to 600)
+            **{f"per-axis-{k.value}": build(k, (4,), 1, 0, True) for k in sorted(avail & SMALL_INT_KINDS, key=str)}}
 
 
-@generator("DequantizeLinear", elems=QINT)
+@generator("DequantizeLinear", elems=QINT | SMALL_INT_KINDS)
 def _dequantize(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     def build(to: ElemKind, scale_shape: tuple[int, ...], axis: int, with_zp: bool) -> Build:
         def b(rng: np.random.Generator) -> Variant:
-            x = arr(elem, (2, 4, 6), rng, "full")
+            x = _small_ints(elem, (2, 4, 6), rng) if elem in SMALL_INT_KINDS else arr(elem, (2, 4, 6), rng, "full")
             s = rng.uniform(0.05, 0.3, scale_shape).astype(to.dtype)
             zp = _zp(elem, scale_shape, rng) if with_zp else None
             return Variant([x, s, zp], {"axis": axis, "block_size": 0, "elem": to}, consts=(1, 2))

@@ -8,8 +8,8 @@ defaults; those are table-driven below. The rest normalize:
 - Sum, Max, Min (variadic) -> a chain of binary nodes; Mean -> Add chain / n;
 - Clip: attributes (opset < 11) or optional scalar operands (>= 11) -> a Clip node
   whose bounds are graph operands;
-- Cast / CastLike -> Cast with the target element kind (string, float8, int4/int2,
-  float4 and e8m0 targets are unsupported).
+- Cast / CastLike -> Cast with the target element kind, ``saturate`` and ``round_mode``
+  (float8, float8e8m0, float4e2m1, int4 / uint4 and int2 / uint2 included; string is unsupported).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from glow_core.errors import GlowTypeError
 from glow_core.importer.context import NodeContext, import_rule, onnx_elem
 from glow_core.ir.defs.elementwise import INPUT_ELEMS
 from glow_core.ir.graph import Value
@@ -190,12 +191,18 @@ def _cast_to(ctx: NodeContext, x: Value, to: ElemKind) -> list[Value]:
     check_elems(ctx, "Cast", [x])
     if to == x.elem:
         return [x]
-    return ctx.emit("Cast", [x], {"to": to})
+    # saturate (default 1) only matters for float8 / float8e8m0 targets; round_mode only for float8e8m0
+    saturate = int(ctx.attr("saturate", 1))
+    if saturate not in (0, 1):
+        raise GlowTypeError(f"{ctx.where()}: saturate must be 0 or 1, got {saturate}")
+    round_mode = str(ctx.attr("round_mode", "up"))
+    if round_mode not in ("up", "down", "nearest"):
+        raise GlowTypeError(f"{ctx.where()}: round_mode must be up, down or nearest, got {round_mode!r}")
+    return ctx.emit("Cast", [x], {"to": to, "saturate": saturate, "round_mode": round_mode})
 
 
 @import_rule("Cast")
 def _cast(ctx: NodeContext) -> list[Value]:
-    # saturate and round_mode only apply to float8 targets, which are unsupported
     ctx.check_attrs(["to", "saturate", "round_mode"])
     to = ctx.attr("to")
     if to is None:

@@ -1,8 +1,9 @@
 """Import rules for ONNX quantization ops (QDQ and integer compute ops).
 
 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
-ConvInteger, QLinearMatMul, QLinearConv. Element types without a Glow element
-kind (float8, int4, int2, float4) are refused by the importer as unsupported.
+ConvInteger, QLinearMatMul, QLinearConv. Quantize / DequantizeLinear also take
+int4 / uint4 / int2 / uint2 (the integer kinds) and float8 / float4e2m1 (imported
+as Div / Mul and Cast, ``quant_lowprec.py``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 from glow_core.importer.context import NodeContext, import_rule, onnx_elem
 from glow_core.importer.rules.nn import _check_kernel_shape, _group, spatial_window
 from glow_core.ir.graph import Value
-from glow_core.ir.types import ElemKind, TensorType, normalize_axis
+from glow_core.importer.rules.quant_lowprec import dequantize_small_float, quantize_small_float
+from glow_core.ir.types import FLOAT8_KINDS, SMALL_INT_KINDS, ElemKind, TensorType, normalize_axis
 
 E = ElemKind
+#: float kinds QuantizeLinear / DequantizeLinear take (not float8e8m0, a scale kind)
+SMALL_FLOAT_KINDS = FLOAT8_KINDS | {E.FLOAT4E2M1}
 _REAL = (E.FLOAT32, E.FLOAT16, E.BFLOAT16)
 
 
@@ -47,7 +51,7 @@ def _quantize(ctx: NodeContext) -> list[Value]:
         if zp is not None and want != out:
             raise ctx.unsupported(f"output_dtype {want.value} differs from the zero point's {out.value}")
         out = want
-    if out not in (E.INT8, E.UINT8, E.INT16, E.UINT16):
+    if out not in (E.INT8, E.UINT8, E.INT16, E.UINT16) and out not in SMALL_INT_KINDS | SMALL_FLOAT_KINDS:
         raise ctx.unsupported(f"quantizing to {out.value}")
     if ctx.attr("precision", 0):
         precision = onnx_elem(int(ctx.attr("precision")), ctx.where() + " precision")
@@ -60,7 +64,9 @@ def _quantize(ctx: NodeContext) -> list[Value]:
         raise ctx.unsupported(
             f"a {s.type.elem.value} scale without the 'precision' attribute: the spec divides in "
             f"{s.type.elem.value}, onnxruntime in float32")
-    # 'saturate' only concerns float8 results, which are not supported
+    # 'saturate' only concerns float8 results
+    if out in SMALL_FLOAT_KINDS:
+        return quantize_small_float(ctx, x, s, zp, out, precision, _granularity(ctx, x.type, s.type))
     attrs = {**_granularity(ctx, x.type, s.type), "elem": out, "precision": precision}
     return ctx.emit("QuantizeLinear", [x, s, zp], attrs)
 
@@ -69,7 +75,8 @@ def _quantize(ctx: NodeContext) -> list[Value]:
 def _dequantize(ctx: NodeContext) -> list[Value]:
     ctx.check_attrs(["axis", "block_size", "output_dtype"])
     x, s, zp = ctx.req(0), ctx.req(1), ctx.input(2)
-    if x.type.elem not in (E.INT8, E.UINT8, E.INT16, E.UINT16, E.INT32):
+    small = SMALL_INT_KINDS | SMALL_FLOAT_KINDS
+    if x.type.elem not in (E.INT8, E.UINT8, E.INT16, E.UINT16, E.INT32) and x.type.elem not in small:
         raise ctx.unsupported(f"dequantizing {x.type.elem.value}")
     if s.type.elem not in _REAL:
         raise ctx.unsupported(f"scale element type {s.type.elem.value}")
@@ -78,7 +85,9 @@ def _dequantize(ctx: NodeContext) -> list[Value]:
         out = onnx_elem(int(ctx.attr("output_dtype")), ctx.where() + " output_dtype")
         if out not in _REAL:
             raise ctx.unsupported(f"output_dtype {out.value}")
-    if out != E.FLOAT32 and x.type.elem not in (E.INT8, E.UINT8):
+    if x.type.elem in SMALL_FLOAT_KINDS:
+        return dequantize_small_float(ctx, x, s, out, _granularity(ctx, x.type, s.type))
+    if out != E.FLOAT32 and x.type.elem not in (E.INT8, E.UINT8) and x.type.elem not in small:
         # x - zero_point may not be exact in a 16-bit float: the spec multiplies in that type,
         # onnxruntime in float32, and the two differ
         raise ctx.unsupported(f"dequantizing {x.type.elem.value} to {out.value} (only 8-bit inputs, "

@@ -27,6 +27,7 @@ from glow_core.ir.kinds import Category as C
 from glow_core.ir.types import (
     FLOAT_KINDS,
     INT_KINDS,
+    LOW_PRECISION_KINDS,
     NUMERIC_KINDS,
     SIGNED_INT_KINDS,
     ElemKind,
@@ -38,6 +39,8 @@ BOOL_KINDS = frozenset({ElemKind.BOOL})
 #: every non-quantized element kind
 PLAIN_KINDS = NUMERIC_KINDS | BOOL_KINDS
 SIGNED_KINDS = FLOAT_KINDS | SIGNED_INT_KINDS
+#: what Cast converts between: the plain kinds and the float8 / float4 / int4 / int2 kinds
+CAST_KINDS = PLAIN_KINDS | LOW_PRECISION_KINDS
 
 
 @dataclass(frozen=True)
@@ -134,9 +137,11 @@ def _clip_rule(types: Types, attrs: Attrs) -> list[TensorType]:
 
 def _cast_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     x = req(types, 0)
-    check_elems(x, PLAIN_KINDS, "Input")
+    check_elems(x, CAST_KINDS, "Input")
     to: ElemKind = attrs["to"]
-    if to not in PLAIN_KINDS:
+    if attrs.get("round_mode", "up") not in ("up", "down", "nearest"):
+        raise GlowTypeError(f"round_mode must be up, down or nearest, got {attrs.get('round_mode')!r}")
+    if to not in CAST_KINDS:
         raise GlowTypeError(f"cannot cast to {to.value}: quantized kinds need a scale and an offset (use Quantize)")
     return [TensorType(to, x.shape)]
 
@@ -265,10 +270,20 @@ define_kind("Clip", inputs=("Input", "Min?", "Max?"), infer=_clip_rule, categori
             elems=NUMERIC_KINDS,
             doc="min(max(x, Min), Max) with scalar bounds (an omitted bound does not clip); "
                 "Min > Max gives Max everywhere.")
-define_kind("Cast", inputs=("Input",), attrs=(attr("to", AttrType.ELEM),), infer=_cast_rule,
-            categories=(C.ELEMENTWISE, C.UNARY, C.PRIMITIVE), elems=PLAIN_KINDS,
+define_kind("Cast", inputs=("Input",),
+            attrs=(attr("to", AttrType.ELEM),
+                   attr("saturate", AttrType.INT, 1, doc="float8 targets: 1 clamps to +-max finite"),
+                   attr("round_mode", AttrType.STRING, "up", doc="float8e8m0 targets: up, down or nearest")),
+            infer=_cast_rule, categories=(C.ELEMENTWISE, C.UNARY, C.PRIMITIVE), elems=CAST_KINDS,
             doc="Convert to element kind `to`: float -> int truncates toward zero (out of range: undefined), "
-                "int -> int wraps, -> bool is x != 0 (NaN -> true), float -> float rounds to nearest even.")
+                "int -> int wraps (also to int4 / int2: the low bits), -> bool is x != 0 (NaN -> true), "
+                "float -> float rounds to nearest even. float8 targets (float64 sources through float32, "
+                "as ml_dtypes): saturate=1 clamps +-inf and values beyond the largest finite value to it "
+                "(NaN stays NaN); saturate=0 overflows to inf (e5m2) or NaN (the others). float4e2m1 "
+                "always saturates, NaN becomes -0 (+NaN) or +0 (-NaN), as ml_dtypes and onnx.reference. "
+                "float8e8m0 targets: the exponent of |x| as float32, rounded by round_mode (up: any fraction "
+                "adds 1; down: none; nearest: a fraction >= 1/2 adds 1, below the normal range > 1/2), "
+                "inf / NaN -> NaN (0xFF), saturate=1 keeps 2^127 from rounding up to NaN.")
 
 #: ONNX-style names of the kinds by table, for tests and documentation
 BINARY_KINDS = tuple(_BINARY)
@@ -283,5 +298,5 @@ INPUT_ELEMS: dict[str, frozenset[ElemKind]] = {
     "PRelu": NUMERIC_KINDS,
     "Where": PLAIN_KINDS,
     "Clip": NUMERIC_KINDS,
-    "Cast": PLAIN_KINDS,
+    "Cast": CAST_KINDS,
 }

@@ -23,7 +23,7 @@ from glow_core.ir.types import ElemKind, TensorType, broadcast_shapes
 
 E = ElemKind
 #: integer element kinds a quantized tensor may have
-QINT_KINDS = frozenset({E.INT8, E.UINT8, E.INT16, E.UINT16, E.INT32})
+QINT_KINDS = frozenset({E.INT8, E.UINT8, E.INT16, E.UINT16, E.INT32, E.INT4, E.UINT4, E.INT2, E.UINT2})
 #: the 8-bit kinds of the integer compute ops
 Q8_KINDS = frozenset({E.INT8, E.UINT8})
 #: element kinds of real values (scales, float inputs and outputs)
@@ -49,6 +49,11 @@ def check_granularity(x: TensorType, s: TensorType, attrs: Attrs, what: str) -> 
                             f"block_size {block}")
 
 
+def _same_granularity(zp: TensorType, s: TensorType) -> bool:
+    """The zero point has the scale's shape (a scalar and a one-element 1-D tensor both per tensor)."""
+    return zp.shape == s.shape or (zp.size == 1 and s.size == 1 and zp.rank <= 1 and s.rank <= 1)
+
+
 def _quantize_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     x, s = req(types, 0), req(types, 1)
     zp = types[2] if len(types) > 2 else None
@@ -60,7 +65,7 @@ def _quantize_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     if attrs["precision"] not in REAL_KINDS:
         raise GlowTypeError(f"precision {attrs['precision'].value} is not a real kind")
     check_granularity(x, s, attrs, "scale")
-    if zp is not None and (zp.elem != out or zp.shape != s.shape):
+    if zp is not None and (zp.elem != out or not _same_granularity(zp, s)):
         raise GlowTypeError(f"zero point {zp} must be {out.value} with the scale's shape {list(s.shape)}")
     return [TensorType(out, x.shape)]
 
@@ -74,7 +79,7 @@ def _dequantize_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     if out not in REAL_KINDS:
         raise GlowTypeError(f"DequantizeLinear to {out.value} is not a real kind")
     check_granularity(x, s, attrs, "scale")
-    if zp is not None and (zp.elem != x.elem or zp.shape != s.shape):
+    if zp is not None and (zp.elem != x.elem or not _same_granularity(zp, s)):
         raise GlowTypeError(f"zero point {zp} must be {x.elem.value} with the scale's shape {list(s.shape)}")
     return [TensorType(out, x.shape)]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from glow_core.ir.graph import Node, Value
@@ -48,7 +49,7 @@ def granular(b: Builder, s: Value, x: TensorType, attrs: Mapping[str, Any]) -> V
 
 def saturate(b: Builder, v: Value, elem: ElemKind) -> Value:
     """np.clip(v, min, max) of ``elem``'s range, then the Cast to ``elem``."""
-    info = np.iinfo(elem.dtype)
+    info = ml_dtypes.iinfo(elem.dtype)  # (int4 / int2 too)
     lo, hi = b.scalar(int(info.min), v, v.type.rank), b.scalar(int(info.max), v, v.type.rank)
     return b.cast(b.minimum(b.maximum(v, lo), hi), elem)
 

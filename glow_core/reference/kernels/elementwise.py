@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType
+from glow_core.ir.types import (
+    FLOAT8_KINDS,
+    FLOAT_KINDS,
+    SMALL_FLOAT_KINDS,
+    SMALL_INT_KINDS,
+    ElemKind,
+    TensorType,
+)
 from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
@@ -154,8 +162,48 @@ def _clip(attrs: Attrs, out: Types, x: np.ndarray, lo: np.ndarray | None, hi: np
     return np.asarray(r).astype(out[0].dtype, copy=False)
 
 
+#: 4- and 2-bit integers, which ml_dtypes does not cast among each other directly
+_SMALL_INTS = frozenset(k.dtype for k in SMALL_INT_KINDS)
+_SMALL_FLOATS = frozenset(k.dtype for k in SMALL_FLOAT_KINDS)
+
+
+def to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """float8e8m0 codes: the biased exponent of |x| as float32, rounded by ``round_mode``
+    (see the Cast kind's doc); inf and NaN give 0xFF (NaN)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
+    frac = bits & 0x7FFFFF
+    if round_mode == "up":
+        inc = frac > 0
+    elif round_mode == "down":
+        inc = np.zeros(frac.shape, dtype=bool)
+    else:  # nearest: the guard bit, and below the normal range a tie rounds down
+        guard, rest = (frac >> 22) & 1, frac & 0x3FFFFF
+        inc = (guard == 1) & ((rest > 0) | (exp > 0))
+    if saturate:
+        inc &= exp != 0xFE
+    code = np.where(exp == 0xFF, 0xFF, exp + inc).astype(np.uint8)
+    return code.view(ElemKind.FLOAT8E8M0.dtype)
+
+
 @KERNELS.register("Cast")
 def _cast(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     # numpy's astype is the ONNX Cast: float -> int truncates, int -> int wraps,
-    # -> bool is x != 0, float -> narrower float rounds to nearest even (ml_dtypes for bfloat16).
-    return x.astype(out[0].dtype)
+    # -> bool is x != 0, float -> narrower float rounds to nearest even (ml_dtypes for bfloat16,
+    # float8, float4 and the 4- / 2-bit integers). As onnx.reference: saturate clamps first.
+    to = out[0].elem
+    if to is ElemKind.FLOAT8E8M0:
+        return to_e8m0(x, bool(attrs.get("saturate", 1)), attrs.get("round_mode", "up"))
+    if to in FLOAT8_KINDS and attrs.get("saturate", 1):
+        big = float(ml_dtypes.finfo(to.dtype).max)
+        if x.dtype.kind in "fV" and x.dtype not in _SMALL_INTS:
+            x = np.clip(x.astype(np.float32), -big, big)  # float64 rounds through float32 (ml_dtypes)
+        else:
+            x = np.clip(x.astype(np.float64), -big, big)
+    if x.dtype in _SMALL_INTS and to.dtype in _SMALL_INTS:
+        x = x.astype(np.int8)
+    if x.dtype in _SMALL_FLOATS and not (to.is_float or to in SMALL_FLOAT_KINDS):
+        # float8 / float4 -> integer as float32 -> integer (ml_dtypes saturates NaN / inf / out-of-range
+        # values instead; the spec leaves them undefined, and float32's way is the cpu's)
+        x = x.astype(np.float32)
+    return x.astype(to.dtype)

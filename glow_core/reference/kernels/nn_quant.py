@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from glow_core.ir.types import TensorType
@@ -23,7 +24,7 @@ F32 = np.float32
 
 
 def int_range(dtype: np.dtype) -> tuple[int, int]:
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)  # (int4 / int2 too)
     return int(info.min), int(info.max)
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_backend_cpu.helpers import F16, F32, F64, I1, I8, I16, I32, I64, const_like, lanes_of, vec_type
-from glow_core.ir.types import ElemKind
+from glow_backend_cpu.emit.lowprec import convert_low
+from glow_core.ir.types import LOW_PRECISION_KINDS, ElemKind
 
 E = ElemKind
 
@@ -24,6 +25,8 @@ _STORAGE: dict[ElemKind, ir.Type] = {
     E.FLOAT32: F32, E.FLOAT64: F64, E.FLOAT16: F16, E.BFLOAT16: I16,
     E.INT8: I8, E.UINT8: I8, E.INT16: I16, E.UINT16: I16, E.INT32: I32, E.UINT32: I32,
     E.INT64: I64, E.UINT64: I64, E.BOOL: I8, E.INT8Q: I8, E.UINT8Q: I8,
+    # one element per byte, computed as that byte: Cast converts them (emit/lowprec.py)
+    **{k: I8 for k in LOW_PRECISION_KINDS},
 }
 
 UNSIGNED = frozenset({E.UINT8, E.UINT16, E.UINT32, E.UINT64, E.UINT8Q})
@@ -132,11 +135,15 @@ def _float_to_int(b: ir.IRBuilder, v: ir.Value, dst: ElemKind) -> ir.Value:
     return res
 
 
-def convert(b: ir.IRBuilder, v: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Value:
-    """numpy ``astype`` from a compute value of ``src`` to a compute value of ``dst``."""
+def convert(b: ir.IRBuilder, v: ir.Value, src: ElemKind, dst: ElemKind, saturate: bool = True,
+            round_mode: str = "up") -> ir.Value:
+    """numpy ``astype`` from a compute value of ``src`` to a compute value of ``dst`` (ONNX Cast;
+    ``saturate`` for float8 / float8e8m0 targets, ``round_mode`` for float8e8m0 ones)."""
     st, dt = compute_type(src), compute_type(dst)
     if src is dst:
         return v
+    if src in LOW_PRECISION_KINDS or dst in LOW_PRECISION_KINDS:
+        return convert_low(b, v, src, dst, saturate, convert, round_mode)
     if dst is E.BOOL:
         if is_float(src):
             return b.fcmp_unordered("une", v, const_like(v.type, 0.0))

@@ -24,7 +24,7 @@ from llvmlite import ir
 from glow_backend_cpu.emit import ew_math
 from glow_backend_cpu.emit.dtypes import FLOATS, UNSIGNED, compute_type, convert, is_float
 from glow_backend_cpu.helpers import F64, I1, I64, call_intrinsic, const_like, lanes_of, scalar_type, vec_type
-from glow_core.ir.types import ElemKind
+from glow_core.ir.types import LOW_PRECISION_KINDS, ElemKind
 
 E = ElemKind
 Attrs = Mapping[str, Any]
@@ -267,9 +267,9 @@ def _where(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: E
     return b.select(a[0], a[1], a[2])
 
 
-@op("Cast", elems=ALL)
+@op("Cast", elems=ALL | LOW_PRECISION_KINDS)
 def _cast(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, at: Attrs) -> ir.Value:
-    return convert(b, a[0], ie[0], oe)
+    return convert(b, a[0], ie[0], oe, bool(at.get("saturate", 1)), str(at.get("round_mode", "up")))
 
 
 # -- unary -----------------------------------------------------------------------------------------
