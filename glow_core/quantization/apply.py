@@ -34,8 +34,11 @@ def as_config(quantize: Any) -> QuantizationConfig:
     return cfg
 
 
-def quantize_prepared(fn: Function, backend: Any, quantize: Any) -> Conversion:
-    """Convert the prepared function ``fn`` (for ``backend``) in place; returns what was converted."""
+def quantize_prepared(fn: Function, backend: Any, quantize: Any, expose: str | None = None) -> Conversion:
+    """Convert the prepared function ``fn`` (for ``backend``) in place; returns what was converted.
+
+    ``expose``: see :func:`~.convert.convert`.
+    """
     from glow_core.passes import PassContext, PassManager
     from glow_core.passes.pipelines import lowering_pipeline, post_lowering_pipeline
 
@@ -45,7 +48,7 @@ def quantize_prepared(fn: Function, backend: Any, quantize: Any) -> Conversion:
         check_profile(profile, fn, backend.name)
     else:
         profile = load_profile(cfg.profile, fn, backend.name)
-    done = convert(fn, calibrated_params(profile.records, cfg), cfg)
+    done = convert(fn, calibrated_params(profile.records, cfg), cfg, expose)
     optimize_quantized(fn)
     typed = [n for n in fn.nodes if n.kind.name in QLOWERINGS or any(o.type.elem.is_quantized for o in n.outputs)]
     if any(not backend.supports(n) for n in typed):

@@ -45,8 +45,9 @@ class Conversion:
 class Converter:
     """State of one conversion: calibrated parameters per value name, the config, the function."""
 
-    def __init__(self, fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationConfig) -> None:
-        self.fn, self.params, self.cfg = fn, params, cfg
+    def __init__(self, fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationConfig,
+                 expose: str | None = None) -> None:
+        self.fn, self.params, self.cfg, self.expose = fn, params, cfg, expose
         self.node: Node | None = None
         #: Dequantize results that replaced a float value -> that value's (profiled) name
         self.alias: dict[str, str] = {}
@@ -92,8 +93,10 @@ class Converter:
         node = self.node
         assert node is not None
         d = self.dequantize(q)
-        self.alias[d.name] = self.alias.get(node.outputs[0].name, node.outputs[0].name)
+        name = self.alias[d.name] = self.alias.get(node.outputs[0].name, node.outputs[0].name)
         self.fn.replace_all_uses_with(node.outputs[0], d)
+        if self.expose is not None:
+            self.fn.set_output(self.expose + name, d)
         self.fn.erase_node(node)
 
     def clip(self, q: Value, lo: float, hi: float) -> Value:
@@ -286,12 +289,17 @@ def calibrated_params(records: Mapping[str, object], cfg: QuantizationConfig) ->
     return out
 
 
-def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationConfig) -> Conversion:
-    """Rewrite ``fn`` in place into typed quantized islands (see the module doc)."""
+def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationConfig,
+            expose: str | None = None) -> Conversion:
+    """Rewrite ``fn`` in place into typed quantized islands (see the module doc).
+
+    ``expose`` (a prefix): also make every converted node's dequantized result a graph output named
+    ``expose + <float value name>`` (the quantization report compares them with the float values).
+    """
     if cfg.precision != "int8":
         raise QuantizationConfigError(f"conversion supports precision int8, not {cfg.precision}",
                                       hint="use precision='int8' (int16 is for profiling and calibration only)")
-    c = Converter(fn, params, cfg)
+    c = Converter(fn, params, cfg, expose)
     done = Conversion()
     for node in list(fn.nodes):
         rule = CONVERTERS.get(node.kind.name)

@@ -72,7 +72,7 @@ def sink_dequantize(fn: Function, ctx: PassContext) -> bool:
             d = fn.create("Dequantize", [moved], {"in_params": params_of(moved.type)}, name=f"{node.name}.dequantize",
                           origin=node.origin).outputs[0]
         _replace(fn, node.outputs[0], d)
-        if not deq.has_users():
+        if not deq.has_users() and not fn.is_output(deq.outputs[0]):
             fn.erase_node(deq)
         changed = True
     return changed
