@@ -79,6 +79,11 @@ class Converter:
         return n.outputs[0]
 
     def quantize(self, v: Value, t: TensorType) -> Value:
+        if isinstance(v, Constant):  # a typed constant, quantized as the Quantize kernel would
+            data = np.asarray(v.payload, np.float32)
+            q = np.clip(np.rint(data / np.float32(t.scale)) + np.float32(t.offset), *((0, 255) if t.elem == E.UINT8Q
+                                                                                     else (-128, 127)))
+            return self.fn.add_constant(q.astype(t.dtype), f"{v.name}.q", type=t)
         return self.emit("Quantize", [v], **self.out_attrs(t))
 
     def dequantize(self, q: Value) -> Value:
@@ -103,8 +108,11 @@ class Converter:
         """QClip of the real bounds [lo, hi] in ``q``'s type (no node when saturation already implies them)."""
         t = q.type
         qmin, qmax = (0, 255) if t.elem == E.UINT8Q else (-128, 127)
-        qlo = qmin if lo == -np.inf else int(np.clip(np.ceil(lo / t.scale - 1e-6) + t.offset, qmin, qmax))
-        qhi = qmax if hi == np.inf else int(np.clip(np.floor(hi / t.scale + 1e-6) + t.offset, qmin, qmax))
+        # quantizing is monotone, so clip(quantize(x)) == quantize(clip(x)) with the bounds quantized alike
+        qlo = qmin if lo == -np.inf else int(np.clip(np.rint(np.float32(lo) / np.float32(t.scale)) + t.offset,
+                                                      qmin, qmax))
+        qhi = qmax if hi == np.inf else int(np.clip(np.rint(np.float32(hi) / np.float32(t.scale)) + t.offset,
+                                                    qmin, qmax))
         if qlo <= qmin and qhi >= qmax:
             return q
         return self.emit("QClip", [q], lo=qlo, hi=min(max(qhi, qlo), qmax))

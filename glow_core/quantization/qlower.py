@@ -22,7 +22,7 @@ import numpy as np
 
 from glow_core.errors import GlowError
 from glow_core.ir.defs.quant import TYPED_QUANT_KINDS, qbounds
-from glow_core.ir.graph import Function, Node, Value
+from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.reference.kernels.quant import multiplier
 
@@ -160,6 +160,17 @@ QLOWERINGS: Mapping[str, Rule] = {
 assert set(QLOWERINGS) == set(TYPED_QUANT_KINDS)
 
 
+def _plain_value(fn: Function, v: Value, plain: dict[int, Value]) -> Value:
+    """The plain replacement of ``v``: a rewritten result, a typed constant's plain copy, or ``v`` itself."""
+    if id(v) in plain:
+        return plain[id(v)]
+    if isinstance(v, Constant) and v.type.elem.is_quantized:
+        plain[id(v)] = fn.add_constant(np.asarray(v.payload), f"{v.name}.plain",
+                                       type=TensorType(_PLAIN[v.type.elem], v.type.shape))
+        return plain[id(v)]
+    return v
+
+
 def has_typed_quantized(fn: Function) -> bool:
     return any(n.kind.name in QLOWERINGS for n in fn.nodes)
 
@@ -173,7 +184,7 @@ def lower_quantized(fn: Function) -> int:
             v is not None and v.type.elem.is_quantized for v in list(node.inputs) + list(node.outputs))
         if not typed:
             continue
-        xs = [plain.get(id(v), v) if v is not None else None for v in node.inputs]
+        xs = [_plain_value(fn, v, plain) if v is not None else None for v in node.inputs]
         e = _Emitter(fn, node)
         rule = QLOWERINGS.get(node.kind.name)
         if rule is not None:

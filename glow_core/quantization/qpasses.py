@@ -2,15 +2,15 @@
 
 - ``sink-dequantize``: data movement (Reshape, Transpose, Slice, ...) of a
   ``Dequantize`` runs on the integers instead: ``D(Dequantize(q)) -> Dequantize(D(q))``;
-- ``hoist-quantize``: ``Quantize(D(x)) -> D(Quantize(x))`` for data movement ``D``, so a
-  quantized island reaches back to the producer of ``x``;
+- ``hoist-quantize``: ``Quantize(D(x)) -> D(Quantize(x))`` (and the same for ``Rescale``) for
+  data movement ``D``, so a quantized island reaches back to the producer of ``x``;
 - ``fold-dequantize-quantize``: ``Quantize(Dequantize(q))`` becomes ``q`` when the
   types agree, else ``Rescale(q)``;
 - ``fold-rescale``: a ``Rescale`` whose operand is only read by it is folded into
   the operand's producer (which then produces the rescaled type directly); a
   Rescale to its own type vanishes; ``Rescale(Rescale(x))`` becomes one Rescale;
 - ``fold-qclip``: a ``QClip`` that saturation already implies (Relu into a range
-  starting at 0) vanishes; ``QClip`` moves below a Rescale it precedes is not done.
+  starting at 0) vanishes.
 
 Concat operands are brought to one scale by conversion (every operand is quantized to
 the Concat's type); the passes above then fold those rescales into the producers.
@@ -80,10 +80,10 @@ def sink_dequantize(fn: Function, ctx: PassContext) -> bool:
 
 @QUANT_PASSES.register("hoist-quantize")
 def hoist_quantize(fn: Function, ctx: PassContext) -> bool:
-    """Quantize(D(x)) -> D(Quantize(x)) for data movement D read only by the Quantize."""
+    """Quantize(D(x)) -> D(Quantize(x)) and Rescale(D(x)) -> D(Rescale(x)) for data movement D read only by them."""
     changed = False
     for node in list(fn.nodes):
-        if node.function is not fn or node.kind.name != "Quantize":
+        if node.function is not fn or node.kind.name not in ("Quantize", "Rescale"):
             continue
         mover = _producer(node.inputs[0])
         if mover is None or mover.kind.name not in MOVEMENT or not _only_user(fn, mover.outputs[0]):
@@ -91,8 +91,9 @@ def hoist_quantize(fn: Function, ctx: PassContext) -> bool:
         x = mover.inputs[0]
         assert x is not None
         t = node.outputs[0].type
+        attrs = {"in_params": params_of(x.type)} if node.kind.name == "Rescale" else {}
         with fn.inserting_before(node):
-            q = fn.create("Quantize", [x], {"elem": t.elem, "scale": t.scale, "offset": t.offset},
+            q = fn.create(node.kind.name, [x], {**attrs, "elem": t.elem, "scale": t.scale, "offset": t.offset},
                           name=node.name, origin=node.origin).outputs[0]
         moved = _recreate(fn, mover, [q], mover.attrs, node)
         _replace(fn, node.outputs[0], moved)
