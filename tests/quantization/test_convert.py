@@ -226,3 +226,28 @@ def test_report_api_ranks_layers(many_profile: Path) -> None:
 
 def test_digits_zoo_reference_resolves() -> None:
     assert resolve_model("zoo:digits") is not None
+
+
+def test_docs_worked_example(tmp_path: Path) -> None:
+    """The ``$ glow`` samples of docs/quantization.md run after its data snippet, and print what the page shows."""
+    import os
+    import re
+
+    from tests.docs.mdblocks import DOCS, matches, samples
+
+    doc = DOCS / "quantization.md"
+    data_block = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.DOTALL)[0]
+    assert "digits_calib.npz" in data_block
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(data_block, str(doc), "exec"), {})  # noqa: S102  (our own documentation)
+    finally:
+        os.chdir(cwd)
+    found = samples(doc)
+    assert len(found) >= 4
+    for s in found:
+        r = glow(s.args, cwd=tmp_path, timeout=600)
+        assert r.returncode == 0, (s.command, r.stderr)
+        assert matches(s.expected, r.stdout), f"{s.command}\n--- shown\n" + "\n".join(s.expected) + \
+            f"\n--- actual\n{r.stdout}"
