@@ -135,6 +135,11 @@ def test_cpu_runs_the_lowered_network(tmp_path: Path) -> None:
     net_f = glow_core.compile(many_kinds_model(), "cpu")
     for x in samples(5, 3):
         assert cosine(net_f.run({"x": x})["y"], net_q.run({"x": x})["y"]) > 0.995
+    from glow_core.bundle import write_bundle
+
+    files = write_bundle(many_kinds_model(), "cpu", tmp_path / "b", name="many",
+                         quantize=QuantizationConfig(profile=prof))
+    assert any(f.suffix == ".o" and f.stat().st_size > 0 for f in files)
 
 
 def test_keep_float_by_kind_and_name(many_profile: Path) -> None:
@@ -189,6 +194,9 @@ def test_cli_quantize_options(tmp_path: Path, many_profile: Path) -> None:
     assert "quantized to int8: FusedConv x1" in r.stdout and "QConv" in r.stdout
     r = glow(["run", str(model), "-b", "interpreter", "--quantize", str(many_profile), "--keep-float", "Gemm"])
     assert r.returncode == 0, r.stderr
+    r = glow(["bench", str(model), "-b", "interpreter", "--quantize", str(many_profile), "--runs", "1",
+              "--warmup", "0"])
+    assert r.returncode == 0 and "median" in r.stdout, r.stderr
     r = glow(["run", str(model), "-b", "interpreter", "--keep-float", "Gemm"])
     assert r.returncode != 0 and "--keep-float need(s) --quantize" in r.stderr
     r = glow(["compile", str(model), "--quantize", str(tmp_path / "nope.json")])
