@@ -275,9 +275,9 @@ def _concat(c: Converter, node: Node) -> bool:
     return True
 
 
-Converter_ = Callable[[Converter, Node], bool]
+ConvertFn = Callable[[Converter, Node], bool]
 #: node kind -> converter (returns False when the node stays float)
-CONVERTERS: Mapping[str, Converter_] = {
+CONVERTERS: Mapping[str, ConvertFn] = {
     "Conv": _conv, "FusedConv": _conv,
     "MatMul": _matmul, "FusedMatMul": _matmul, "Gemm": _matmul,
     "Add": _binary("QAdd"), "Mul": _binary("QMul"),
