@@ -8,6 +8,13 @@ of its result. The quantization passes (:mod:`.qpasses`) then join the islands:
 into their producers, Dequantize moves past data movement, clips implied by
 saturation disappear.
 
+Islands start at the compute kinds (Conv, MatMul, Gemm with constant weights):
+the other kinds (element-wise Add / Mul, Relu / Clip, pooling, Concat) are
+converted only when every non-constant operand comes from a node converted
+before, so they extend an island and never open a new Quantize / Dequantize
+pair of their own (which would cost precision for no integer compute: a
+transformer's attention-mask addition or LayerNorm's scale, say).
+
 Weights (constant filters / right-hand sides) become symmetric int8 with one
 scale per output channel (``per_channel``; else one per tensor) passed as a
 float32 operand; biases become int32 at scale ``s_in * s_w[c]``.
@@ -25,6 +32,7 @@ from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.quantization.calibration import CalibrationError, QuantParams, calibrate, params_for_range
 from glow_core.quantization.config import QuantizationConfig, QuantizationConfigError
+from glow_core.quantization.qpasses import MOVEMENT
 
 E = ElemKind
 _QELEM = {"int8": E.INT8Q, "uint8": E.UINT8Q}
@@ -51,6 +59,8 @@ class Converter:
         self.node: Node | None = None
         #: Dequantize results that replaced a float value -> that value's (profiled) name
         self.alias: dict[str, str] = {}
+        #: float values an island reaches: converted results and data movement of them
+        self.island: set[str] = set()
 
     # -- types --------------------------------------------------------------------------------------
     def qtype(self, v: Value) -> TensorType | None:
@@ -69,6 +79,10 @@ class Converter:
 
     def out_attrs(self, t: TensorType) -> dict[str, object]:
         return {"elem": t.elem, "scale": t.scale, "offset": t.offset}
+
+    def in_island(self, v: Value | None) -> bool:
+        """``v`` is a constant or the (dequantized) result of a node converted before."""
+        return isinstance(v, Constant) or (v is not None and v.name in self.island)
 
     # -- emitting -----------------------------------------------------------------------------------
     def emit(self, kind: str, inputs: list[Value | None], **attrs: object) -> Value:
@@ -99,6 +113,7 @@ class Converter:
         assert node is not None
         d = self.dequantize(q)
         name = self.alias[d.name] = self.alias.get(node.outputs[0].name, node.outputs[0].name)
+        self.island.add(d.name)
         self.fn.replace_all_uses_with(node.outputs[0], d)
         if self.expose is not None:
             self.fn.set_output(self.expose + name, d)
@@ -217,7 +232,7 @@ def _binary(kind: str) -> Callable[[Converter, Node], bool]:
     def rule(c: Converter, node: Node) -> bool:
         a, b = node.inputs
         ta, tb, ty = c.qtype(a), c.qtype(b), c.qtype(node.outputs[0])
-        if ta is None or tb is None or ty is None:
+        if ta is None or tb is None or ty is None or not (c.in_island(a) and c.in_island(b)):
             return False
         qa, qb = c.quantize(a, ta), c.quantize(b, tb)
         c.finish(c.emit(kind, [qa, qb], in_params=params_of(ta, tb), **c.out_attrs(ty)))
@@ -228,7 +243,7 @@ def _binary(kind: str) -> Callable[[Converter, Node], bool]:
 
 def _relu(c: Converter, node: Node) -> bool:
     ty = c.qtype(node.outputs[0])
-    if ty is None:
+    if ty is None or not c.in_island(node.inputs[0]):
         return False
     c.finish(c.clip(c.quantize(node.inputs[0], ty), 0.0, np.inf))
     return True
@@ -237,7 +252,8 @@ def _relu(c: Converter, node: Node) -> bool:
 def _clip_node(c: Converter, node: Node) -> bool:
     ty = c.qtype(node.outputs[0])
     bounds = [(_const(v) if v is not None else None) for v in node.inputs[1:3]]
-    if ty is None or any(v is not None and b is None for v, b in zip(node.inputs[1:3], bounds)):
+    if ty is None or not c.in_island(node.inputs[0]) or \
+            any(v is not None and b is None for v, b in zip(node.inputs[1:3], bounds)):
         return False
     lo = float(bounds[0].reshape(())) if bounds[0] is not None else -np.inf
     hi = float(bounds[1].reshape(())) if len(bounds) > 1 and bounds[1] is not None else np.inf
@@ -250,7 +266,7 @@ _POOL = ("kernel_shape", "strides", "pads", "dilations", "ceil_mode")
 
 def _maxpool(c: Converter, node: Node) -> bool:
     tx = c.qtype(node.inputs[0])
-    if tx is None:
+    if tx is None or not c.in_island(node.inputs[0]):
         return False
     c.finish(c.emit("QMaxPool", [c.quantize(node.inputs[0], tx)], **{k: node.attrs[k] for k in _POOL}))
     return True
@@ -258,7 +274,7 @@ def _maxpool(c: Converter, node: Node) -> bool:
 
 def _avgpool(c: Converter, node: Node) -> bool:
     tx, ty = c.qtype(node.inputs[0]), c.qtype(node.outputs[0])
-    if tx is None or ty is None:
+    if tx is None or ty is None or not c.in_island(node.inputs[0]):
         return False
     attrs = {k: node.attrs[k] for k in _POOL + ("count_include_pad",)}
     c.finish(c.emit("QAvgPool", [c.quantize(node.inputs[0], tx)], **attrs, in_params=params_of(tx),
@@ -268,7 +284,7 @@ def _avgpool(c: Converter, node: Node) -> bool:
 
 def _concat(c: Converter, node: Node) -> bool:
     ty = c.qtype(node.outputs[0])
-    if ty is None or any(v is None or v.type.elem != E.FLOAT32 for v in node.inputs):
+    if ty is None or any(v is None or v.type.elem != E.FLOAT32 or not c.in_island(v) for v in node.inputs):
         return False
     qs = [c.quantize(v, ty.with_shape(v.type.shape)) for v in node.inputs if v is not None]
     c.finish(c.emit("Concat", list(qs), axis=node.attrs["axis"]))
@@ -311,6 +327,8 @@ def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationCo
     done = Conversion()
     for node in list(fn.nodes):
         rule = CONVERTERS.get(node.kind.name)
+        if node.kind.name in MOVEMENT and node.inputs and c.in_island(node.inputs[0]):
+            c.island.update(o.name for o in node.outputs)  # the quantization passes move it onto the integers
         if rule is None or node.function is not fn:
             continue
         names = {node.name, node.origin} | {o.name for o in node.outputs}

@@ -259,3 +259,27 @@ def test_docs_worked_example(tmp_path: Path) -> None:
         assert r.returncode == 0, (s.command, r.stderr)
         assert matches(s.expected, r.stdout), f"{s.command}\n--- shown\n" + "\n".join(s.expected) + \
             f"\n--- actual\n{r.stdout}"
+
+
+def test_islands_start_at_compute_kinds() -> None:
+    """Add of a converted result and a float input stays float; Mul of two converted results joins the island."""
+    r = np.random.default_rng(8)
+    w = [numpy_helper.from_array(r.standard_normal((6, 6)).astype(np.float32), n) for n in ("W", "V")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm0"),
+             helper.make_node("Add", ["h", "y"], ["s"], name="mixed"),  # y is a float graph input
+             helper.make_node("MatMul", ["x", "V"], ["g"], name="mm1"),
+             helper.make_node("Mul", ["h", "g"], ["t"], name="both"),
+             helper.make_node("Mul", ["y", "y"], ["u"], name="floats")]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 6]) for n in ("x", "y")]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 6]) for n in ("s", "t", "u")]
+    model = helper.make_model(helper.make_graph(nodes, "isl", vi, outs, initializer=w),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    data = {"x": r.standard_normal((8, 2, 6)).astype(np.float32), "y": r.standard_normal((8, 2, 6)).astype(np.float32)}
+    prof = profile(model, data, "interpreter")
+    be = get_backend("interpreter")
+    fn = prepare_function(import_model(model), be)
+    done = quantize_prepared(fn, be, QuantizationConfig(profile=prof))
+    assert done.quantized == {"MatMul": ["mm0", "mm1"], "Mul": ["both"]}
+    assert {"mixed", "floats"} <= set(done.kept_float)
+    kinds = fn.count_by_kind()
+    assert kinds["QMatMul"] == 2 and kinds["QMul"] == 1 and kinds["Add"] == 1 and kinds["Mul"] == 1
