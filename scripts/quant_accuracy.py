@@ -192,19 +192,30 @@ def agreement(ref: list[np.ndarray], got: list[np.ndarray], kind: str) -> float:
 Runner = Callable[[Feeds], np.ndarray]
 
 
-def glow_runners(model: str | Path, cal: list[Feeds], backend: str, method: str,
-                 keep_float: Sequence[str] = ()) -> tuple[Runner, Runner]:
-    import glow_core
-    from glow_core.quantization import QuantizationConfig, profile
+class GlowFlow:
+    """The float network and one profile of ``model`` on the calibration inputs, shared by every method."""
 
-    with tempfile.TemporaryDirectory() as tmp:
-        prof = Path(tmp) / "profile.json"
-        profile(model, cal, backend).save(prof)
-        cfg = QuantizationConfig(profile=prof, calibration=method, keep_float=frozenset(keep_float))
-        net_q = glow_core.compile(model, backend, quantize=cfg)
-    net_f = glow_core.compile(model, backend)
-    out = net_f.output_names[0]
-    return (lambda f: net_f.run(f)[out]), (lambda f: net_q.run(f)[out])
+    def __init__(self, model: str | Path, cal: list[Feeds], backend: str) -> None:
+        import glow_core
+        from glow_core.quantization import profile
+
+        self.model, self.backend = model, backend
+        self.tmp = Path(tempfile.mkdtemp())
+        self.profile = self.tmp / "profile.json"
+        profile(model, cal, backend).save(self.profile)
+        self.net_f = glow_core.compile(model, backend)
+        self.out = self.net_f.output_names[0]
+
+    def float_runner(self) -> Runner:
+        return lambda f: self.net_f.run(f)[self.out]
+
+    def int8_runner(self, method: str, keep_float: Sequence[str] = ()) -> Runner:
+        import glow_core
+        from glow_core.quantization import QuantizationConfig
+
+        cfg = QuantizationConfig(profile=self.profile, calibration=method, keep_float=frozenset(keep_float))
+        net_q = glow_core.compile(self.model, self.backend, quantize=cfg)
+        return lambda f: net_q.run(f)[self.out]
 
 
 class _Reader:
@@ -236,17 +247,22 @@ def ort_runners(model: Path, cal: list[Feeds], method: str) -> tuple[Runner, Run
 def measure(name: str, model: str | Path, cal: list[Feeds], ev: list[Feeds], kind: str, methods: Sequence[str],
             backend: str, keep_float: Sequence[str] = ()) -> list[str]:
     rows = []
+    t0 = time.perf_counter()
+    flow = GlowFlow(model, cal, backend)
+    f = flow.float_runner()
+    ref = [f(x) for x in ev]
     for method in methods:
-        t0 = time.perf_counter()
-        f, q = glow_runners(model, cal, backend, method, keep_float)
-        score = agreement([f(x) for x in ev], [q(x) for x in ev], kind)
+        q = flow.int8_runner(method, keep_float)
+        score = agreement(ref, [q(x) for x in ev], kind)
         rows.append(f"| {name} | glow int8 ({backend}) | {method} | {_fmt(score, kind)} | {time.perf_counter() - t0:.0f} s |")
         print(rows[-1], flush=True)
-        if isinstance(model, Path):
+        t0 = time.perf_counter()
+    if isinstance(model, Path):
+        for method in methods:
             t0 = time.perf_counter()
             try:
-                f, q = ort_runners(model, cal, method)
-                score = agreement([f(x) for x in ev], [q(x) for x in ev], kind)
+                fo, qo = ort_runners(model, cal, method)
+                score = agreement([fo(x) for x in ev], [qo(x) for x in ev], kind)
                 rows.append(f"| {name} | onnxruntime QDQ | {method} | {_fmt(score, kind)} | "
                             f"{time.perf_counter() - t0:.0f} s |")
             except Exception as e:  # noqa: BLE001  (report and go on with the other rows)
