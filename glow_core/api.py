@@ -42,6 +42,8 @@ class CompileStats:
     optimize_s: float = 0.0
     backend_compile_s: float = 0.0
     nodes_by_kind: dict[str, int] = field(default_factory=dict)
+    #: what quantization converted (a glow_core.quantization.convert.Conversion), when it ran
+    quantized: Any = None
 
 
 def compile_options(*, threads: int | None = None, debug: bool = False,
@@ -164,6 +166,7 @@ def compile(
     debug: bool = False,
     options: Mapping[str, Any] | None = None,
     devices: str | None = None,
+    quantize: Any = None,
 ) -> CompiledNetwork:
     """Import an ONNX model and compile it for ``backend``.
 
@@ -172,7 +175,11 @@ def compile(
     symbolic or unknown input dimensions (``{"x": (1, 3, 224, 224)}``).
     ``devices`` (``"cpu:2,xyz:1"``, docs/runtime.md) partitions the network over several devices
     through the runtime instead; ``backend`` is then ignored.
+    ``quantize`` (a :class:`glow_core.quantization.QuantizationConfig` with a ``profile``, or a
+    profile path) converts the network to int8 with that profile (docs/quantization.md).
     """
+    if devices is not None and quantize is not None:
+        raise InputError("quantize and devices cannot be combined yet", hint="quantize for one backend")
     if devices is not None:
         from glow_core.runtime.network import compile_on_devices
 
@@ -183,14 +190,17 @@ def compile(
         raise InputError(f"threads must be a positive integer, got {threads!r}")
     be = get_backend(backend)
     with budget.using(budget.current().with_options(options)):
-        return _compile(model, be, shapes, bind, threads, debug, options)
+        return _compile(model, be, shapes, bind, threads, debug, options, quantize)
 
 
 def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: dict[str, tuple[int, ...]] | None,
              bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
-             options: Mapping[str, Any] | None) -> CompiledNetwork:
+             options: Mapping[str, Any] | None, quantize: Any = None) -> CompiledNetwork:
     proto, _ = load_model(model)
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
+        if quantize is not None:
+            raise UnsupportedError("int8 quantization of a model with If, Loop or Scan is not supported yet",
+                                   hint="compile it without --quantize")
         from glow_core.controlflow import Target, compile_staged
 
         return compile_staged(proto, Target(be, threads, debug, dict(options or {}), budget.current()), shapes, bind)
@@ -198,14 +208,19 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     t0 = time.perf_counter()
     fn = OnnxImporter(proto, shapes, bind).run()
     stats.import_s = time.perf_counter() - t0
-    return compile_function(fn, be, stats, threads=threads, debug=debug, options=options)
+    return compile_function(fn, be, stats, threads=threads, debug=debug, options=options, quantize=quantize)
 
 
 def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads: int | None = None,
-                     debug: bool = False, options: Mapping[str, Any] | None = None) -> CompiledNetwork:
+                     debug: bool = False, options: Mapping[str, Any] | None = None,
+                     quantize: Any = None) -> CompiledNetwork:
     """Optimize, lower, check and compile an imported function for ``be`` (the back half of ``compile``)."""
     t1 = time.perf_counter()
     fn = prepare_function(fn, be, debug=debug)
+    if quantize is not None:
+        from glow_core.quantization.apply import quantize_prepared
+
+        stats.quantized = quantize_prepared(fn, be, quantize)
     stats.optimize_s = time.perf_counter() - t1
     stats.nodes_by_kind = fn.count_by_kind()
     budget.check_function(fn)  # what lowering made, before the backend allocates for it

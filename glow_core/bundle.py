@@ -44,7 +44,7 @@ _STATUS_TEXT = {1: "an index input is out of range for its axis (Gather / Scatte
 def write_bundle(model: Any, backend: str, out_dir: str | os.PathLike[str], *, name: str | None = None,
                  target: str | None = None, cpu: str | None = None, features: str | None = None,
                  threads: int = 1, embed_weights: bool = False, weights_text: bool = False,
-                 input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, quantize: Any = None,
                  options: Mapping[str, Any] | None = None) -> list[Path]:
     """Import, optimize and lower ``model`` for ``backend``, then let the backend write its bundle."""
     from glow_core.api import _check_input_shapes, _check_model_arg, check_support, compile_options, prepare_function
@@ -60,6 +60,10 @@ def write_bundle(model: Any, backend: str, out_dir: str | os.PathLike[str], *, n
                                hint="use a backend that can, such as cpu (glow backends lists them)")
     fn = import_model(_check_model_arg(model), _check_input_shapes(input_shapes), None)
     fn = prepare_function(fn, be)
+    if quantize is not None:
+        from glow_core.quantization.apply import quantize_prepared
+
+        quantize_prepared(fn, be, quantize)
     check_support(fn, be)
     opts = BundleOptions(name=name or default_name(model), target=target, cpu=cpu, features=features,
                          threads=threads, embed_weights=embed_weights, weights_text=weights_text)

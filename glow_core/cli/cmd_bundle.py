@@ -18,6 +18,7 @@ from glow_core.cli.common import (
     positive_int,
     shapes_from_args,
 )
+from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
 from glow_core.errors import GlowError
 
 
@@ -38,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights-text", action="store_true", help="also write NAME.weights.txt, a C array initializer")
     p.add_argument("--random-weights", action="store_true", help="zoo models: seeded random weights")
     p.add_argument("--seed", metavar="S", type=int, default=0, help="seed of --random-weights (default 0)")
+    add_quantize_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     files = write_bundle(model, args.backend, args.output, name=args.name or default_name(args.model),
                          target=args.target, cpu=args.cpu, features=args.features, threads=args.threads,
                          embed_weights=args.embed_weights, weights_text=args.weights_text,
-                         input_shapes=shapes_from_args(args.input_shape) or None)
+                         input_shapes=shapes_from_args(args.input_shape) or None,
+                         quantize=quantize_from_args(args))
     print(f"bundled {args.model} for {args.backend} in {fmt_ms(time.perf_counter() - t0)}:")
     for f in files:
         print(f"  {f}  {f.stat().st_size} bytes")

@@ -1,8 +1,13 @@
-"""``glow compare MODEL --backend A --reference B``: which node diverges first? (``glow_tools.divergence``)."""
+"""``glow compare MODEL --backend A --reference B``: which node diverges first? (``glow_tools.divergence``).
+
+``glow compare MODEL --quantize PROFILE.json --data DATA``: how well does the int8 network agree with the
+float one, and which layers lose most (``glow_core.quantization.report``).
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from glow_core.cli.common import (
     Command,
@@ -11,8 +16,10 @@ from glow_core.cli.common import (
     input_spec,
     load_array,
     load_model_ref,
+    positive_int,
     shapes_from_args,
 )
+from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
 from glow_core.errors import GlowError, InputError
 
 
@@ -28,7 +35,9 @@ def _non_negative(text: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
-    p.add_argument("-b", "--backend", required=True, metavar="A", help="the backend to check")
+    p.add_argument("-b", "--backend", metavar="A",
+                   help="the backend to check (required without --quantize; with it, the backend the profile "
+                        "was made for, default interpreter)")
     p.add_argument("-r", "--reference", default="interpreter", metavar="B",
                    help="the backend to compare with (default: interpreter)")
     add_shape_argument(p)
@@ -38,10 +47,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=_non_negative, default=None, metavar="X",
                    help="relative tolerance, of each value's largest magnitude (default 1e-3)")
     p.add_argument("--atol", type=_non_negative, default=None, metavar="X", help="absolute tolerance (default 1e-6)")
+    add_quantize_arguments(p)
+    p.add_argument("--data", metavar="PATH", type=Path, default=None,
+                   help="with --quantize: the samples to compare on (a folder of .npy/.npz/images, or one .npz)")
+    p.add_argument("--worst", metavar="N", type=positive_int, default=5,
+                   help="with --quantize: how many layers to name, worst SQNR first (default 5)")
+
+
+def _run_quantized(args: argparse.Namespace) -> int:
+    from glow_core.quantization.report import compare_quantized
+
+    if args.data is None:
+        raise InputError("--quantize needs --data PATH: the samples to compare the int8 and float networks on")
+    if args.input:
+        raise InputError("--input does not combine with --quantize; give the samples with --data")
+    report = compare_quantized(args.model, quantize_from_args(args), args.data, args.backend or "interpreter",
+                               shapes_from_args(args.input_shape) or None)
+    for line in report.lines(args.worst):
+        print(line)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from glow_core.plugin_host import get_backend
+
+    if args.quantize is not None:
+        return _run_quantized(args)
+    quantize_from_args(args)  # companions of --quantize without it: a clear error
+    if args.data is not None:
+        raise InputError("--data applies with --quantize only", hint="give inputs with --input NAME=FILE.npy")
+    if args.backend is None:
+        raise InputError("glow compare needs --backend A (or --quantize PROFILE.json --data DATA)")
     from glow_sdk.testing import Tolerance
     from glow_tools.divergence import DEFAULT_TOLERANCE, first_divergence
 
@@ -76,9 +112,13 @@ COMMAND = Command(
                 "exposed, and compare the values in topological order: the first one beyond tolerance names the "
                 "node that diverges, with both values' statistics (min, max, mean, std, NaN/inf counts) and the "
                 "worst element. Tolerance: |a - b| <= atol + rtol * max|b| per value. Exit status 0 when "
-                "nothing diverges, 1 when something does (or on an error).",
+                "nothing diverges, 1 when something does (or on an error). With --quantize PROFILE.json --data "
+                "DATA: run the float and the int8 network on the samples and report, per output, top-1 agreement, "
+                "max / mean absolute error and cosine similarity, and the --worst layers by signal-to-"
+                "quantization-noise ratio (docs/quantization.md).",
     epilog="examples:\n  glow compare zoo:resnet50 --backend xyz\n"
-           "  glow compare model.onnx -b xyz -r interpreter --input x=x.npy --rtol 1e-4",
+           "  glow compare model.onnx -b xyz -r interpreter --input x=x.npy --rtol 1e-4\n"
+           "  glow compare zoo:digits --quantize profile.json --data samples.npz",
     add_arguments=add_arguments,
     run=run,
 )

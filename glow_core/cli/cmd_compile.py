@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from glow_core.cli.common import Command, add_model_argument, add_shape_argument, fmt_ms, shapes_from_args
+from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,6 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", action="store_true",
                    help="print node counts by kind and the memory plan's figures")
     p.add_argument("--lir", action="store_true", help="print the low-level IR with the memory plan")
+    add_quantize_arguments(p)
 
 
 def memory_report_text(net: object) -> str | None:
@@ -36,10 +38,14 @@ def memory_report_text(net: object) -> str | None:
 def run(args: argparse.Namespace) -> int:
     import glow_core
 
-    net = glow_core.compile(args.model, args.backend, shapes_from_args(args.input_shape) or None)
+    net = glow_core.compile(args.model, args.backend, shapes_from_args(args.input_shape) or None,
+                            quantize=quantize_from_args(args))
     s = net.stats
     print(f"compiled {args.model} for {args.backend}: import {fmt_ms(s.import_s)}, "
           f"optimize+lower {fmt_ms(s.optimize_s)}, backend {fmt_ms(s.backend_compile_s)}")
+    if s.quantized is not None:
+        kinds = ", ".join(f"{k} x{len(v)}" for k, v in s.quantized.quantized.items()) or "nothing"
+        print(f"quantized to int8: {kinds}; kept float: {len(s.quantized.kept_float)} node(s)")
     if args.stats:
         print("nodes after optimization and lowering:")
         for kind, n in sorted(s.nodes_by_kind.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -28,6 +28,7 @@ from glow_core.cli.common import (
     positive_int,
     shapes_from_args,
 )
+from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
 from glow_core.errors import GlowError, InputError
 
 TOP_K = 5
@@ -53,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--random-weights", action="store_true",
                    help="zoo models only: replace their constant placeholder weights with seeded random ones, "
                         "so the outputs are informative")
+    add_quantize_arguments(p)
 
 
 def _given_inputs(specs: list[tuple[str, Path]], proto_inputs: list[str]) -> dict[str, tuple[Path, np.ndarray]]:
@@ -134,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
             shapes[name] = tuple(arr.shape)  # symbolic dimensions: take them from the file
 
     t0 = time.perf_counter()
-    net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices)
+    net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices,
+                       quantize=quantize_from_args(args))
     compile_s = time.perf_counter() - t0
 
     if given:

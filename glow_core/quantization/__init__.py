@@ -1,12 +1,14 @@
-"""Profile-guided quantization. This stage: profiling (``profile``) and calibration.
+"""Profile-guided int8 quantization (docs/quantization.md).
 
 - :func:`profile` runs a model on sample data and records every float value's
   range and histogram (:mod:`.profile`, :mod:`.histogram`, data forms in :mod:`.data`);
 - :func:`calibrate` turns a record into (scale, offset) for a
   :class:`QuantizationConfig` (:mod:`.calibration`); weights get per-channel
-  ranges (:mod:`.weights`).
-
-Conversion of a graph to int8 is the next stage and not available yet.
+  ranges (:mod:`.weights`);
+- conversion to typed quantized kinds (:mod:`.convert`), the quantization passes
+  (:mod:`.qpasses`), lowering onto the ONNX-style quantized kinds (:mod:`.qlower`),
+  all driven by ``glow_core.compile(..., quantize=...)`` through :mod:`.apply`;
+- :func:`compare_quantized` (:mod:`.report`): agreement with the float model, layers by SQNR.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from glow_core.quantization.profile import (
     profile,
     profiled_values,
 )
+from glow_core.quantization.convert import CONVERTERS, Conversion, convert
+from glow_core.quantization.qlower import lower_quantized
+from glow_core.quantization.qpasses import optimize_quantized, quantization_pipeline
+from glow_core.quantization.report import QuantReport, compare_quantized
 from glow_core.quantization.weights import (
     WEIGHT_OPERANDS,
     ChannelParams,
@@ -44,6 +50,8 @@ from glow_core.quantization.weights import (
 )
 
 __all__ = [
+    "CONVERTERS", "Conversion", "QuantReport", "compare_quantized", "convert", "lower_quantized",
+    "optimize_quantized", "quantization_pipeline",
     "DEFAULT_BINS", "RANGE_METHODS", "SCHEMA_RULES", "WEIGHT_OPERANDS", "CalibrationError", "ChannelParams",
     "ChannelRanges", "Histogram", "ImageError", "ImageOptions", "Profile", "ProfileMismatchError", "QuantParams",
     "QuantizationConfig", "QuantizationConfigError", "ValueInfo", "ValueRecord", "calibrate", "calibrate_profile",

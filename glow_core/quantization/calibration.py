@@ -191,6 +191,11 @@ def _kl(p: np.ndarray, q: np.ndarray, eps: float = 1e-4) -> float:
 
 def _entropy(record: ValueRecord, cfg: QuantizationConfig) -> tuple[float, float]:
     folded, w = record.histogram.folded()
+    if folded[1:].any():
+        # the bin at 0 holds (after a ReLU, mostly) exact zeros, which every range represents exactly: its
+        # mass would pull the KL search towards a small threshold that clips the values that matter
+        folded = folded.copy()
+        folded[0] = 0
     keep = entropy_threshold(folded, _levels(record, cfg))
     a = min(keep * w, max(-record.min, record.max))
     return max(record.min, -a), min(record.max, a)

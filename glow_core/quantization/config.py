@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,10 @@ class QuantizationConfig:
       ``percentile`` (``percentile`` in (50, 100]) or ``entropy`` (KL divergence);
     - ``per_channel``: weights of Conv/MatMul/Gemm get one scale per output channel;
     - ``precision``: ``int8`` or ``int16`` (``symmetric_uint8`` needs ``int8``);
-    - ``keep_float_kinds`` / ``keep_float_names``: node kinds and value names that stay float.
+    - ``keep_float_kinds`` / ``keep_float_names``: node kinds and value names that stay float;
+    - ``keep_float``: kinds or node names, sorted into the two sets above (a known kind name is a kind);
+    - ``profile``: the profile to convert with (a path or a ``Profile``); needed by
+      ``glow_core.compile(..., quantize=...)``, not by calibration alone.
     """
 
     schema: str = "asymmetric"
@@ -43,8 +47,21 @@ class QuantizationConfig:
     precision: str = "int8"
     keep_float_kinds: frozenset[str] = field(default_factory=frozenset)
     keep_float_names: frozenset[str] = field(default_factory=frozenset)
+    keep_float: frozenset[str] = field(default_factory=frozenset)
+    profile: Any = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        if self.keep_float:
+            from glow_core.ir.kinds import all_kinds
+
+            kf = self.keep_float
+            if isinstance(kf, str) or not all(isinstance(x, str) for x in kf):
+                raise QuantizationConfigError(f"keep_float must be a collection of strings, got {kf!r}")
+            known = set(all_kinds())
+            object.__setattr__(self, "keep_float_kinds", frozenset(self.keep_float_kinds) | {x for x in kf if x in known})
+            object.__setattr__(self, "keep_float_names",
+                               frozenset(self.keep_float_names) | {x for x in kf if x not in known})
+            object.__setattr__(self, "keep_float", frozenset(kf))
         _one_of("schema", self.schema, SCHEMAS)
         _one_of("calibration", self.calibration, CALIBRATIONS)
         _one_of("precision", self.precision, tuple(PRECISIONS))
@@ -86,7 +103,8 @@ class QuantizationConfig:
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "calibration": self.calibration, "percentile": self.percentile,
                 "per_channel": self.per_channel, "precision": self.precision,
-                "keep_float_kinds": sorted(self.keep_float_kinds), "keep_float_names": sorted(self.keep_float_names)}
+                "keep_float_kinds": sorted(self.keep_float_kinds), "keep_float_names": sorted(self.keep_float_names),
+                **({"profile": str(self.profile)} if isinstance(self.profile, (str, os.PathLike)) else {})}
 
 
 def _one_of(what: str, value: Any, allowed: tuple[str, ...]) -> None:
