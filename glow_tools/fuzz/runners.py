@@ -44,11 +44,19 @@ def warm_up(backends: Sequence[str], onnxruntime: bool = True) -> None:
     """Import in the worker what every child needs, so each fork starts warm (and all run the same code)."""
     import onnx.reference  # noqa: F401
 
-    from glow_core import onnx_backend  # noqa: F401
-    from glow_core.plugin_host import get_backend
+    from onnx import TensorProto, helper
 
-    for b in backends:
-        get_backend(b)
+    from glow_core import onnx_backend
+    from glow_core.importer.context import import_rules
+
+    import_rules()
+    os.environ["GLOW_CPU_CACHE"] = "0"
+    vi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "warm", [vi], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    for b in backends:  # every lazily imported module (passes, lowering, emitters) is loaded once, here
+        onnx_backend.prepare(m, backend=b, threads=1).run([np.zeros(2, np.float32)])
     if onnxruntime:
         try:
             import onnxruntime as _ort  # noqa: F401
