@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -137,8 +138,11 @@ def _external_target(t: onnx.TensorProto, loc: str, base: Path) -> Path:
             f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
             hint="keep external data files next to the model",
         )
-    if not target.is_file():
+    if not target.exists():
         raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
+    if not target.is_file():
+        raise ModelError(f"tensor '{t.name}': external data '{loc}' is not a regular file (a FIFO, a device or a "
+                         "folder); refused", hint="keep external data in regular files next to the model")
     if target.stat().st_nlink > 1:  # a hard link may reach a file outside the directory: no way to tell
         raise ModelError(f"tensor '{t.name}': external data file '{loc}' has {target.stat().st_nlink} hard links; "
                          "refused, since one may be a file outside the model's directory",
@@ -157,12 +161,17 @@ def _read_external(t: onnx.TensorProto, base: Path) -> bytes:
     except ValueError:
         raise ModelError(f"tensor '{t.name}': external data offset/length are not integers") from None
     try:
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        # O_NONBLOCK: a FIFO swapped in after the checks above must not block the open
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(target, flags)
     except OSError as e:
         raise ModelError(f"tensor '{t.name}': cannot open external data file '{loc}': {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+        st = os.fstat(f.fileno())  # what was opened, not what the path named before
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise ModelError(f"tensor '{t.name}': external data file '{loc}' changed while it was opened (not a "
+                             "regular file with one link any more); refused")
+        size = st.st_size
         if length is None:
             length = size - offset
         if not (0 <= offset <= size and 0 <= length <= size - offset):

@@ -81,6 +81,25 @@ def _done(out: Path) -> set[tuple[int, str]]:
     return done
 
 
+def drop_findings(out: Path) -> list[int]:
+    """Remove the findings' rows and reproductions (to run those cases again after a fix); their indices."""
+    dropped: set[int] = set()
+    for path in sorted(out.glob("results-w*.jsonl")):
+        keep = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if row.get("class") in FINDINGS:
+                dropped.add(int(row["index"]))
+            else:
+                keep.append(line)
+        path.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
+    shutil.rmtree(out / "repros", ignore_errors=True)
+    return sorted(dropped)
+
+
 def save_repro(case: Case, row: dict[str, Any], out: Path) -> Path:
     folder = out / "repros" / row["backend"] / f"{case.index:06d}-{row['class']}"
     write_case(case, folder)
@@ -97,7 +116,8 @@ def run_campaign(settings: Settings, indices: Iterable[int], names: Sequence[str
     results = out / f"results-w{settings.worker}.jsonl"
     work = out / f"work-w{settings.worker}"
     rows_all: list[dict[str, Any]] = []
-    warm_up(settings.backends, settings.onnxruntime)
+    if settings.glow_runner is run_glow:
+        warm_up(settings.backends, settings.onnxruntime)
     for index in indices:
         if index % settings.jobs != settings.worker:
             continue

@@ -36,6 +36,10 @@ INPUTS_DIR = "inputs"
 META_FILE = "case.json"
 #: share of cases whose seed is a light zoo model (the rest are node tests)
 ZOO_SHARE = 0.05
+#: how often each mutator is drawn relative to the others (1 when not listed): the ones that reach
+#: glow's type rules, kernels and code generation weigh more than the ones the onnx checker stops
+WEIGHTS = {"attr_int": 4.0, "attr_float": 3.0, "input_extreme": 4.0, "input_shape": 3.0, "input_dtype": 2.0,
+           "shape_dim": 2.0, "external_data": 2.0}
 
 
 @dataclass
@@ -94,6 +98,8 @@ def generate(campaign_seed: int, index: int, names: Sequence[str], mutators: dic
 
     rng = np.random.default_rng([campaign_seed, index])
     order = sorted(mutators)
+    weights = np.array([WEIGHTS.get(n, 1.0) for n in order])
+    weights /= weights.sum()
     for _ in range(50):
         name = _pick_seed_name(rng, names)
         seed: Seed | None = load_seed(name, root)
@@ -104,7 +110,7 @@ def generate(campaign_seed: int, index: int, names: Sequence[str], mutators: dic
         applied: list[str] = []
         for _ in range(count):
             for _ in range(10):
-                mname = order[int(rng.integers(len(order)))]
+                mname = order[int(rng.choice(len(order), p=weights))]
                 desc = mutators[mname](mutant, rng)
                 if desc is not None:
                     applied.append(f"{mname}: {desc}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from glow_tools.fuzz import MUTATORS
-from glow_tools.fuzz.campaign import Settings, elapsed, read_rows, replay, run_campaign, table
+from glow_tools.fuzz.campaign import Settings, drop_findings, elapsed, read_rows, replay, run_campaign, table
 from glow_tools.fuzz.isolate import Limits
 from glow_tools.fuzz.runners import FINDINGS
 from glow_tools.fuzz.seeds import seed_names
@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-onnxruntime", action="store_true", help="do not run onnxruntime beside the reference")
     ap.add_argument("--no-zoo", action="store_true", help="node tests only as seeds")
     ap.add_argument("--replay", type=Path, metavar="DIR", help="run one reproduction folder again and print its class")
+    ap.add_argument("--recheck", action="store_true",
+                    help="first drop the findings of --out (rows and repros) so their cases run again (after a fix)")
     ap.add_argument("--summary", type=Path, metavar="OUT", help="print the table of a campaign folder")
     return ap
 
@@ -76,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any(r["class"] in FINDINGS for r in rows) else 0
     if args.out is None:
         _parser().error("--out is required (or --replay / --summary)")
+    if args.recheck and args.worker is None:
+        dropped = drop_findings(args.out)
+        print(f"{len(dropped)} case(s) with findings will run again", flush=True)
+        argv = [a for a in argv if a != "--recheck"]
     if args.jobs > 1 and args.worker is None:
         return _run_jobs(args, argv)
     names = seed_names(with_zoo=not args.no_zoo)

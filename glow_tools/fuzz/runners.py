@@ -89,6 +89,27 @@ def run_glow(case_dir: str, backend: str) -> dict[str, Any]:
                 "traceback": tb[-3000:]}
 
 
+#: (op type, first opset whose semantics ``onnx.reference`` implements): before it, the reference is no judge
+#: (its Softmax, LogSoftmax and Hardmax use the opset-13 axis semantics at every opset; opset 1-12 flatten
+#: the input to 2-D at ``axis``, default 1)
+REFERENCE_FROM_OPSET = {"Softmax": 13, "LogSoftmax": 13, "Hardmax": 13}
+
+
+class ReferenceUnreliable(Exception):
+    """The reference is known to compute something else than the spec says for this model."""
+
+
+def reference_caveat(model: Any) -> str:
+    """Why ``onnx.reference`` cannot judge ``model`` ('' when it can)."""
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    for n in model.graph.node:
+        first = REFERENCE_FROM_OPSET.get(n.op_type)
+        if first is not None and n.domain in ("", "ai.onnx") and opset < first:
+            return (f"onnx.reference implements {n.op_type} with its opset-{first} semantics only; "
+                    f"the model imports opset {opset}")
+    return ""
+
+
 def run_reference(case_dir: str) -> list[np.ndarray]:
     """The outputs of ``onnx.reference`` on the case (raises when the reference refuses the model)."""
     import onnx
@@ -96,6 +117,9 @@ def run_reference(case_dir: str) -> list[np.ndarray]:
 
     folder = Path(case_dir)
     model = onnx.load(str(folder / MODEL_FILE))
+    caveat = reference_caveat(model)
+    if caveat:
+        raise ReferenceUnreliable(caveat)
     names = _real_input_names(model)
     inputs = read_inputs(folder)
     if len(names) != len(inputs):

@@ -68,3 +68,63 @@ def test_tensor_attribute_dims_are_checked_before_numpy_reads_them(dims: list[in
     t.dims.extend(dims)
     with pytest.raises(ModelError, match=f"tensor 'v'.*{what}"):
         tensor_array(t, "ONNX node 'c'")
+
+
+def _external_model(tmp_path, location: str):  # type: ignore[no-untyped-def]
+    from onnx import TensorProto
+
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "16")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", F, [4])], [("y", F, [4])], [w])
+    path = tmp_path / "model.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def test_external_data_in_a_fifo_is_refused_without_blocking(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A FIFO as external data was reported 'missing'; opening one must never block (no writer comes)."""
+    import os
+
+    os.mkfifo(tmp_path / "w.bin")
+    with pytest.raises(ModelError, match="'w.bin' is not a regular file"):
+        glow_core.compile(_external_model(tmp_path, "w.bin"))
+
+
+def test_external_data_swapped_for_a_fifo_after_the_checks_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The file is checked by name, then opened: a FIFO put in its place meanwhile must not block the open."""
+    import os
+
+    from glow_core.importer import onnx_importer
+
+    (tmp_path / "w.bin").write_bytes(np.ones(4, np.float32).tobytes())
+    real = onnx_importer._external_target
+
+    def swap(t, loc, base):  # type: ignore[no-untyped-def]
+        target = real(t, loc, base)
+        target.unlink()
+        os.mkfifo(target)
+        return target
+
+    monkeypatch.setattr(onnx_importer, "_external_target", swap)
+    with pytest.raises(ModelError, match="changed while it was opened"):
+        glow_core.compile(_external_model(tmp_path, "w.bin"))
+
+
+def test_reference_is_no_judge_of_opset_9_softmax() -> None:
+    """Case 1049 (zoo:squeezenet, opset 9): onnx.reference computes Softmax over the last axis at every
+    opset, where opset 1-12 flatten at axis 1. Glow and onnxruntime agree with the spec: not a wrong answer."""
+    from glow_tools.fuzz.runners import reference_caveat
+
+    x = np.random.default_rng(0).standard_normal((1, 5, 1, 1)).astype(np.float32)
+    m = model([helper.make_node("Softmax", ["x"], ["y"])], [("x", F, [1, 5, 1, 1])], [("y", F, [1, 5, 1, 1])],
+              opset=9)
+    (y,) = onnx_backend.prepare(m, backend="interpreter").run([x])
+    e = np.exp(x.reshape(1, 5) - x.max())
+    np.testing.assert_allclose(y.reshape(1, 5), e / e.sum(), rtol=1e-6)
+    assert "Softmax" in reference_caveat(m)
+    assert reference_caveat(model([helper.make_node("Softmax", ["x"], ["y"])], [("x", F, [1, 5])],
+                                  [("y", F, [1, 5])], opset=13)) == ""
