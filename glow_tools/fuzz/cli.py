@@ -13,6 +13,7 @@ from typing import Any
 
 from glow_tools.fuzz import MUTATORS
 from glow_tools.fuzz.campaign import Settings, drop_findings, elapsed, read_rows, replay, run_campaign, table
+from glow_tools.fuzz.cases import generate, write_case
 from glow_tools.fuzz.isolate import Limits
 from glow_tools.fuzz.runners import FINDINGS
 from glow_tools.fuzz.seeds import seed_names
@@ -35,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--replay", type=Path, metavar="DIR", help="run one reproduction folder again and print its class")
     ap.add_argument("--recheck", action="store_true",
                     help="first drop the findings of --out (rows and repros) so their cases run again (after a fix)")
+    ap.add_argument("--write-case", type=int, metavar="INDEX",
+                    help="write case INDEX (of --seed) to OUT/cases/INDEX, to inspect or --replay it")
     ap.add_argument("--summary", type=Path, metavar="OUT", help="print the table of a campaign folder")
     return ap
 
@@ -78,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any(r["class"] in FINDINGS for r in rows) else 0
     if args.out is None:
         _parser().error("--out is required (or --replay / --summary)")
+    if args.write_case is not None:
+        case = generate(args.seed, args.write_case, seed_names(with_zoo=not args.no_zoo), MUTATORS)
+        folder = args.out / "cases" / f"{args.write_case:06d}"
+        write_case(case, folder)
+        print(f"{folder}: {case.seed_model}; " + "; ".join(case.mutators))
+        return 0
     if args.recheck and args.worker is None:
         dropped = drop_findings(args.out)
         print(f"{len(dropped)} case(s) with findings will run again", flush=True)
