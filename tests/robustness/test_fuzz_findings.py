@@ -128,3 +128,23 @@ def test_reference_is_no_judge_of_opset_9_softmax() -> None:
     assert "Softmax" in reference_caveat(m)
     assert reference_caveat(model([helper.make_node("Softmax", ["x"], ["y"])], [("x", F, [1, 5])],
                                   [("y", F, [1, 5])], opset=13)) == ""
+
+
+@pytest.mark.parametrize("op, attrs", [("MaxPool", {}), ("AveragePool", {}), ("LpPool", {"p": 2})])
+def test_reference_is_no_judge_of_pooling_over_nan(op: str, attrs: dict) -> None:  # type: ignore[type-arg]
+    """Case 585 (LpPool, SAME_UPPER, NaN inputs): onnx.reference skips NaN in pooling windows (it pads with
+    NaN); glow propagates NaN through AveragePool and LpPool as onnxruntime does."""
+    from onnx.reference import ReferenceEvaluator
+
+    from glow_tools.fuzz.runners import reference_caveat
+
+    x = np.ones((1, 1, 4, 4), np.float32)
+    x[0, 0, 1, 1] = np.nan
+    m = model([helper.make_node(op, ["x"], ["y"], kernel_shape=[2, 2], **attrs)], [("x", F, [1, 1, 4, 4])],
+              [("y", F, [1, 1, 3, 3])])
+    assert not np.isnan(ReferenceEvaluator(m).run(None, {"x": x})[0]).any()  # the reference's deviation
+    (y,) = onnx_backend.prepare(m, backend="interpreter").run([x])
+    if op != "MaxPool":  # every window over (1, 1) averages a NaN
+        assert np.isnan(y[0, 0, :2, :2]).all() and not np.isnan(y[0, 0, 2:, :]).any()
+    assert "skips NaN" in reference_caveat(m, [x])
+    assert reference_caveat(m, [np.ones_like(x)]) == ""
