@@ -26,6 +26,7 @@ from glow_tools.fuzz.runners import (
     CLASSES,
     FINDINGS,
     classify,
+    compare_outputs,
     onnxruntime_note,
     run_glow,
     run_onnxruntime,
@@ -64,9 +65,24 @@ def run_case(case: Case, folder: Path, settings: Settings, backends: Sequence[st
     rows = []
     for b, outcome in glow.items():
         cls, message = classify(outcome, ref)
-        rows.append({**case.meta(), "backend": b, "class": cls, "message": message[:1500],
-                     "seconds": round(outcome.seconds, 3), "onnxruntime": note})
+        row = {**case.meta(), "backend": b, "class": cls, "message": message[:1500],
+               "seconds": round(outcome.seconds, 3), "onnxruntime": note}
+        if cls == "unjudged":
+            row["vs_interpreter"] = _vs_interpreter(glow, b)
+        rows.append(row)
     return rows
+
+
+def _outputs(o: Outcome | None) -> list[Any] | None:
+    return o.value["outputs"] if o is not None and o.status == "ok" and o.value.get("kind") == "outputs" else None
+
+
+def _vs_interpreter(glow: dict[str, Outcome], backend: str) -> str:
+    """Without a judge, how a backend's answer compares with the interpreter's ('' if not both ran)."""
+    mine, spec = _outputs(glow.get(backend)), _outputs(glow.get("interpreter"))
+    if backend == "interpreter" or mine is None or spec is None:
+        return ""
+    return compare_outputs(spec, mine) or "agrees"
 
 
 def _done(out: Path) -> set[tuple[int, str]]:
@@ -174,6 +190,10 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         lines += ["", "findings:"]
         lines += [f"- {r['backend']} case {r['index']} ({r['seed_model']}; {'; '.join(r['mutators'])}): "
                   f"{r['class']}: {r['message'][:300]}" for r in sorted(findings, key=lambda r: (r['backend'], r['index']))]
+    apart = [r for r in rows if r.get("vs_interpreter", "") not in ("", "agrees")]
+    if apart:
+        lines += ["", f"unjudged cases where a backend differs from the interpreter: {len(apart)}"]
+        lines += [f"- {r['backend']} case {r['index']}: {r['vs_interpreter'][:200]}" for r in apart[:50]]
     ort = sorted({(r["index"], r["onnxruntime"]) for r in rows
                   if r["class"] == "match" and r.get("onnxruntime", "").startswith("onnxruntime")})
     if ort:

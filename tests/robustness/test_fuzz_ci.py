@@ -165,3 +165,16 @@ def test_a_campaign_resumes_where_it_stopped(names: list[str], tmp_path: Path) -
     assert len(run_campaign(settings, range(3), names, MUTATORS)) == 3
     assert len(run_campaign(settings, range(5), names, MUTATORS)) == 2
     assert sorted(r["index"] for r in read_rows(tmp_path)) == [0, 1, 2, 3, 4]
+
+
+def test_without_a_judge_backends_are_compared_with_the_interpreter() -> None:
+    from glow_tools.fuzz.campaign import _vs_interpreter
+    from glow_tools.fuzz.isolate import Outcome
+
+    def answered(*values: float) -> Outcome:
+        return Outcome("ok", {"kind": "outputs", "outputs": [np.array(values, np.float32)]})
+
+    glow = {"interpreter": answered(1, 2), "cpu": answered(1, 2), "xyz": answered(1, 3), "bad": Outcome("crash")}
+    assert _vs_interpreter(glow, "cpu") == "agrees"
+    assert "1 of 2 elements differ" in _vs_interpreter(glow, "xyz")
+    assert _vs_interpreter(glow, "bad") == "" and _vs_interpreter(glow, "interpreter") == ""
