@@ -98,7 +98,8 @@ def _done(out: Path) -> set[tuple[int, str]]:
 
 
 def drop_findings(out: Path) -> list[int]:
-    """Remove the findings' rows and reproductions (to run those cases again after a fix); their indices."""
+    """Remove the rows of findings and unjudged cases, and the reproductions (to run those cases again
+    after a fix, or with a corrected judge); their indices."""
     dropped: set[int] = set()
     for path in sorted(out.glob("results-w*.jsonl")):
         keep = []
@@ -107,7 +108,7 @@ def drop_findings(out: Path) -> list[int]:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if row.get("class") in FINDINGS:
+            if row.get("class") in (*FINDINGS, "unjudged"):
                 dropped.add(int(row["index"]))
             else:
                 keep.append(line)

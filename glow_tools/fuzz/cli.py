@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-zoo", action="store_true", help="node tests only as seeds")
     ap.add_argument("--replay", type=Path, metavar="DIR", help="run one reproduction folder again and print its class")
     ap.add_argument("--recheck", action="store_true",
-                    help="first drop the findings of --out (rows and repros) so their cases run again (after a fix)")
+                    help="first drop the findings and unjudged cases of --out (rows, repros) so they run again (after a fix)")
     ap.add_argument("--write-case", type=int, metavar="INDEX",
                     help="write case INDEX (of --seed) to OUT/cases/INDEX, to inspect or --replay it")
     ap.add_argument("--summary", type=Path, metavar="OUT", help="print the table of a campaign folder")
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.recheck and args.worker is None:
         dropped = drop_findings(args.out)
-        print(f"{len(dropped)} case(s) with findings will run again", flush=True)
+        print(f"{len(dropped)} case(s) with findings or unjudged will run again", flush=True)
         argv = [a for a in argv if a != "--recheck"]
     if args.jobs > 1 and args.worker is None:
         return _run_jobs(args, argv)

@@ -26,6 +26,7 @@ import numpy as np
 from glow_core.errors import GlowError, UnsupportedError
 from glow_tools.fuzz.cases import MODEL_FILE, read_inputs
 from glow_tools.fuzz.isolate import Outcome
+from glow_tools.fuzz.reference_fixes import new_ops
 from glow_tools.nodetests import compare
 
 CLASSES = ("match", "clean-error", "unjudged", "wrong", "internal-error", "crash", "hang", "memory")
@@ -89,12 +90,6 @@ def run_glow(case_dir: str, backend: str) -> dict[str, Any]:
                 "traceback": tb[-3000:]}
 
 
-#: (op type, first opset whose semantics ``onnx.reference`` implements): before it, the reference is no judge
-#: (its Softmax, LogSoftmax and Hardmax use the opset-13 axis semantics at every opset; opset 1-12 flatten
-#: the input to 2-D at ``axis``, default 1)
-REFERENCE_FROM_OPSET = {"Softmax": 13, "LogSoftmax": 13, "Hardmax": 13}
-
-
 #: ops whose ``onnx.reference`` kernels pad windows with NaN and skip NaN (np.nanmax, np.nanmean): on
 #: inputs holding NaN they differ from the spec's arithmetic (and from onnxruntime)
 NAN_SKIPPING_REFERENCE_OPS = frozenset({"MaxPool", "AveragePool", "LpPool"})
@@ -106,16 +101,15 @@ class ReferenceUnreliable(Exception):
 
 def reference_caveat(model: Any, inputs: Sequence[np.ndarray] = ()) -> str:
     """Why ``onnx.reference`` cannot judge ``model`` on ``inputs`` ('' when it can)."""
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     nan = any(a.dtype.kind == "f" and bool(np.isnan(a).any()) for a in inputs)
     for n in model.graph.node:
         if nan and n.op_type in NAN_SKIPPING_REFERENCE_OPS:
             return f"onnx.reference skips NaN in {n.op_type} windows, and an input holds NaN"
-        first = REFERENCE_FROM_OPSET.get(n.op_type)
-        if first is not None and n.domain in ("", "ai.onnx") and opset < first:
-            return (f"onnx.reference implements {n.op_type} with its opset-{first} semantics only; "
-                    f"the model imports opset {opset}")
     return ""
+
+
+def default_opset(model: Any) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
 def run_reference(case_dir: str) -> list[np.ndarray]:
@@ -132,7 +126,7 @@ def run_reference(case_dir: str) -> list[np.ndarray]:
         raise ReferenceUnreliable(caveat)
     if len(names) != len(inputs):
         raise ValueError(f"{len(inputs)} inputs for {len(names)} model inputs")
-    outs = ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
+    outs = ReferenceEvaluator(model, new_ops=new_ops(default_opset(model))).run(None, dict(zip(names, inputs)))
     return [np.asarray(o) for o in outs]
 
 

@@ -114,20 +114,28 @@ def test_external_data_swapped_for_a_fifo_after_the_checks_is_refused(tmp_path, 
         glow_core.compile(_external_model(tmp_path, "w.bin"))
 
 
-def test_reference_is_no_judge_of_opset_9_softmax() -> None:
-    """Case 1049 (zoo:squeezenet, opset 9): onnx.reference computes Softmax over the last axis at every
-    opset, where opset 1-12 flatten at axis 1. Glow and onnxruntime agree with the spec: not a wrong answer."""
-    from glow_tools.fuzz.runners import reference_caveat
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("axis", [None, 0, 2])
+def test_corrected_reference_judges_opset_9_softmax(op: str, axis: int | None) -> None:
+    """Case 1049 (zoo:squeezenet, opset 9): onnx.reference computes Softmax along one axis at every opset,
+    where opsets 1-12 coerce the input to 2-D at ``axis`` (default 1). The fuzzer's judge runs the reference
+    with corrected kernels (glow_tools.fuzz.reference_fixes); glow and onnxruntime agree with them."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
 
-    x = np.random.default_rng(0).standard_normal((1, 5, 1, 1)).astype(np.float32)
-    m = model([helper.make_node("Softmax", ["x"], ["y"])], [("x", F, [1, 5, 1, 1])], [("y", F, [1, 5, 1, 1])],
-              opset=9)
-    (y,) = onnx_backend.prepare(m, backend="interpreter").run([x])
-    e = np.exp(x.reshape(1, 5) - x.max())
-    np.testing.assert_allclose(y.reshape(1, 5), e / e.sum(), rtol=1e-6)
-    assert "Softmax" in reference_caveat(m)
-    assert reference_caveat(model([helper.make_node("Softmax", ["x"], ["y"])], [("x", F, [1, 5])],
-                                  [("y", F, [1, 5])], opset=13)) == ""
+    from glow_tools.fuzz.reference_fixes import new_ops
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    attrs = {} if axis is None else {"axis": axis}
+    m = model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, [2, 3, 4])], [("y", F, [2, 3, 4])], opset=9)
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(9)).run(None, {"x": x})[0]
+    ours = onnx_backend.prepare(m, backend="interpreter").run([x])[0]
+    theirs = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, fixed, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(theirs, fixed, rtol=1e-5, atol=1e-6)
+    if axis != 2:  # (the last axis: both readings agree) the uncorrected reference differs: the deviation is real
+        assert not np.allclose(ReferenceEvaluator(m).run(None, {"x": x})[0], fixed, atol=1e-3)
+    assert new_ops(13) == []
 
 
 @pytest.mark.parametrize("op, attrs", [("MaxPool", {}), ("AveragePool", {}), ("LpPool", {"p": 2})])
