@@ -156,3 +156,22 @@ def test_reference_is_no_judge_of_pooling_over_nan(op: str, attrs: dict) -> None
         assert np.isnan(y[0, 0, :2, :2]).all() and not np.isnan(y[0, 0, 2:, :]).any()
     assert "skips NaN" in reference_caveat(m, [x])
     assert reference_caveat(m, [np.ones_like(x)]) == ""
+
+
+def test_reference_overflow_in_softmax_cross_entropy_is_no_judge() -> None:
+    """Case 1695 (SoftmaxCrossEntropyLoss, logits 65504 beside 0.7): the reference's np.log(softmax) gives inf;
+    the spec's LogSoftmax gives -65503.3, and glow (like onnxruntime) a finite loss."""
+    from onnx.reference import ReferenceEvaluator
+
+    from glow_tools.fuzz.runners import overflow_caveat
+
+    x = np.array([[0.5, 0.7, 65504.0]], np.float32)
+    t = np.array([1], np.int64)
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["z"], reduction="none")
+    m = model([node], [("x", F, [1, 3]), ("t", onnx.TensorProto.INT64, [1])], [("z", F, [1])], opset=13)
+    ref = ReferenceEvaluator(m).run(None, {"x": x, "t": t})
+    (z,) = onnx_backend.prepare(m, backend="interpreter").run([x, t])
+    np.testing.assert_allclose(z, [65504.0 - 0.7], rtol=1e-6)
+    with np.errstate(divide="ignore"):
+        assert np.isinf(ref[0]).all() and "log(softmax)" in overflow_caveat(m, ref)
+    assert overflow_caveat(m, [z]) == ""
