@@ -462,6 +462,11 @@ class OnnxImporter:
         opset = self.opsets.get(node.domain, self.opsets.get("", 0)) if dom else max(
             self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
         ctx = NodeContext(self, node, opset)
+        refs = [a.name for a in node.attribute if a.ref_attr_name]
+        if refs:  # every rule, also those that read node.attribute directly
+            raise ModelError(f"{ctx.where()}: attribute(s) {refs} refer to a function's attribute "
+                             "(ref_attr_name), which only a function body may do",
+                             hint="the model file is corrupt")
         try:
             results = list(rule.fn(ctx))
         except GlowTypeError as e:

@@ -175,3 +175,15 @@ def test_reference_overflow_in_softmax_cross_entropy_is_no_judge() -> None:
     np.testing.assert_allclose(z, [65504.0 - 0.7], rtol=1e-6)
     assert np.isinf(ref[0]).all() and "log(softmax)" in overflow_caveat(m, ref)
     assert overflow_caveat(m, [z]) == ""
+
+
+def test_ref_attr_name_outside_a_function_is_refused_by_every_rule() -> None:
+    """Case 1891 (zoo:squeezenet): ConstantOfShape read its 'value' although the attribute named a function
+    attribute (ref_attr_name) in the main graph; a rule reading node.attribute directly skipped the check."""
+    fill = numpy_helper.from_array(np.array([3.0], np.float32), "value")
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], value=fill)
+    node.attribute[0].ref_attr_name = "outer"
+    s = numpy_helper.from_array(np.array([2], np.int64), "s")
+    m = model([node], [], [("y", F, [2])], [s])
+    with pytest.raises(ModelError, match=r"\['value'\] refer to a function's attribute"):
+        glow_core.compile(m)
