@@ -5,6 +5,12 @@ of opset 13 at every opset. Opsets 1 to 12 define them on the input coerced to
 2-D at ``axis`` (default 1): ``[prod(shape[:axis]), prod(shape[axis:])]``, the
 operation along the second axis, the result reshaped back. For a model importing
 an opset below 13, the reference runs with the classes below in ``new_ops``.
+
+Its BatchNormalization for opsets 9 to 13 uses the statistics of the batch
+whenever ``momentum`` has a value, and the schema's default always gives it one:
+a one-output node (inference, by the spec of those opsets) is computed as in
+training. For a model importing an opset below 14, a one-output
+BatchNormalization runs in inference mode, with the mean and variance given.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from onnx.reference.op_run import OpRun
 
 #: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
 COERCED_UNTIL = 13
+#: the first opset whose BatchNormalization onnx.reference computes in inference mode for one output
+BATCHNORM_UNTIL = 14
 
 
 class _Coerced2D(OpRun):
@@ -59,6 +67,21 @@ class Hardmax(_Coerced2D):
         return out
 
 
+class BatchNormalization(OpRun):
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
+             **attrs: Any) -> tuple[np.ndarray, ...]:
+        if len([o for o in self.onnx_node.output if o]) != 1:
+            raise NotImplementedError("training-mode BatchNormalization (more than one output)")
+        given = {a.name: a.f for a in self.onnx_node.attribute}
+        eps = given.get("epsilon", 1e-5)
+        shape = (-1,) + (1,) * (x.ndim - 2)
+        y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
+        return (y.astype(x.dtype),)
+
+
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
-    return [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
+    ops: list[type[OpRun]] = [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
+    return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])
