@@ -213,3 +213,15 @@ def test_corrected_reference_judges_one_output_batchnorm_before_opset_14(opset: 
     np.testing.assert_allclose(ours, fixed, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(theirs, fixed, rtol=1e-5, atol=1e-5)
     assert not np.allclose(ReferenceEvaluator(m).run(None, {"x": x})[0], fixed, atol=1e-2)  # the deviation
+
+
+def test_compress_condition_must_be_one_dimensional() -> None:
+    """Case 2989 (test_compress_negative_axis, condition of shape [1, 2]): glow flattened the condition and
+    answered; the spec's condition is 1-D, and the reference and onnxruntime refuse the model."""
+    from glow_core.errors import GlowTypeError
+
+    cond = numpy_helper.from_array(np.array([[True, False]]), "c")
+    m = model([helper.make_node("Compress", ["x", "c"], ["y"], axis=0)], [("x", F, [2, 3])], [("y", F, [1, 3])],
+              [cond])
+    with pytest.raises(GlowTypeError, match=r"condition must be 1-D, got shape \[1, 2\]"):
+        glow_core.compile(m)
