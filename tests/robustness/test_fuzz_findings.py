@@ -225,3 +225,14 @@ def test_compress_condition_must_be_one_dimensional() -> None:
               [cond])
     with pytest.raises(GlowTypeError, match=r"condition must be 1-D, got shape \[1, 2\]"):
         glow_core.compile(m)
+
+
+def test_quantized_outputs_are_compared_within_one_unit() -> None:
+    """Case 3245 (QLinearMatMul with float16 scales): the reference rounds 2 of 12 values one unit lower than
+    glow and onnxruntime (which agree). Quantized integer outputs are judged within one unit; two are wrong."""
+    from glow_tools.fuzz.runners import ReferenceAnswer, compare_outputs
+
+    ref = ReferenceAnswer([np.array([5, 4, 4], np.uint8), np.array([5, 4, 4], np.uint8)], [1, 0])
+    assert compare_outputs(ref, [np.array([5, 5, 4], np.uint8), np.array([5, 4, 4], np.uint8)]) == ""
+    assert "differ by more than 1" in compare_outputs(ref, [np.array([7, 4, 4], np.uint8), ref[1]])
+    assert "1 of 3 elements differ" in compare_outputs(ref, [ref[0], np.array([5, 5, 4], np.uint8)])
