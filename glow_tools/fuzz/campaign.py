@@ -141,8 +141,13 @@ def run_campaign(settings: Settings, indices: Iterable[int], names: Sequence[str
         todo = [b for b in settings.backends if (index, b) not in done]
         if not todo:
             continue
-        case = generate(settings.seed, index, names, mutators)
-        write_case(case, work)
+        try:
+            case = generate(settings.seed, index, names, mutators)
+            write_case(case, work)
+        except Exception as e:  # noqa: BLE001  (a fuzzer bug: logged, the campaign goes on)
+            with (out / "skipped.txt").open("a", encoding="utf-8") as f:
+                f.write(f"{index}: the case could not be made: {type(e).__name__}: {e}\n")
+            continue
         rows = run_case(case, work, settings, todo)
         with results.open("a", encoding="utf-8") as f:
             for row in rows:

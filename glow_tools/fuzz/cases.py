@@ -111,7 +111,10 @@ def generate(campaign_seed: int, index: int, names: Sequence[str], mutators: dic
         for _ in range(count):
             for _ in range(10):
                 mname = order[int(rng.choice(len(order), p=weights))]
-                desc = mutators[mname](mutant, rng)
+                try:
+                    desc = mutators[mname](mutant, rng)
+                except Exception as e:  # noqa: BLE001  (a mutator's own bug must not stop a campaign)
+                    desc = f"(the mutator raised {type(e).__name__}: {e})"
                 if desc is not None:
                     applied.append(f"{mname}: {desc}")
                     break

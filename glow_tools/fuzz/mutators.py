@@ -97,8 +97,12 @@ def attr_kind(m: Mutant, rng: np.random.Generator) -> str | None:
     if what == 1 and len(node.attribute):
         a = node.attribute[int(rng.integers(len(node.attribute)))]
         old = a.type
-        a.type = pick(rng, (AttributeProto.INT, AttributeProto.FLOAT, AttributeProto.STRING, AttributeProto.INTS,
-                            AttributeProto.TENSOR, AttributeProto.GRAPH, 0, 99))
+        new = pick(rng, (AttributeProto.INT, AttributeProto.FLOAT, AttributeProto.STRING, AttributeProto.INTS,
+                         AttributeProto.TENSOR, AttributeProto.GRAPH, 0, 99))
+        try:
+            a.type = new
+        except ValueError:  # protobuf refuses an enum value it does not know: UNDEFINED instead
+            a.type = 0
         return f"{node.op_type}.{a.name}: type {old} -> {a.type} (value fields unchanged)"
     if what == 2 and len(node.attribute):
         a = node.attribute[int(rng.integers(len(node.attribute)))]
