@@ -259,6 +259,14 @@ class OnnxImporter:
     def run(self) -> Function:
         proto = self.proto
         self.opsets = {o.domain: o.version for o in proto.opset_import}
+        versions: dict[str, set[int]] = {}
+        for o in proto.opset_import:
+            versions.setdefault("" if o.domain == "ai.onnx" else o.domain, set()).add(o.version)
+        twice = {d: sorted(v) for d, v in versions.items() if len(v) > 1}
+        if twice:  # which version would each node follow? runtimes disagree: refuse
+            d, v = next(iter(twice.items()))
+            raise ModelError(f"the model imports opset domain {d or 'ai.onnx'!r} more than once, with versions {v}",
+                             hint="the model file is corrupt: keep one opset_import per domain")
         opset = max(self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
         if opset and opset < MIN_OPSET:
             self._check_old_opset(proto.graph, opset)
@@ -474,7 +482,12 @@ class OnnxImporter:
             raise GlowTypeError(msg if "ONNX node" in msg else f"{ctx.where()}: {msg}", hint=e.hint) from None
         except (GlowError, DynamicValueError):
             raise
-        except (ValueError, TypeError, IndexError, KeyError) as e:
+        except ValueError as e:
+            if "array is too big" in str(e) or "Maximum allowed size exceeded" in str(e):  # numpy's size refusal
+                raise budget.BudgetError(f"{ctx.where()}: a tensor it computes is too large to allocate ({e})",
+                                         hint="fix the node's attributes or constant operands") from None
+            raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
+        except (TypeError, IndexError, KeyError) as e:
             raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
         except ArithmeticError as e:  # OverflowError, ZeroDivisionError: an extreme attribute or constant
             raise ModelError(f"{ctx.where()}: an attribute or constant operand is out of range "

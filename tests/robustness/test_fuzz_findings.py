@@ -236,3 +236,25 @@ def test_quantized_outputs_are_compared_within_one_unit() -> None:
     assert compare_outputs(ref, [np.array([5, 5, 4], np.uint8), np.array([5, 4, 4], np.uint8)]) == ""
     assert "differ by more than 1" in compare_outputs(ref, [np.array([7, 4, 4], np.uint8), ref[1]])
     assert "1 of 3 elements differ" in compare_outputs(ref, [ref[0], np.array([5, 5, 4], np.uint8)])
+
+
+@pytest.mark.parametrize("index, message", [
+    (70, "too large to allocate"),  # Resize sizes of 2**62: numpy's "array is too big" was an internal error
+    (96, "imports opset domain 'ai.onnx' more than once"),  # opset 1 and 13: glow followed one, the reference the other
+])
+def test_ci_seed_cases_end_in_a_clean_error(index: int, message: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Cases of the CI subset's campaign (tests/robustness/test_fuzz_ci.py) found on cpu, replayed in process."""
+    from glow_tools.fuzz import MUTATORS
+    from glow_tools.fuzz.cases import generate, write_case
+    from glow_tools.fuzz.runners import _glow_error_class, run_glow
+    from glow_tools.fuzz.seeds import seed_names
+    from tests.robustness.test_fuzz_ci import CI_SEED
+
+    names = seed_names()
+    if len(names) < 100:
+        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
+    write_case(generate(CI_SEED, index, names, MUTATORS), tmp_path / "case")
+    for backend in ("interpreter", "cpu"):
+        v = run_glow(str(tmp_path / "case"), backend)
+        assert v["kind"] == "glow-error", v
+        assert _glow_error_class(v)[0] == "clean-error" and message in v["message"], v
