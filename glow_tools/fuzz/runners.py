@@ -117,12 +117,20 @@ class ReferenceUnreliable(Exception):
     """The reference is known to compute something else than the spec says for this model."""
 
 
+#: ops whose ``onnx.reference`` kernels multiply every tap by its weight, zero ones too: an infinite input
+#: gives 0 * inf = NaN where the spec's nearest / interpolated value is the infinity
+WEIGHTED_TAP_REFERENCE_OPS = frozenset({"Resize", "Upsample"})
+
+
 def reference_caveat(model: Any, inputs: Sequence[np.ndarray] = ()) -> str:
     """Why ``onnx.reference`` cannot judge ``model`` on ``inputs`` ('' when it can)."""
     nan = any(a.dtype.kind == "f" and bool(np.isnan(a).any()) for a in inputs)
+    inf = any(a.dtype.kind == "f" and bool(np.isinf(a).any()) for a in inputs)
     for n in model.graph.node:
         if nan and n.op_type in NAN_SKIPPING_REFERENCE_OPS:
             return f"onnx.reference skips NaN in {n.op_type} windows, and an input holds NaN"
+        if inf and n.op_type in WEIGHTED_TAP_REFERENCE_OPS:
+            return f"onnx.reference multiplies {n.op_type}'s zero-weight taps too (0 * inf = NaN), and an input holds inf"
     return ""
 
 

@@ -206,6 +206,8 @@ def _unsqueeze(ctx: NodeContext) -> list[Value]:
     axes = _axes_operand(ctx, 13)
     if axes is None:
         raise GlowTypeError(f"{ctx.where()}: Unsqueeze needs axes")
+    if ctx.opset < 11 and any(a < 0 for a in axes):  # negative axes came with opset 11
+        raise GlowTypeError(f"{ctx.where()}: negative axes {list(axes)} (allowed from opset 11 on)")
     rank = x.type.rank + len(axes)
     new = set(norm_axes(ctx, axes, rank))
     dims = iter(x.shape)
