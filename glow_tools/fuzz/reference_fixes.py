@@ -11,6 +11,9 @@ whenever ``momentum`` has a value, and the schema's default always gives it one:
 a one-output node (inference, by the spec of those opsets) is computed as in
 training. For a model importing an opset below 14, a one-output
 BatchNormalization runs in inference mode, with the mean and variance given.
+
+Its GlobalMaxPool reduces every axis but the first for an input that is not
+4-D (``[1, 3, 3]`` gives ``[1, 1]``); the spec keeps N and C: ``[1, 3, 1]``.
 """
 
 from __future__ import annotations
@@ -81,7 +84,17 @@ class BatchNormalization(OpRun):
         return (y.astype(x.dtype),)
 
 
+class GlobalMaxPool(OpRun):
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        if x.ndim < 3:
+            raise ValueError(f"GlobalMaxPool of a rank-{x.ndim} input")
+        return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
-    ops: list[type[OpRun]] = [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
+    ops: list[type[OpRun]] = [GlobalMaxPool]
+    ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -304,3 +304,18 @@ def test_reference_is_no_judge_of_resize_over_infinities() -> None:
     (y,) = onnx_backend.prepare(m, backend="interpreter").run([x])
     assert np.isneginf(y).all()
     assert "0 * inf" in reference_caveat(m, [x]) and reference_caveat(m, [np.zeros_like(x)]) == ""
+
+
+def test_corrected_reference_keeps_n_and_c_of_a_3d_global_max_pool() -> None:
+    """Case 3454 (GlobalMaxPool of a [1, 3, 3] input): the reference answered [1, 1]; the spec (and glow, and
+    onnxruntime) keep N and C: [1, 3, 1]."""
+    from onnx.reference import ReferenceEvaluator
+
+    from glow_tools.fuzz.reference_fixes import new_ops
+
+    x = np.arange(9, dtype=np.float32).reshape(1, 3, 3)
+    m = model([helper.make_node("GlobalMaxPool", ["x"], ["y"])], [("x", F, [1, 3, 3])], [("y", F, [1, 3, 1])])
+    assert ReferenceEvaluator(m).run(None, {"x": x})[0].shape == (1, 1)  # the deviation
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(21)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(fixed, [[[2], [5], [8]]])
+    np.testing.assert_array_equal(onnx_backend.prepare(m).run([x])[0], fixed)
