@@ -135,12 +135,15 @@ def write_case(case: Case, folder: Path) -> Path:
         p = folder / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
-    for link, target in m.links:
-        os.link(folder / target, folder / link)
+    for link, target in m.links:  # (two external_data mutations may ask for the same one)
+        if not os.path.lexists(folder / link):
+            os.link(folder / target, folder / link)
     for link, target in m.symlinks:
-        os.symlink(target, folder / link)
+        if not os.path.lexists(folder / link):
+            os.symlink(target, folder / link)
     for rel in m.fifos:
-        os.mkfifo(folder / rel)
+        if not os.path.lexists(folder / rel):
+            os.mkfifo(folder / rel)
     (folder / MODEL_FILE).write_bytes(m.serialized())
     for k, a in enumerate(m.inputs):
         (folder / INPUTS_DIR / f"input_{k}.pb").write_bytes(numpy_helper.from_array(a).SerializeToString())

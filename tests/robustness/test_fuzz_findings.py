@@ -319,3 +319,28 @@ def test_corrected_reference_keeps_n_and_c_of_a_3d_global_max_pool() -> None:
     fixed = ReferenceEvaluator(m, new_ops=new_ops(21)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(fixed, [[[2], [5], [8]]])
     np.testing.assert_array_equal(onnx_backend.prepare(m).run([x])[0], fixed)
+
+
+def test_split_of_a_scalar_is_a_type_error() -> None:
+    """Case 7885 (test_split_equal_parts_1d_opset18 with a scalar input): 'cannot import: IndexError'."""
+    from glow_core.errors import GlowTypeError
+
+    m = model([helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2)], [("x", F, [])],
+              [("a", F, [1]), ("b", F, [1])], opset=18)
+    with pytest.raises(GlowTypeError, match="cannot split a scalar"):
+        glow_core.compile(m)
+
+
+def test_a_case_asking_twice_for_the_same_hard_link_is_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Case 4392 of campaign 0: two external_data mutations made the same hard link; writing it stopped."""
+    from glow_tools.fuzz import MUTATORS
+    from glow_tools.fuzz.cases import generate, write_case
+    from glow_tools.fuzz.seeds import seed_names
+
+    names = seed_names()
+    if len(names) < 100:
+        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
+    case = generate(0, 4392, names, MUTATORS)
+    assert len(case.mutant.links) == 2
+    assert write_case(case, tmp_path / "case").is_file()
+    assert (tmp_path / "case" / "model" / "linked.bin").stat().st_nlink == 2

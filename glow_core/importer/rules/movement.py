@@ -293,6 +293,8 @@ def _split(ctx: NodeContext) -> list[Value]:
     else:
         ctx.check_attrs(["axis", "num_outputs"] if ctx.opset >= 18 else ["axis"])
         split = int_list(ctx, 1, "split")
+    if x.type.rank == 0:
+        raise GlowTypeError(f"{ctx.where()}: cannot split a scalar (the input must have rank 1 or more)")
     axis = normalize_axis(int(ctx.attr("axis", 0)), x.type.rank)
     dim = x.shape[axis]
     num = ctx.attr("num_outputs")
