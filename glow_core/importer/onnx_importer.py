@@ -31,6 +31,7 @@ from glow_core.errors import (
     GlowTypeError,
     GlowVerifyError,
     ImportShapeError,
+    InputError,
     ModelError,
     UnsupportedError,
     UnsupportedOpsError,
@@ -451,7 +452,15 @@ class OnnxImporter:
             given[vi.name] = tuple(shape)
             self.budget.check_tensor(shape, elem.itemsize, f"input '{vi.name}'", "input")
             if vi.name in self.bind:
-                arr = np.asarray(np.asarray(self.bind[vi.name]).astype(elem.dtype, copy=False), order="C")
+                given_arr = np.asarray(self.bind[vi.name])
+                arr = np.asarray(given_arr.astype(elem.dtype, copy=False), order="C")
+                with np.errstate(all="ignore"):
+                    exact = given_arr.dtype == arr.dtype or np.array_equal(
+                        arr.astype(given_arr.dtype), given_arr, equal_nan=given_arr.dtype.kind in "fc")
+                if not exact:  # e.g. int64 axes [-1] bound to an input declared bool: True would be axis 1
+                    raise InputError(f"the value bound to input '{vi.name}' ({given_arr.dtype}) does not convert "
+                                     f"exactly to its declared type {elem.value}",
+                                     hint=f"pass a {elem.value} array, or fix the input's declaration")
                 if tuple(arr.shape) != tuple(shape):
                     raise ImportShapeError(f"bound value of input '{vi.name}' has shape {list(arr.shape)}, expected {list(shape)}")
                 self.values[vi.name] = self.fn.add_constant(arr, vi.name)
