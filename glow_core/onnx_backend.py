@@ -28,6 +28,7 @@ from onnx.backend.base import BackendRep, Device, DeviceType
 from glow_core.api import CompiledNetwork
 from glow_core.api import compile as glow_compile
 from glow_core.errors import DynamicValueError, InputError
+from glow_core.importer.precheck import check_strings
 from glow_core.importer.structured import flatten_feed, kind_of, rebuild
 
 #: compiled networks kept per prepared model
@@ -42,6 +43,7 @@ class GlowRep(BackendRep):
     """A prepared model: compiles per input signature, then runs."""
 
     def __init__(self, model: onnx.ModelProto, backend: str, options: Mapping[str, Any]) -> None:
+        check_strings(model)  # names with invalid UTF-8 would surface as bytes among the str names below
         self.model = model
         self.backend = backend
         self.options = dict(options)

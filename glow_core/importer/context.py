@@ -20,7 +20,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowTypeError, UnsupportedError
+from glow_core import budget
+from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowTypeError, ModelError, UnsupportedError
 from glow_core.importer.structured import RaggedValue
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
 from glow_core.ir.kinds import get_kind
@@ -99,6 +100,32 @@ def onnx_elem(data_type: int, where: str) -> ElemKind:
         why = (" (string tensors have no element kind: glow's backends run on fixed-width memory)"
                if data_type == onnx.TensorProto.STRING else "")
         raise UnsupportedError(f"{where}: element type {name} is not supported{why}") from None
+
+
+def tensor_array(t: onnx.TensorProto, where: str) -> np.ndarray:
+    """The value of a tensor held in the model (an attribute's), checked before numpy reads it.
+
+    Its dims are checked against the memory budget first (negative or huge dims are
+    refused), and data that does not fit the dims (a raw_data of the wrong length, ...)
+    is a ModelError naming the tensor, never a ValueError from numpy.
+    """
+    elem = onnx_elem(t.data_type, where)
+    budget.current().check_tensor(tuple(t.dims), elem.itemsize, where, f"tensor '{t.name}'")
+    try:
+        return np.asarray(numpy_helper.to_array(t)).astype(elem.dtype)
+    except MemoryError:
+        raise BudgetError(f"{where}: out of memory reading tensor '{t.name}'") from None
+    except Exception as e:  # noqa: BLE001  (numpy and onnx raise assorted errors on corrupt data)
+        raise ModelError(f"{where}: tensor '{t.name}' of shape {list(t.dims)} cannot be read: {e}",
+                         hint="the model file is corrupt") from None
+
+
+def _decode(name: str, v: bytes, where: str) -> str:
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelError(f"{where}: attribute '{name}' = {v[:40]!r} is not valid UTF-8",
+                         hint="the model file is corrupt") from None
 
 
 class NodeContext:
@@ -201,14 +228,14 @@ class NodeContext:
         if a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS:
             raise self.unsupported(f"attribute '{name}' holds a subgraph; control flow is not supported")
         if a.type == onnx.AttributeProto.TENSOR:
-            return numpy_helper.to_array(a.t)
+            return tensor_array(a.t, self.where())
         if a.ref_attr_name:
             raise self.unsupported(f"attribute '{name}' refers to a function attribute")
         v = helper.get_attribute_value(a)
         if isinstance(v, bytes):
-            return v.decode()
+            return _decode(name, v, self.where())
         if isinstance(v, list):
-            return [x.decode() if isinstance(x, bytes) else x for x in v]
+            return [_decode(name, x, self.where()) if isinstance(x, bytes) else x for x in v]
         return v
 
     def subgraph(self, name: str) -> onnx.GraphProto:

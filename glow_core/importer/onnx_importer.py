@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,6 +33,7 @@ from glow_core.errors import (
     GlowTypeError,
     GlowVerifyError,
     ImportShapeError,
+    InputError,
     ModelError,
     UnsupportedError,
     UnsupportedOpsError,
@@ -144,8 +146,11 @@ def _external_target(t: onnx.TensorProto, loc: str, base: Path) -> Path:
             f"tensor '{t.name}' points at external data '{loc}' outside the model's directory; refused",
             hint="keep external data files next to the model",
         )
-    if not target.is_file():
+    if not target.exists():
         raise ModelError(f"tensor '{t.name}': external data file '{loc}' is missing")
+    if not target.is_file():
+        raise ModelError(f"tensor '{t.name}': external data '{loc}' is not a regular file (a FIFO, a device or a "
+                         "folder); refused", hint="keep external data in regular files next to the model")
     if target.stat().st_nlink > 1:  # a hard link may reach a file outside the directory: no way to tell
         raise ModelError(f"tensor '{t.name}': external data file '{loc}' has {target.stat().st_nlink} hard links; "
                          "refused, since one may be a file outside the model's directory",
@@ -164,12 +169,17 @@ def _read_external(t: onnx.TensorProto, base: Path) -> bytes:
     except ValueError:
         raise ModelError(f"tensor '{t.name}': external data offset/length are not integers") from None
     try:
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        # O_NONBLOCK: a FIFO swapped in after the checks above must not block the open
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(target, flags)
     except OSError as e:
         raise ModelError(f"tensor '{t.name}': cannot open external data file '{loc}': {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+        st = os.fstat(f.fileno())  # what was opened, not what the path named before
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise ModelError(f"tensor '{t.name}': external data file '{loc}' changed while it was opened (not a "
+                             "regular file with one link any more); refused")
+        size = st.st_size
         if length is None:
             length = size - offset
         if not (0 <= offset <= size and 0 <= length <= size - offset):
@@ -281,6 +291,14 @@ class OnnxImporter:
     def run(self) -> Function:
         proto = self.proto
         self.opsets = {o.domain: o.version for o in proto.opset_import}
+        versions: dict[str, set[int]] = {}
+        for o in proto.opset_import:
+            versions.setdefault("" if o.domain == "ai.onnx" else o.domain, set()).add(o.version)
+        twice = {d: sorted(v) for d, v in versions.items() if len(v) > 1}
+        if twice:  # which version would each node follow? runtimes disagree: refuse
+            d, v = next(iter(twice.items()))
+            raise ModelError(f"the model imports opset domain {d or 'ai.onnx'!r} more than once, with versions {v}",
+                             hint="the model file is corrupt: keep one opset_import per domain")
         opset = max(self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
         if opset and opset < MIN_OPSET:
             self._check_old_opset(proto.graph, opset)
@@ -529,7 +547,15 @@ class OnnxImporter:
         """A model input (or a flattened element of one): a placeholder, or a constant when bound."""
         self.budget.check_tensor(shape, elem.itemsize, f"input '{name}'", "input")
         if name in self.bind:
-            arr = np.asarray(np.asarray(self.bind[name]).astype(elem.dtype, copy=False), order="C")
+            given = np.asarray(self.bind[name])
+            arr = np.asarray(given.astype(elem.dtype, copy=False), order="C")
+            with np.errstate(all="ignore"):
+                exact = given.dtype == arr.dtype or np.array_equal(
+                    arr.astype(given.dtype), given, equal_nan=given.dtype.kind in "fc")
+            if not exact:  # e.g. int64 axes [-1] bound to an input declared bool: True would be axis 1
+                raise InputError(f"the value bound to input '{name}' ({given.dtype}) does not convert "
+                                 f"exactly to its declared type {elem.value}",
+                                 hint=f"pass a {elem.value} array, or fix the input's declaration")
             if tuple(arr.shape) != tuple(shape):
                 raise ImportShapeError(f"bound value of input '{name}' has shape {list(arr.shape)}, expected {list(shape)}")
             return self.fn.add_constant(arr, name)
@@ -541,6 +567,11 @@ class OnnxImporter:
         opset = self.opsets.get(node.domain, self.opsets.get("", 0)) if dom else max(
             self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
         ctx = NodeContext(self, node, opset)
+        refs = [a.name for a in node.attribute if a.ref_attr_name]
+        if refs:  # every rule, also those that read node.attribute directly
+            raise ModelError(f"{ctx.where()}: attribute(s) {refs} refer to a function's attribute "
+                             "(ref_attr_name), which only a function body may do",
+                             hint="the model file is corrupt")
         try:
             results = list(rule.fn(ctx))
         except GlowTypeError as e:
@@ -548,7 +579,12 @@ class OnnxImporter:
             raise GlowTypeError(msg if "ONNX node" in msg else f"{ctx.where()}: {msg}", hint=e.hint) from None
         except (GlowError, DynamicValueError):
             raise
-        except (ValueError, TypeError, IndexError, KeyError) as e:
+        except ValueError as e:
+            if "array is too big" in str(e) or "Maximum allowed size exceeded" in str(e):  # numpy's size refusal
+                raise budget.BudgetError(f"{ctx.where()}: a tensor it computes is too large to allocate ({e})",
+                                         hint="fix the node's attributes or constant operands") from None
+            raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
+        except (TypeError, IndexError, KeyError) as e:
             raise UnsupportedError(f"{ctx.where()}: cannot import: {type(e).__name__}: {e}") from e
         except ArithmeticError as e:  # OverflowError, ZeroDivisionError: an extreme attribute or constant
             raise ModelError(f"{ctx.where()}: an attribute or constant operand is out of range "

@@ -15,10 +15,9 @@ import math
 from typing import Sequence
 
 import numpy as np
-from onnx import numpy_helper
 
 from glow_core.errors import GlowTypeError
-from glow_core.importer.context import NodeContext, import_rule, onnx_elem
+from glow_core.importer.context import NodeContext, import_rule, onnx_elem, tensor_array
 from glow_core.ir.graph import Value
 from glow_core.ir.types import ElemKind, broadcast_shapes, normalize_axis
 
@@ -98,9 +97,7 @@ def _constant(ctx: NodeContext) -> list[Value]:
         if a.name in ("sparse_value", "value_string", "value_strings"):
             raise ctx.unsupported(f"Constant with '{a.name}' (sparse and string tensors are not supported)")
         if a.name == "value":
-            elem = onnx_elem(a.t.data_type, ctx.where())
-            arr = numpy_helper.to_array(a.t).astype(elem.dtype)
-            return [ctx.constant(arr)]
+            return [ctx.constant(tensor_array(a.t, ctx.where()))]
         if a.name in _CONSTANT_LISTS:
             return [ctx.constant(np.asarray(ctx.attr(a.name), _CONSTANT_LISTS[a.name]))]
     raise GlowTypeError(f"{ctx.where()}: Constant needs one value attribute")
@@ -130,8 +127,7 @@ def _constant_of_shape(ctx: NodeContext) -> list[Value]:
     fill = np.zeros(1, np.float32)
     for a in ctx.node.attribute:
         if a.name == "value":
-            elem = onnx_elem(a.t.data_type, ctx.where())
-            fill = numpy_helper.to_array(a.t).astype(elem.dtype).reshape(-1)
+            fill = tensor_array(a.t, ctx.where()).reshape(-1)
     if fill.size != 1:
         raise GlowTypeError(f"{ctx.where()}: value must hold one element")
     # a Broadcast of the fill value: folded into a constant unless it is too large to fold
@@ -210,6 +206,8 @@ def _unsqueeze(ctx: NodeContext) -> list[Value]:
     axes = _axes_operand(ctx, 13)
     if axes is None:
         raise GlowTypeError(f"{ctx.where()}: Unsqueeze needs axes")
+    if ctx.opset < 11 and any(a < 0 for a in axes):  # negative axes came with opset 11
+        raise GlowTypeError(f"{ctx.where()}: negative axes {list(axes)} (allowed from opset 11 on)")
     rank = x.type.rank + len(axes)
     new = set(norm_axes(ctx, axes, rank))
     dims = iter(x.shape)
@@ -295,6 +293,8 @@ def _split(ctx: NodeContext) -> list[Value]:
     else:
         ctx.check_attrs(["axis", "num_outputs"] if ctx.opset >= 18 else ["axis"])
         split = int_list(ctx, 1, "split")
+    if x.type.rank == 0:
+        raise GlowTypeError(f"{ctx.where()}: cannot split a scalar (the input must have rank 1 or more)")
     axis = normalize_axis(int(ctx.attr("axis", 0)), x.type.rank)
     dim = x.shape[axis]
     num = ctx.attr("num_outputs")

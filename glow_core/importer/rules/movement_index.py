@@ -107,7 +107,9 @@ def _compress(ctx: NodeContext) -> list[Value]:
     x = ctx.req(0)
     cond = ctx.const(1, "the condition (it decides the output shape)")
     assert cond is not None
-    cond = np.asarray(cond).reshape(-1).astype(bool)
+    if np.ndim(cond) != 1:  # the spec's condition is 1-D (the reference and onnxruntime refuse others)
+        raise GlowTypeError(f"{ctx.where()}: the condition must be 1-D, got shape {list(np.shape(cond))}")
+    cond = np.asarray(cond).astype(bool)
     axis = ctx.attr("axis")
     if axis is None:
         x = reshape(ctx, x, (x.type.size,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from glow_core.errors import GlowTypeError
 from glow_core.importer.context import NodeContext, import_rule
 from glow_core.ir.graph import Value
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
@@ -27,6 +28,10 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
         raise ctx.unsupported(f"a {mask.type.elem.value} attn_mask (bool or Q's type are supported)")
     if (past_k is None) != (past_v is None):
         raise ctx.unsupported("past_key without past_value (or the reverse)")
+    for what, past in (("past_key", past_k), ("past_value", past_v)):
+        if past is not None and past.type.elem != q.type.elem:  # the spec's T1 / T2: one type with K and V
+            raise GlowTypeError(f"{ctx.where()}: {what} is {past.type.elem.value}, Q, K and V are "
+                                f"{q.type.elem.value}: they must have one element type")
     qh = int(ctx.attr("q_num_heads", 0))
     kh = int(ctx.attr("kv_num_heads", 0))
     if q.type.rank == 3:

@@ -1,0 +1,100 @@
+"""Corrections to ``onnx.reference`` where it departs from the ONNX spec, so it can judge those models.
+
+``onnx.reference`` implements Softmax, LogSoftmax and Hardmax with the semantics
+of opset 13 at every opset. Opsets 1 to 12 define them on the input coerced to
+2-D at ``axis`` (default 1): ``[prod(shape[:axis]), prod(shape[axis:])]``, the
+operation along the second axis, the result reshaped back. For a model importing
+an opset below 13, the reference runs with the classes below in ``new_ops``.
+
+Its BatchNormalization for opsets 9 to 13 uses the statistics of the batch
+whenever ``momentum`` has a value, and the schema's default always gives it one:
+a one-output node (inference, by the spec of those opsets) is computed as in
+training. For a model importing an opset below 14, a one-output
+BatchNormalization runs in inference mode, with the mean and variance given.
+
+Its GlobalMaxPool reduces every axis but the first for an input that is not
+4-D (``[1, 3, 3]`` gives ``[1, 1]``); the spec keeps N and C: ``[1, 3, 1]``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from onnx.reference.op_run import OpRun
+
+#: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
+COERCED_UNTIL = 13
+#: the first opset whose BatchNormalization onnx.reference computes in inference mode for one output
+BATCHNORM_UNTIL = 14
+
+
+class _Coerced2D(OpRun):
+    op_domain = ""
+
+    def _flat(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+        given = {a.name: a.i for a in self.onnx_node.attribute}  # (the schema's default is opset 13's)
+        axis = int(given.get("axis", 1))
+        if not -x.ndim <= axis <= x.ndim - (1 if x.ndim else 0):
+            raise ValueError(f"axis {axis} out of range for rank {x.ndim}")
+        axis %= max(x.ndim, 1)
+        return x.reshape(math.prod(x.shape[:axis]), -1), x.shape
+
+    def _compute(self, f: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _run(self, x: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        if x.size == 0:
+            return (x,)
+        f, shape = self._flat(x)
+        return (self._compute(f).reshape(shape).astype(x.dtype),)
+
+
+class Softmax(_Coerced2D):
+    def _compute(self, f: np.ndarray) -> np.ndarray:
+        e = np.exp(f - f.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+
+class LogSoftmax(_Coerced2D):
+    def _compute(self, f: np.ndarray) -> np.ndarray:
+        t = f - f.max(axis=1, keepdims=True)
+        return t - np.log(np.exp(t).sum(axis=1, keepdims=True))
+
+
+class Hardmax(_Coerced2D):
+    def _compute(self, f: np.ndarray) -> np.ndarray:
+        out = np.zeros_like(f)
+        out[np.arange(f.shape[0]), np.argmax(f, axis=1)] = 1
+        return out
+
+
+class BatchNormalization(OpRun):
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
+             **attrs: Any) -> tuple[np.ndarray, ...]:
+        if len([o for o in self.onnx_node.output if o]) != 1:
+            raise NotImplementedError("training-mode BatchNormalization (more than one output)")
+        given = {a.name: a.f for a in self.onnx_node.attribute}
+        eps = given.get("epsilon", 1e-5)
+        shape = (-1,) + (1,) * (x.ndim - 2)
+        y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
+        return (y.astype(x.dtype),)
+
+
+class GlobalMaxPool(OpRun):
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        if x.ndim < 3:
+            raise ValueError(f"GlobalMaxPool of a rank-{x.ndim} input")
+        return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+
+def new_ops(opset: int) -> list[type[OpRun]]:
+    """The corrected kernels a model importing ``opset`` needs."""
+    ops: list[type[OpRun]] = [GlobalMaxPool]
+    ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
+    return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -1,0 +1,248 @@
+"""What runs inside the forked children, and how an outcome is classified.
+
+Three runners, each given a case folder and run by :func:`glow_tools.fuzz.isolate.run_forked`:
+
+- :func:`run_glow`: ``glow_core.onnx_backend`` on one backend, under a lowered
+  memory budget (:data:`GLOW_BUDGET`), so that any allocation past the child's
+  address-space limit means glow's budget missed it;
+- :func:`run_reference`: ``onnx.reference.ReferenceEvaluator``, the judge;
+- :func:`run_onnxruntime`: onnxruntime, for information only.
+
+Classes (:data:`CLASSES`): ``match``, ``clean-error``, ``wrong``,
+``internal-error``, ``crash``, ``hang``, ``memory``, and ``unjudged`` (glow
+answered but the reference could not: it refused the model, crashed or hung).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+from collections.abc import Sequence
+
+import numpy as np
+
+from glow_core.errors import GlowError, UnsupportedError
+from glow_tools.fuzz.cases import MODEL_FILE, read_inputs
+from glow_tools.fuzz.isolate import Outcome
+from glow_tools.fuzz.reference_fixes import new_ops
+from glow_tools.nodetests import compare
+
+CLASSES = ("match", "clean-error", "unjudged", "wrong", "internal-error", "crash", "hang", "memory")
+#: classes that are findings (each one is saved as a reproduction)
+FINDINGS = ("wrong", "internal-error", "crash", "hang", "memory")
+#: glow's limits inside a fuzz child: far below the child's address-space limit
+GLOW_BUDGET = {"max_tensor_bytes": 256 << 20, "max_total_bytes": 1 << 30}
+
+
+def _real_input_names(model: Any) -> list[str]:
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def warm_up(backends: Sequence[str], onnxruntime: bool = True) -> None:
+    """Import in the worker what every child needs, so each fork starts warm (and all run the same code)."""
+    import onnx.reference  # noqa: F401
+
+    from onnx import TensorProto, helper
+
+    from glow_core import onnx_backend
+    from glow_core.importer.context import import_rules
+
+    import_rules()
+    os.environ["GLOW_CPU_CACHE"] = "0"
+    vi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "warm", [vi], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    for b in backends:  # every lazily imported module (passes, lowering, emitters) is loaded once, here
+        onnx_backend.prepare(m, backend=b, threads=1).run([np.zeros(2, np.float32)])
+    if onnxruntime:
+        try:
+            import onnxruntime as _ort  # noqa: F401
+        except ImportError:
+            pass
+
+
+def run_glow(case_dir: str, backend: str) -> dict[str, Any]:
+    """Compile and run the case on ``backend``; a dict says how it ended (never raises)."""
+    os.environ["GLOW_CPU_CACHE"] = "0"  # every mutant is new: the object cache would only fill the disk
+    from glow_core import onnx_backend
+
+    folder = Path(case_dir)
+    inputs = read_inputs(folder)
+    try:
+        rep = onnx_backend.prepare(str(folder / MODEL_FILE), backend=backend, threads=1, options=GLOW_BUDGET)
+        outs = rep.run(inputs)
+        return {"kind": "outputs", "outputs": [np.asarray(o) for o in outs]}
+    except GlowError as e:
+        cause = e.__cause__
+        foreign = cause is not None and not isinstance(cause, GlowError)
+        return {"kind": "glow-error", "type": type(e).__name__, "message": e.one_line(),
+                "unsupported": isinstance(e, UnsupportedError),
+                "cause": f"{type(cause).__name__}: {cause}" if foreign else ""}
+    except MemoryError:
+        return {"kind": "memory"}
+    except Exception as e:  # noqa: BLE001  (anything else escaping glow is an internal error)
+        tb = "".join(traceback.format_exception(e)[-6:])
+        return {"kind": "exception", "type": type(e).__name__, "message": f"{type(e).__name__}: {e}"[:600],
+                "traceback": tb[-3000:]}
+
+
+#: ops whose ``onnx.reference`` kernels pad windows with NaN and skip NaN (np.nanmax, np.nanmean): on
+#: inputs holding NaN they differ from the spec's arithmetic (and from onnxruntime)
+NAN_SKIPPING_REFERENCE_OPS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+
+
+#: ops whose ``onnx.reference`` kernels compute log(softmax(x)) as np.log of the softmax: where a
+#: probability underflows to 0 they give inf or NaN where the spec's LogSoftmax-based definition is finite
+LOG_OF_SOFTMAX_REFERENCE_OPS = frozenset({"SoftmaxCrossEntropyLoss"})
+
+
+#: ops whose integer outputs are quantized values: one unit of difference is rounding (of a scale in
+#: float16, of x.5 ties), as onnxruntime's own tests allow
+QUANTIZED_OUTPUT_OPS = frozenset({"QuantizeLinear", "QLinearMatMul", "QLinearConv", "DynamicQuantizeLinear"})
+
+
+class ReferenceAnswer(list):  # type: ignore[type-arg]
+    """The reference's outputs, and per output the integer difference allowed (1 for quantized values)."""
+
+    def __init__(self, outputs: Sequence[np.ndarray], int_atol: Sequence[int]) -> None:
+        super().__init__(outputs)
+        self.int_atol = list(int_atol)
+
+
+class ReferenceUnreliable(Exception):
+    """The reference is known to compute something else than the spec says for this model."""
+
+
+#: ops whose ``onnx.reference`` kernels multiply every tap by its weight, zero ones too: an infinite input
+#: gives 0 * inf = NaN where the spec's nearest / interpolated value is the infinity
+WEIGHTED_TAP_REFERENCE_OPS = frozenset({"Resize", "Upsample"})
+
+
+def reference_caveat(model: Any, inputs: Sequence[np.ndarray] = ()) -> str:
+    """Why ``onnx.reference`` cannot judge ``model`` on ``inputs`` ('' when it can)."""
+    nan = any(a.dtype.kind == "f" and bool(np.isnan(a).any()) for a in inputs)
+    inf = any(a.dtype.kind == "f" and bool(np.isinf(a).any()) for a in inputs)
+    for n in model.graph.node:
+        if nan and n.op_type in NAN_SKIPPING_REFERENCE_OPS:
+            return f"onnx.reference skips NaN in {n.op_type} windows, and an input holds NaN"
+        if inf and n.op_type in WEIGHTED_TAP_REFERENCE_OPS:
+            return f"onnx.reference multiplies {n.op_type}'s zero-weight taps too (0 * inf = NaN), and an input holds inf"
+    return ""
+
+
+def default_opset(model: Any) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def run_reference(case_dir: str) -> ReferenceAnswer:
+    """The outputs of ``onnx.reference`` on the case (raises when the reference refuses the model)."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    folder = Path(case_dir)
+    model = onnx.load(str(folder / MODEL_FILE))
+    names = _real_input_names(model)
+    inputs = read_inputs(folder)
+    caveat = reference_caveat(model, inputs)
+    if caveat:
+        raise ReferenceUnreliable(caveat)
+    if len(names) != len(inputs):
+        raise ValueError(f"{len(inputs)} inputs for {len(names)} model inputs")
+    outs = [np.asarray(o) for o in
+            ReferenceEvaluator(model, new_ops=new_ops(default_opset(model))).run(None, dict(zip(names, inputs)))]
+    caveat = overflow_caveat(model, outs)
+    if caveat:
+        raise ReferenceUnreliable(caveat)
+    producer = {o: n.op_type for n in model.graph.node for o in n.output}
+    return ReferenceAnswer(outs, [int(producer.get(o.name) in QUANTIZED_OUTPUT_OPS) for o in model.graph.output])
+
+
+def overflow_caveat(model: Any, outputs: Sequence[np.ndarray]) -> str:
+    """Why the reference's non-finite ``outputs`` may be its own overflow ('' when they cannot be)."""
+    ops = {n.op_type for n in model.graph.node} & LOG_OF_SOFTMAX_REFERENCE_OPS
+    finite = all(not (o.dtype.kind == "f" and not np.isfinite(o).all()) for o in outputs)
+    if ops and not finite:
+        return (f"onnx.reference computes {sorted(ops)[0]} as log(softmax) and overflows where a probability "
+                "underflows to 0; its output holds inf or NaN")
+    return ""
+
+
+def run_onnxruntime(case_dir: str) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    folder = Path(case_dir)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 4
+    sess = ort.InferenceSession(str(folder / MODEL_FILE), so, providers=["CPUExecutionProvider"])
+    inputs = read_inputs(folder)
+    outs = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), inputs)})
+    return [np.asarray(o) for o in outs]
+
+
+def compare_outputs(expected: list[np.ndarray], actual: list[np.ndarray]) -> str:
+    """'' when every output matches (``glow_tools.nodetests.compare``; integer outputs of
+    quantizing ops within one unit), else what differs."""
+    if len(expected) != len(actual):
+        return f"{len(actual)} outputs, the reference has {len(expected)}"
+    int_atol = getattr(expected, "int_atol", [0] * len(expected))
+    for k, (e, a) in enumerate(zip(expected, actual)):
+        if e.dtype == object or a.dtype == object:
+            return f"output {k}: not a tensor"
+        if int_atol[k] and e.dtype == a.dtype and e.shape == a.shape and e.dtype.kind in "iu":
+            bad = int(np.count_nonzero(np.abs(e.astype(np.int64) - a.astype(np.int64)) > int_atol[k]))
+            if bad:
+                return f"output {k}: {bad} of {e.size} quantized elements differ by more than {int_atol[k]}"
+            continue
+        ok, msg, _ = compare(e, a)
+        if not ok:
+            return f"output {k}: {msg}"
+    return ""
+
+
+def _glow_error_class(v: dict[str, Any]) -> tuple[str, str]:
+    msg = f"{v['type']}: {v['message']}"
+    if not v["message"].strip():
+        return "internal-error", f"{v['type']} without a message"
+    if v["unsupported"] and v["cause"]:
+        return "internal-error", f"{msg} (raised from {v['cause']})"
+    if "bug" in v["message"].lower():
+        return "internal-error", msg
+    if v["type"] == "BudgetError" and "out of memory" in v["message"]:
+        return "memory", msg
+    return "clean-error", msg
+
+
+def classify(glow: Outcome, reference: Outcome | None) -> tuple[str, str]:
+    """(class, message) of one backend's outcome, judged by the reference's outcome."""
+    if glow.status in ("crash", "hang", "memory"):
+        return glow.status, glow.message
+    if glow.status != "ok":
+        return "internal-error", glow.message
+    v = glow.value
+    if v["kind"] == "memory":
+        return "memory", "MemoryError"
+    if v["kind"] == "exception":
+        return "internal-error", f"{v['message']} | {v['traceback'][-800:]}"
+    if v["kind"] == "glow-error":
+        return _glow_error_class(v)
+    if reference is None or reference.status != "ok":
+        why = "not run" if reference is None else f"{reference.status}: {reference.message[:300]}"
+        return "unjudged", f"glow answered; no reference ({why})"
+    diff = compare_outputs(reference.value, v["outputs"])
+    return ("wrong", diff) if diff else ("match", "")
+
+
+def onnxruntime_note(ort: Outcome | None, reference: Outcome | None) -> str:
+    """How onnxruntime compares with the reference ('' when it was not run)."""
+    if ort is None or reference is None or reference.status != "ok":
+        return ""
+    if ort.status != "ok":
+        return f"onnxruntime {ort.status}"
+    diff = compare_outputs(reference.value, ort.value)
+    return f"onnxruntime disagrees with the reference: {diff}" if diff else "agrees"
