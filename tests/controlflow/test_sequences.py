@@ -84,3 +84,25 @@ def test_folded_if_yielding_a_sequence_runs(backend: str) -> None:
     rep = onnx_backend.prepare(if_of_sequences(False), backend=backend)
     (y,) = rep.run({"x": x})
     np.testing.assert_array_equal(y, np.concatenate([x, 2 * x]))
+
+
+def sequence_output_after_run_time_if() -> onnx.ModelProto:
+    """A run-time If yielding a tensor, then a sequence built from it as the model's output."""
+    def branch(name: str, scale: float) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Constant", [], [f"{name}_k"], value=helper.make_tensor(f"{name}_k", F, [], [scale])),
+             helper.make_node("Mul", ["x", f"{name}_k"], [f"{name}_o"])],
+            name, [], [helper.make_tensor_value_info(f"{name}_o", F, [2])])
+
+    nodes = [helper.make_node("If", ["c"], ["t"], name="pick", then_branch=branch("a", 2.0),
+                              else_branch=branch("b", 3.0)),
+             helper.make_node("SequenceConstruct", ["t", "x"], ["s"])]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [2]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                  [_seq_vi("s")])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sequence_output_after_a_run_time_if_is_a_clear_refusal(backend: str) -> None:
+    feeds = {"x": np.array([1.0, 2.0], np.float32), "c": np.array(False)}
+    with pytest.raises(UnsupportedError, match=r"after If 'pick'.*'s'.*cannot cross run-time control flow"):
+        onnx_backend.prepare(sequence_output_after_run_time_if(), backend=backend).run(feeds)
