@@ -83,6 +83,17 @@ def _template(parent: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], outputs:
     return m
 
 
+def _refuse_structured(stage: "Stage", name: str) -> None:
+    """A program's outputs are handed over by name as tensors: a sequence or optional output cannot be."""
+    structured = sorted(stage.fn.structure)
+    if structured:
+        raise UnsupportedError(f"{name}: output(s) {', '.join(repr(n) for n in structured)} are sequence or "
+                               "optional values, which cannot cross run-time control flow yet "
+                               "(docs/control-flow.md)",
+                               hint="make the control flow fold at import time (a constant If condition or trip "
+                                    "count) or keep sequences inside one side of it")
+
+
 class Program:
     """A graph (template model without inputs) run with feeds by name; compiled per input signature."""
 
@@ -121,6 +132,7 @@ class Program:
             try:
                 stage = Stage.build(self.model_for(feeds), None, {n: feeds[n] for n in bound},
                                     self.target, self.name, checked=True, template=self.template)
+                _refuse_structured(stage, self.name)
             except DynamicValueError as e:  # a value that decides shapes: bind it and compile again
                 new = [p for p in e.placeholders if p in feeds and p not in bound]
                 if not new:

@@ -40,7 +40,8 @@ from glow_core.errors import (
 )
 from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
-from glow_core.importer.structured import OptShape, SeqShape, describe, flat_outputs, structured_input
+from glow_core.importer.structured import (OptShape, OptValue, RaggedValue, SeqShape, SeqValue, describe, flat_outputs,
+                                           structured_input, what_is)
 from glow_core.importer.subgraphs import all_nodes, node_uses
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -363,8 +364,16 @@ class OnnxImporter:
         for node in graph.node[split.index:]:
             needed.extend(n for n in node_uses(node) if n not in needed)
         needed.extend(o.name for o in graph.output if o.name not in needed)
+        node = graph.node[split.index]
         for name in needed:
             v = self.values.get(name)
+            if isinstance(v, (SeqValue, OptValue, RaggedValue)):
+                raise UnsupportedError(
+                    f"ONNX node '{node.name or node.output[0]}' ({node.op_type}) runs at run time, and value "
+                    f"'{name}' ({what_is(v)}) is needed from there on: sequence and optional values cannot "
+                    "cross run-time control flow yet (docs/control-flow.md)",
+                    hint="make the control flow fold at import time (a constant If condition or trip count) "
+                         "or keep sequences inside one side of it")
             if isinstance(v, Constant):
                 split.constants[name] = v.payload
             elif isinstance(v, Placeholder):
