@@ -18,7 +18,7 @@ import threading
 log = logging.getLogger("glow.cpu")
 
 FAST_MODULES = ("gemm", "matmul", "conv", "pool")
-MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax")
+MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "qgeneric")
 FALLBACK_MODULES = ("naive_linalg",)
 
 _lock = threading.Lock()
