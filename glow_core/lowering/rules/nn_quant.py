@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.ir.graph import Node, Value
+from glow_core.ir.graph import Constant, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lowering.builder import Builder
 from glow_core.lowering.rules.nn import per_channel
@@ -103,16 +103,34 @@ def _dynamic_quantize(b: Builder, node: Node) -> list[Value]:
 
 # -- integer products: onto the quantized primitives (QConv, QMatMul, Requantize) ---------------------------
 
+def _reshaped(b: Builder, v: Value, shape: tuple[int, ...]) -> Value:
+    """``v`` reshaped; a constant stays a constant (the fused kernels pack constant operands)."""
+    if isinstance(v, Constant):
+        return b.const(np.asarray(v.payload).reshape(shape))
+    return b.reshape(v, shape)
+
+
+def _f32_multiplier(b: Builder, in_s: Value, w_s: Value, y_s: Value, shape: tuple[int, ...]) -> Value:
+    """``in_s * w_s / y_s`` in float32 (a constant when the scales are), ``w_s`` shaped ``shape``."""
+    if all(isinstance(v, Constant) for v in (in_s, w_s, y_s)):
+        def f(v: Value) -> np.ndarray:
+            return np.asarray(v.payload).astype(np.float32)  # type: ignore[attr-defined]
+        m = f(in_s).reshape(()) * f(w_s).reshape(shape) / f(y_s).reshape(())
+        return b.const(np.asarray(m, np.float32))
+    return b.div(b.mul(b.reshape(b.cast(in_s, F32), ()), b.reshape(b.cast(w_s, F32), shape)),
+                 b.reshape(b.cast(y_s, F32), ()))
+
+
 def _zero_of(b: Builder, zp: Value | None, like: Value) -> Value:
     """A zero point as a scalar (or kept 1-D when it has several values); 0 of ``like``'s kind when absent."""
     if zp is None:
         return b.const(np.zeros((), like.type.dtype))
-    return b.reshape(zp, ()) if zp.type.size == 1 else zp
+    return _reshaped(b, zp, ()) if zp.type.size == 1 else zp
 
 
 def _per_channel_1d(b: Builder, v: Value) -> Value:
     """A scalar-or-vector operand as a scalar, or 1-D when it has several values."""
-    return b.reshape(v, ()) if v.type.size == 1 else b.reshape(v, (v.type.size,))
+    return _reshaped(b, v, () if v.type.size == 1 else (v.type.size,))
 
 
 @lowering("MatMulInteger")
@@ -141,13 +159,13 @@ def _scale_for(b: Builder, s: Value, per: str) -> Value:
 @lowering("QLinearMatMul")
 def _qlinear_matmul(b: Builder, node: Node) -> list[Value]:
     a, a_s, az, w, w_s, wz, y_s, yz = (b.input(i) for i in range(8))
-    mult = b.div(b.mul(_scale_for(b, a_s, "row"), _scale_for(b, w_s, "column")), b.reshape(b.cast(y_s, F32), ()))
-    yz = b.reshape(yz, ())
+    yz = _reshaped(b, yz, ())
     n = w.type.shape[-1] if w.type.rank else 0
     if w.type.rank == 2 and a_s.type.size == 1 and az.type.size == 1 and w_s.type.size in (1, n) and w_s.type.rank <= 1 \
             and wz.type.size in (1, n) and wz.type.rank <= 1:
-        return [b.emit1("FusedQMatMul", [a, w, b.reshape(az, ()), _per_channel_1d(b, wz), _per_channel_1d(b, mult),
-                                         yz, None])]
+        mult = _f32_multiplier(b, a_s, w_s, y_s, () if w_s.type.size == 1 else (n,))
+        return [b.emit1("FusedQMatMul", [a, w, _reshaped(b, az, ()), _per_channel_1d(b, wz), mult, yz, None])]
+    mult = b.div(b.mul(_scale_for(b, a_s, "row"), _scale_for(b, w_s, "column")), b.reshape(b.cast(y_s, F32), ()))
     acc = b.emit1("QMatMul", [a, w, az, wz])
     return [b.emit1("Requantize", [acc, mult, yz])]
 
@@ -155,9 +173,8 @@ def _qlinear_matmul(b: Builder, node: Node) -> list[Value]:
 @lowering("QLinearConv")
 def _qlinear_conv(b: Builder, node: Node) -> list[Value]:
     x, x_s, xz, w, w_s, wz, y_s, yz = (b.input(i) for i in range(8))
-    ws = _per_channel_1d(b, b.cast(w_s, F32))
-    mult = b.div(b.mul(b.reshape(b.cast(x_s, F32), ()), ws), b.reshape(b.cast(y_s, F32), ()))
-    return [b.emit1("FusedQConv", [x, w, b.reshape(xz, ()), _per_channel_1d(b, wz), mult, b.reshape(yz, ()),
+    mult = _f32_multiplier(b, x_s, w_s, y_s, () if w_s.type.size == 1 else (w_s.type.size,))
+    return [b.emit1("FusedQConv", [x, w, _reshaped(b, xz, ()), _per_channel_1d(b, wz), mult, _reshaped(b, yz, ()),
                                    b.opt_input(8)], **_conv_attrs(node))]
 
 

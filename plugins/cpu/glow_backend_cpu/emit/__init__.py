@@ -17,7 +17,7 @@ import threading
 
 log = logging.getLogger("glow.cpu")
 
-FAST_MODULES = ("gemm", "matmul", "conv", "pool")
+FAST_MODULES = ("gemm", "matmul", "conv", "pool", "qconv")
 MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "qgeneric")
 FALLBACK_MODULES = ("naive_linalg",)
 
