@@ -36,6 +36,7 @@ from glow_core.errors import (
 )
 from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
+from glow_core.importer.qdq import fold_qdq
 from glow_core.ir.graph import Constant, Function, Value, infer_types
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import TensorType
@@ -248,7 +249,7 @@ class OnnxImporter:
 
     # -- the import ----------------------------------------------------------
     def run(self) -> Function:
-        proto = self.proto
+        proto = self.proto = fold_qdq(self.proto)  # pre-quantized (QDQ) products onto the integer operators
         self.opsets = {o.domain: o.version for o in proto.opset_import}
         opset = max(self.opsets.get("", 0), self.opsets.get("ai.onnx", 0))
         if opset and opset < MIN_OPSET:
