@@ -147,7 +147,7 @@ class _Folder:
         if q is None or len(q.output) != 1 or (relu is not None and self.opset < 12):
             return None
         p = _Params(self.g, q)
-        if not p.per_tensor or _attr(q, "saturate", 1) != 1:
+        if not p.per_tensor or _attr(q, "saturate", 1) != 1 or (not p.zero_name and _attr(q, "output_dtype", 0)):
             return None
         return ([relu] if relu is not None else []) + [q], q, p, relu is not None
 
@@ -230,6 +230,8 @@ class _Folder:
     # -- MatMul ---------------------------------------------------------------------------------------------
 
     def matmul(self, node: onnx.NodeProto) -> None:
+        if len(node.input) != 2 or len(node.output) != 1:
+            return
         ain, bdq = self._input(node.input[0]), self.g.made_by(node.input[1], "DequantizeLinear")
         outp = self._output(node.output[0])
         if ain is None or bdq is None or outp is None:

@@ -130,3 +130,14 @@ def test_fused_qconv_declines_filters_beyond_int8() -> None:
     got, kinds = _run_const("QLinearConv", ops, {1, 2, 3, 4, 5, 6, 7}, attrs, "cpu")
     assert "FusedQConv" not in kinds and "QConv" in kinds, kinds
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dt", [U8, I8], ids=str)
+@pytest.mark.parametrize("k,st,pad", [(3, 2, 1), (2, 2, 0), (3, 1, 1)], ids=str)
+def test_int8_maxpool(dt: np.dtype, k: int, st: int, pad: int) -> None:
+    """MaxPool on 8-bit integers (the quantized path keeps pooling in int8): exact."""
+    x = _q8((2, 3, 23, 37), dt, 1)
+    x[0, 0, :2, :2] = np.iinfo(dt).min  # a window of range ends next to the padding
+    attrs = {"kernel_shape": [k, k], "strides": [st, st], "pads": [pad] * 4, "dilations": [1, 1],
+             "ceil_mode": False}
+    _compare("MaxPool", [x], attrs)

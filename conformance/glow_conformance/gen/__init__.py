@@ -84,7 +84,7 @@ def generator(*kinds: str, elems: frozenset[ElemKind] | set[ElemKind]) -> Callab
 
 def generators() -> dict[str, Generator]:
     """The table, with every family module loaded."""
-    from glow_conformance.gen import elementwise, movement, nn, quant, reduce, seq  # noqa: F401
+    from glow_conformance.gen import elementwise, movement, nn, qprim, quant, reduce, seq  # noqa: F401
 
     return GENERATORS
 

@@ -70,9 +70,11 @@ def _quantize(b: Builder, node: Node) -> list[Value]:
 @lowering("DequantizeLinear")
 def _dequantize(b: Builder, node: Node) -> list[Value]:
     x, s, zp = b.input(0), b.input(1), b.opt_input(2)
-    diff = b.cast(x, E.INT64)
+    # 8- and 16-bit differences are exact in float32 (one fused float loop); int32 ones go through int64
+    wide = E.INT64 if x.type.elem is E.INT32 else F32
+    diff = b.cast(x, wide)
     if zp is not None:
-        diff = b.sub(diff, b.cast(granular(b, zp, x.type, node.attrs), E.INT64))
+        diff = b.sub(diff, b.cast(granular(b, zp, x.type, node.attrs), wide))
     y = b.mul(b.cast(diff, F32), b.cast(granular(b, s, x.type, node.attrs), F32))
     return [b.cast(y, node.attrs["elem"])]
 

@@ -271,12 +271,31 @@ def pack_tile(b: ir.IRBuilder, pk: Packed, nv: int, row: Rows, tile: ir.Value) -
                 if pk.K % 4 == 0:
                     rows.append(row(b, k, j))
                     continue
-                slot = b.alloca(V16I8)
-                b.store(zero, slot)
-                with b.if_then(b.icmp_signed("<", k, c64(pk.K))):
-                    b.store(row(b, k, j), slot)
-                rows.append(b.load(slot))
+                rows.append(branch_value(b, b.icmp_signed("<", k, c64(pk.K)), lambda b, k=k, j=j: row(b, k, j),
+                                         lambda b: zero))
             b.store(_interleave4(b, rows), b.gep(tv, [b.add(b.mul(q, c64(nv)), c64(j))]), align=64)
+
+
+def branch_value(b: ir.IRBuilder, cond: ir.Value, then: Callable[[ir.IRBuilder], ir.Value],
+                 other: Callable[[ir.IRBuilder], ir.Value]) -> ir.Value:
+    """``then(b) if cond else other(b)``, each side computed only on its branch (a phi; no stack slot)."""
+    fn = b.block.function
+    t_blk, o_blk, end = fn.append_basic_block("bv.then"), fn.append_basic_block("bv.else"), \
+        fn.append_basic_block("bv.end")
+    b.cbranch(cond, t_blk, o_blk)
+    b.position_at_end(t_blk)
+    tv = then(b)
+    t_end = b.block
+    b.branch(end)
+    b.position_at_end(o_blk)
+    ov = other(b)
+    o_end = b.block
+    b.branch(end)
+    b.position_at_end(end)
+    phi = b.phi(tv.type)
+    phi.add_incoming(tv, t_end)
+    phi.add_incoming(ov, o_end)
+    return phi
 
 
 def _to_unsigned(b: ir.IRBuilder, v: ir.Value, pk: Packed) -> ir.Value:
@@ -292,14 +311,28 @@ def gather_rows(pk: Packed, xbase: Callable[[ir.IRBuilder], ir.Value], cstride: 
         c, tap = (b.udiv(k, c64(taps)), b.urem(k, c64(taps))) if taps > 1 else (k, c64(0))
         offs = b.load(b.gep(b.bitcast(tab, V16I32.as_pointer()), [b.add(b.mul(tap, c64(NV_MAX)), c64(j))]),
                       align=64)
-        valid = b.icmp_signed(">=", offs, ir.Constant(V16I32, [0] * 16))
-        safe = b.select(valid, offs, ir.Constant(V16I32, [0] * 16))
         base = b.gep(xbase(b), [b.mul(c, c64(cstride))])
-        v = ir.Constant(V16I8, None)
-        for lane in range(16):  # scalar loads: x86 has no byte gather
-            off = b.extract_element(safe, ir.Constant(I32, lane))
-            v = b.insert_element(v, b.load(b.gep(base, [b.sext(off, I64)])), ir.Constant(I32, lane))
-        return b.select(valid, _to_unsigned(b, v, pk), ir.Constant(V16I8, [pk.xz_u] * 16))
+        first = b.extract_element(offs, ir.Constant(I32, 0))
+        # 16 consecutive in-bounds bytes (inside a row, away from the padding): one vector load
+        run = b.add(_splat_i32(b, first), ir.Constant(V16I32, list(range(16))))
+        same = b.bitcast(b.icmp_signed("==", offs, run), ir.IntType(16))
+        contiguous = b.and_(b.icmp_signed(">=", first, ir.Constant(I32, 0)),
+                            b.icmp_unsigned("==", same, ir.Constant(ir.IntType(16), 0xFFFF)))
+
+        def vector(b: ir.IRBuilder) -> ir.Value:
+            p = b.bitcast(b.gep(base, [b.sext(first, I64)]), V16I8.as_pointer())
+            return _to_unsigned(b, b.load(p, align=1), pk)
+
+        def gather(b: ir.IRBuilder) -> ir.Value:
+            valid = b.icmp_signed(">=", offs, ir.Constant(V16I32, [0] * 16))
+            safe = b.select(valid, offs, ir.Constant(V16I32, [0] * 16))
+            v = ir.Constant(V16I8, None)
+            for lane in range(16):  # scalar loads: x86 has no byte gather
+                off = b.extract_element(safe, ir.Constant(I32, lane))
+                v = b.insert_element(v, b.load(b.gep(base, [b.sext(off, I64)])), ir.Constant(I32, lane))
+            return b.select(valid, _to_unsigned(b, v, pk), ir.Constant(V16I8, [pk.xz_u] * 16))
+
+        return branch_value(b, contiguous, vector, gather)
     return row
 
 
