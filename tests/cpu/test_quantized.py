@@ -7,6 +7,10 @@ VNNI when the host has it, the widening path under ``GLOW_CPU_FEATURES=avx2``).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,8 @@ from glow_core.ir.types import TensorType
 from glow_core.plugin_host import get_backend
 from tests.lowering.test_nn_quant import CONV_CASES, _conv_attrs, _q8, _scale
 from tests.lowering.test_reduce import F32, I8, I32, U8, rand, run
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compare(kind: str, ops: list[np.ndarray | None], attrs: dict[str, Any]) -> None:
@@ -141,3 +147,18 @@ def test_int8_maxpool(dt: np.dtype, k: int, st: int, pad: int) -> None:
     attrs = {"kernel_shape": [k, k], "strides": [st, st], "pads": [pad] * 4, "dilations": [1, 1],
              "ceil_mode": False}
     _compare("MaxPool", [x], attrs)
+
+
+def test_widening_path_without_vnni(tmp_path: Path) -> None:
+    """With AVX512-VNNI turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by widening: still exact."""
+    code = ("from glow_backend_cpu.target import host_codegen\n"
+            "assert '+avx512vnni' not in host_codegen().features.split(',')\n"
+            "from tests.cpu.test_quantized import QCONV_CASES, I8, U8, test_fused_qconv_fast, test_fused_qmatmul_fast\n"
+            "for i in (0, 1, 2):\n"
+            "    for x, w, y in ((U8, I8, U8), (I8, I8, I8)):\n"
+            "        test_fused_qconv_fast(x, w, y, QCONV_CASES[i])\n"
+            "test_fused_qmatmul_fast(I8, (5, 33))\n"
+            "print('ok')\n")
+    env = {**os.environ, "GLOW_CPU_FEATURES": "avx2", "GLOW_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]

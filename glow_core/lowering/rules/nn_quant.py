@@ -163,8 +163,8 @@ def _qlinear_matmul(b: Builder, node: Node) -> list[Value]:
     a, a_s, az, w, w_s, wz, y_s, yz = (b.input(i) for i in range(8))
     yz = _reshaped(b, yz, ())
     n = w.type.shape[-1] if w.type.rank else 0
-    if w.type.rank == 2 and a_s.type.size == 1 and az.type.size == 1 and w_s.type.size in (1, n) and w_s.type.rank <= 1 \
-            and wz.type.size in (1, n) and wz.type.rank <= 1:
+    per_column = w_s.type.size in (1, n) and w_s.type.rank <= 1 and wz.type.size in (1, n) and wz.type.rank <= 1
+    if w.type.rank == 2 and a_s.type.size == 1 and az.type.size == 1 and per_column:
         mult = _f32_multiplier(b, a_s, w_s, y_s, () if w_s.type.size == 1 else (n,))
         return [b.emit1("FusedQMatMul", [a, w, _reshaped(b, az, ()), _per_channel_1d(b, wz), mult, yz, None])]
     mult = b.div(b.mul(_scale_for(b, a_s, "row"), _scale_for(b, w_s, "column")), b.reshape(b.cast(y_s, F32), ()))

@@ -47,7 +47,6 @@ from glow_backend_cpu.helpers import (
     VOID,
     call_intrinsic,
     carried_loop,
-    elem_ptr,
     for_range,
     i64,
     intrinsic,

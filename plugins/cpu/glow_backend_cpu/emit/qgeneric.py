@@ -15,7 +15,8 @@ operation (``ew_ops``) so the loop generator vectorizes, broadcasts and fuses it
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -55,7 +56,8 @@ def load_int(b: ir.IRBuilder, op: Operand, index: ir.Value | int) -> ir.Value:
 
 # -- Requantize: an element-wise operation ---------------------------------------------------------------------
 
-def requantize_op(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, attrs) -> ir.Value:  # type: ignore[no-untyped-def]
+def requantize_op(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind,
+                  attrs: Mapping[str, Any]) -> ir.Value:
     """``clip(roundeven(float32(a0) * a1) + float32(a2), lo, hi)`` converted to ``oe``."""
     acc, mult, zp = a
     ft = ir.VectorType(F32, acc.type.count) if isinstance(acc.type, ir.VectorType) else F32
