@@ -25,7 +25,7 @@ E = ElemKind
 MANDATORY_ELEMS: frozenset[ElemKind] = frozenset({E.FLOAT32, E.INT32, E.INT64, E.BOOL})
 
 #: categories whose primitives are mandatory for fewer element kinds (first match wins); the quantized
-#: primitives (QConv, QMatMul, Requantize) are optional: a backend declares them to run int8 models natively
+#: primitives (IntConv, IntMatMul, Requantize) are optional: a backend declares them to run int8 models natively
 CATEGORY_MANDATORY_ELEMS: Mapping[Category, frozenset[ElemKind]] = MappingProxyType({
     Category.QUANTIZATION: frozenset(),
     Category.LINEAR_ALGEBRA: frozenset({E.FLOAT32}),

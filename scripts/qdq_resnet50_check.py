@@ -7,7 +7,7 @@ recommended flow (``scripts/qdq_models.py``). Every QuantizeLinear result (every
 quantized activation, the logits included) becomes a graph output of both runs;
 the script prints, over all of them, the share of elements equal and within one
 unit of the last place, the largest difference, and checks the target:
->= 99.9 % within 1 LSB. It also prints which kinds glow ran (FusedQConv: the int8
+>= 99.9 % within 1 LSB. It also prints which kinds glow ran (FusedIntConv: the int8
 kernels) and the top-1 agreement of the final softmax.
 """
 

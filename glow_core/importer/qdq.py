@@ -5,7 +5,7 @@ exporters that follow it) write a quantized model as float operators wrapped in
 ``DequantizeLinear`` / ``QuantizeLinear`` pairs. Imported literally, every
 product would run in float on dequantized weights. This fold rewrites the
 patterns onto the ONNX integer operators, which lower onto glow's int8
-primitives (QConv / QMatMul / Requantize, fused on backends with int8 kernels):
+primitives (IntConv / IntMatMul / Requantize, fused on backends with int8 kernels):
 
 - ``DQ(x), DQ(W), [DQ(bias) | float bias] -> Conv -> [Relu] -> Q`` becomes
   ``QLinearConv`` (the bias re-expressed as int32 in units of ``x_scale *

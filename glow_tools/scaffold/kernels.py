@@ -395,7 +395,7 @@ def _wrap_int32(v: np.ndarray) -> np.ndarray:
     return v.astype(np.int64).astype(np.int32)
 
 
-@kernel("QConv")
+@kernel("IntConv")
 def _qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.ndarray, wz: np.ndarray,
            b: np.ndarray | None) -> np.ndarray:
     # exact: (x - xz) and (w - wz) are small integers, so every float64 partial sum is exact
@@ -407,7 +407,7 @@ def _qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.ndarra
     return _wrap_int32(acc)
 
 
-@kernel("QMatMul")
+@kernel("IntMatMul")
 def _qmatmul(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, az: np.ndarray | None,
              bz: np.ndarray | None) -> np.ndarray:
     ad, bd = a.astype(np.int64), b.astype(np.int64)

@@ -135,7 +135,7 @@ def test_example_backend_installed_from_its_pyproject_passes_core(site: Path, tm
                                                                                          "0.1.0")
     assert data["suite"]["level"] == "core" and set(data["categories"]) == {"primitive", "model", "runtime"}
     # the optional quantized primitives the example declares run as non-mandatory core cases
-    assert all(c["result"] == "pass" and (c["mandatory"] or c["id"].split("/")[1] in ("QConv", "QMatMul", "Requantize"))
+    assert all(c["result"] == "pass" and (c["mandatory"] or c["id"].split("/")[1] in ("IntConv", "IntMatMul", "Requantize"))
                for c in data["cases"])
     assert data["categories"]["model"]["pass"] >= 6
 

@@ -1,6 +1,6 @@
 """The cpu backend's quantized kernels against the interpreter: bit-identical int8 / int32 results.
 
-Operands fed as inputs take the general kernels (QConv / QMatMul loops and
+Operands fed as inputs take the general kernels (IntConv / IntMatMul loops and
 Requantize); constant filters take the fused int8 kernels (``emit/qconv.py``:
 VNNI when the host has it, the widening path under ``GLOW_CPU_FEATURES=avx2``).
 """
@@ -108,7 +108,7 @@ def test_fused_qconv_fast(xdt: np.dtype, wdt: np.dtype, ydt: np.dtype, case: tup
     attrs = {"strides": [st, st], "pads": [pad] * 4, "dilations": [dil, dil], "group": 1}
     want, _ = _run_const("QLinearConv", ops, {1, 2, 3, 4, 5, 6, 7, 8}, attrs, "interpreter")
     got, kinds = _run_const("QLinearConv", ops, {1, 2, 3, 4, 5, 6, 7, 8}, attrs, "cpu")
-    assert "FusedQConv" in kinds, kinds
+    assert "FusedIntConv" in kinds, kinds
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(got)) > 3  # neither all saturated nor constant
 
@@ -122,7 +122,7 @@ def test_fused_qmatmul_fast(adt: np.dtype, shape: tuple[int, int]) -> None:
            np.array(0.4, np.float32), np.array(-2, I8)]
     want, _ = _run_const("QLinearMatMul", ops, {1, 2, 3, 4, 5, 6, 7}, {}, "interpreter")
     got, kinds = _run_const("QLinearMatMul", ops, {1, 2, 3, 4, 5, 6, 7}, {}, "cpu")
-    assert "FusedQMatMul" in kinds, kinds
+    assert "FusedIntMatMul" in kinds, kinds
     np.testing.assert_array_equal(got, want)
 
 
@@ -134,7 +134,7 @@ def test_fused_qconv_declines_filters_beyond_int8() -> None:
     attrs = {"strides": [1, 1], "pads": [1] * 4, "dilations": [1, 1], "group": 1}
     want, _ = _run_const("QLinearConv", ops, {1, 2, 3, 4, 5, 6, 7}, attrs, "interpreter")
     got, kinds = _run_const("QLinearConv", ops, {1, 2, 3, 4, 5, 6, 7}, attrs, "cpu")
-    assert "FusedQConv" not in kinds and "QConv" in kinds, kinds
+    assert "FusedIntConv" not in kinds and "IntConv" in kinds, kinds
     np.testing.assert_array_equal(got, want)
 
 

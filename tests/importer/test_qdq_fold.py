@@ -97,7 +97,7 @@ def test_qdq_model_matches_onnxruntime(qdq: tuple[onnx.ModelProto, list], backen
     net = glow_core.compile(exposed, backend=backend, threads=2)
     if backend == "cpu":
         kinds = {n.kind.name for n in net.function.nodes}
-        assert {"FusedQConv", "FusedQMatMul"} <= kinds, kinds
+        assert {"FusedIntConv", "FusedIntMatMul"} <= kinds, kinds
     total = exact = 0
     for feed in feeds:
         want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))

@@ -146,7 +146,7 @@ def test_a_backend_object_built_for_another_api_is_refused() -> None:
 def test_mandatory_primitive_set() -> None:
     prims = mandatory_primitives()
     assert set(prims) == primitive_kinds() - optional_primitives() and "Add" in prims and "Softmax" not in prims
-    assert {"QConv", "QMatMul", "Requantize"} == optional_primitives()  # int8: optional
+    assert {"IntConv", "IntMatMul", "Requantize"} == optional_primitives()  # int8: optional
     assert prims["Add"] == frozenset({E.FLOAT32, E.INT32, E.INT64})
     assert prims["Conv"] == F32 and prims["MatMul"] == F32  # compute-heavy kinds: float32 only
     assert all(elems <= MANDATORY_ELEMS and elems for elems in prims.values())

@@ -1,4 +1,4 @@
-"""Generators of the quantized primitives (QConv, QMatMul, Requantize) and their fused forms.
+"""Generators of the quantized primitives (IntConv, IntMatMul, Requantize) and their fused forms.
 
 Every case is exact against the interpreter (integer results). The variants
 cover per-tensor and per-channel filter zero points and multipliers, zero
@@ -42,7 +42,7 @@ def _filter(elem: ElemKind, shape: tuple[int, ...], rng: np.random.Generator) ->
     return arr(E.UINT8, shape, rng, "full"), np.full((shape[0],), 128, np.uint8)
 
 
-@generator("QConv", elems=Q8)
+@generator("IntConv", elems=Q8)
 def _qconv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     lo, hi = _ends(elem)
 
@@ -60,7 +60,7 @@ def _qconv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, B
             "zero-point-min": build(True, lo, True, 1, 1, 0), "zero-point-max": build(False, hi, False, 3, 1, 1)}
 
 
-@generator("QMatMul", elems=Q8)
+@generator("IntMatMul", elems=Q8)
 def _qmatmul(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     lo, hi = _ends(elem)
 
@@ -109,7 +109,7 @@ def _fused_multiplier(rng: np.random.Generator, m: int, per_channel: bool) -> np
     return rng.uniform(0.002, 0.02, (m,) if per_channel else ()).astype(np.float32)
 
 
-@generator("FusedQConv", elems=Q8)
+@generator("FusedIntConv", elems=Q8)
 def _fused_qconv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     lo, hi = _ends(elem)
 
@@ -131,7 +131,7 @@ def _fused_qconv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[
             "strided-k-not-multiple-of-4": build((1, 5, 12, 11), 7, 3, 2, 0, True, False)}
 
 
-@generator("FusedQMatMul", elems=Q8)
+@generator("FusedIntMatMul", elems=Q8)
 def _fused_qmatmul(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     def build(rows: int, k: int, n: int, per_channel: bool) -> Build:
         def b(rng: np.random.Generator) -> Variant:

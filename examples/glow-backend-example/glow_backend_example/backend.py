@@ -36,7 +36,7 @@ VERSION = "0.1.0"
 SDK_API = 2
 #: element kinds the kernels handle (narrowed per kind to what the kind is defined for)
 ELEMS = frozenset({ElemKind.FLOAT32, ElemKind.INT32, ElemKind.INT64, ElemKind.BOOL})
-#: the optional quantized primitives (QConv, QMatMul, Requantize) take 8-bit integers too
+#: the optional quantized primitives (IntConv, IntMatMul, Requantize) take 8-bit integers too
 QUANTIZED_ELEMS = frozenset({ElemKind.INT8, ElemKind.UINT8})
 #: device memory reported to the runtime (bytes)
 DEVICE_MEMORY = 4 << 30

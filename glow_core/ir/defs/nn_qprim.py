@@ -4,11 +4,11 @@ The ONNX-style kinds of ``nn_quant`` (QLinearConv, QLinearMatMul, ConvInteger,
 MatMulInteger) lower onto these, and so do models imported from QDQ form
 (the ``fold-qdq`` pass):
 
-- ``QConv``: Conv of ``(Input - InputZero)`` and ``(Filter - FilterZero)``
+- ``IntConv``: Conv of ``(Input - InputZero)`` and ``(Filter - FilterZero)``
   plus an int32 ``Bias``, accumulated exactly and wrapped to int32. 8-bit
   operands (uint8 or int8 each), a scalar input zero point, a per-tensor or
   per-output-channel filter zero point; padding contributes 0.
-- ``QMatMul``: ``numpy.matmul(A - AZero, B - BZero)`` in int32 (MatMulInteger's
+- ``IntMatMul``: ``numpy.matmul(A - AZero, B - BZero)`` in int32 (MatMulInteger's
   semantics: 1-D ``AZero`` per row of A, 1-D ``BZero`` per column of B).
 - ``Requantize``: int32 -> int8 / uint8,
   ``clip(round_half_even(float32(Input) * Multiplier) + ZeroPoint, lo, hi)`` in float32
@@ -17,7 +17,7 @@ MatMulInteger) lower onto these, and so do models imported from QDQ form
   and ``[lo, hi]`` is the result kind's range narrowed by ``clamp_lo`` / ``clamp_hi``
   (a fused ReLU is ``clamp_lo = ZeroPoint``).
 
-The fused kinds ``FusedQConv`` / ``FusedQMatMul`` are a QConv / QMatMul with
+The fused kinds ``FusedIntConv`` / ``FusedIntMatMul`` are a IntConv / IntMatMul with
 its requantize (and bias): backends with a fused int8 kernel declare them,
 every other backend sees them lowered back onto the three primitives.
 """
@@ -49,10 +49,10 @@ def _check_channels(t: TensorType | None, m: int, what: str) -> None:
 
 
 def _qconv_core(types: Types, attrs: Attrs, bias_at: int) -> TensorType:
-    """Checks shared by QConv and FusedQConv; the int32 accumulator's type."""
+    """Checks shared by IntConv and FusedIntConv; the int32 accumulator's type."""
     x, w, xz, wz = req(types, 0), req(types, 1), req(types, 2), req(types, 3)
-    check_elems(x, Q8_KINDS, "QConv input")
-    check_elems(w, Q8_KINDS, "QConv filter")
+    check_elems(x, Q8_KINDS, "IntConv input")
+    check_elems(w, Q8_KINDS, "IntConv filter")
     if xz.elem != x.elem or wz.elem != w.elem:
         raise GlowTypeError(f"zero points {xz}, {wz} must have the element kinds of their operands {x}, {w}")
     (y,) = conv_rule([x.with_elem(E.FLOAT32), w.with_elem(E.FLOAT32)], attrs)
@@ -90,12 +90,12 @@ _CONV_ATTRS = (attr("strides", A.INTS), attr("pads", A.INTS), attr("dilations", 
 _CLAMP_ATTRS = (attr("clamp_lo", A.INT, NO_CLAMP_LO, doc="lower bound of the result (a fused ReLU: the zero point)"),
                 attr("clamp_hi", A.INT, NO_CLAMP_HI, doc="upper bound of the result"))
 
-define_kind("QConv", inputs=("Input", "Filter", "InputZero", "FilterZero", "Bias?"), attrs=_CONV_ATTRS,
+define_kind("IntConv", inputs=("Input", "Filter", "InputZero", "FilterZero", "Bias?"), attrs=_CONV_ATTRS,
             infer=_qconv_rule, categories=(C.CONVOLUTION, C.QUANTIZATION, C.PRIMITIVE),
             elems=Q8_KINDS | {E.INT32},
             doc="Conv of (Input - InputZero) and (Filter - FilterZero) plus int32 Bias, exact, wrapped to int32; "
                 "8-bit operands, scalar InputZero, FilterZero per tensor or per output channel.")
-define_kind("QMatMul", inputs=("A", "B", "AZero?", "BZero?"), infer=matmul_integer_rule,
+define_kind("IntMatMul", inputs=("A", "B", "AZero?", "BZero?"), infer=matmul_integer_rule,
             categories=(C.LINEAR_ALGEBRA, C.QUANTIZATION, C.PRIMITIVE), elems=Q8_KINDS | {E.INT32},
             doc="numpy.matmul(A - AZero, B - BZero) in int32 (8-bit operands; 1-D AZero per row, 1-D BZero per "
                 "column).")
@@ -111,7 +111,7 @@ def _fused_qconv_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     acc = _qconv_core(types, attrs, 6)
     m = req(types, 1).shape[0]
     mult, yz = req(types, 4), req(types, 5)
-    check_elems(mult, frozenset({E.FLOAT32}), "FusedQConv multiplier")
+    check_elems(mult, frozenset({E.FLOAT32}), "FusedIntConv multiplier")
     _check_channels(mult, m, "the multiplier")
     check_elems(yz, Q8_KINDS, "the result zero point")
     _check_scalar(yz, "the result zero point")
@@ -122,13 +122,13 @@ def _fused_qconv_rule(types: Types, attrs: Attrs) -> list[TensorType]:
 def _fused_qmatmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     a, b, az, bz = req(types, 0), req(types, 1), req(types, 2), req(types, 3)
     if b.rank != 2 or a.rank < 1:
-        raise GlowTypeError(f"FusedQMatMul needs a 2-D B and A of rank >= 1, got {a}, {b}")
+        raise GlowTypeError(f"FusedIntMatMul needs a 2-D B and A of rank >= 1, got {a}, {b}")
     (acc,) = matmul_integer_rule([a, b, az, bz], attrs)
     n = b.shape[1]
     _check_scalar(az, "A's zero point")
     _check_channels(bz, n, "B's zero point")
     mult, yz = req(types, 4), req(types, 5)
-    check_elems(mult, frozenset({E.FLOAT32}), "FusedQMatMul multiplier")
+    check_elems(mult, frozenset({E.FLOAT32}), "FusedIntMatMul multiplier")
     _check_channels(mult, n, "the multiplier")
     check_elems(yz, Q8_KINDS, "the result zero point")
     _check_scalar(yz, "the result zero point")
@@ -139,13 +139,13 @@ def _fused_qmatmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     return [acc.with_elem(yz.elem)]
 
 
-define_kind("FusedQConv", inputs=("Input", "Filter", "InputZero", "FilterZero", "Multiplier", "YZero", "Bias?"),
+define_kind("FusedIntConv", inputs=("Input", "Filter", "InputZero", "FilterZero", "Multiplier", "YZero", "Bias?"),
             attrs=_CONV_ATTRS + _CLAMP_ATTRS, infer=_fused_qconv_rule,
             categories=(C.CONVOLUTION, C.QUANTIZATION), elems=Q8_KINDS | {E.INT32, E.FLOAT32},
-            doc="Requantize(QConv(Input, Filter, InputZero, FilterZero, Bias), Multiplier per tensor or per "
+            doc="Requantize(IntConv(Input, Filter, InputZero, FilterZero, Bias), Multiplier per tensor or per "
                 "output channel, YZero) with clamp_lo / clamp_hi.")
-define_kind("FusedQMatMul", inputs=("A", "B", "AZero", "BZero", "Multiplier", "YZero", "Bias?"),
+define_kind("FusedIntMatMul", inputs=("A", "B", "AZero", "BZero", "Multiplier", "YZero", "Bias?"),
             attrs=_CLAMP_ATTRS, infer=_fused_qmatmul_rule, categories=(C.LINEAR_ALGEBRA, C.QUANTIZATION),
             elems=Q8_KINDS | {E.INT32, E.FLOAT32},
-            doc="Requantize(QMatMul(A, B, AZero, BZero) + Bias, Multiplier per tensor or per column, YZero) with "
+            doc="Requantize(IntMatMul(A, B, AZero, BZero) + Bias, Multiplier per tensor or per column, YZero) with "
                 "clamp_lo / clamp_hi; B 2-D, scalar AZero.")

@@ -2,11 +2,11 @@
 
 In: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
 ConvInteger, QLinearMatMul, QLinearConv, and the fused quantized kinds
-FusedQConv / FusedQMatMul. Out: Cast, element-wise arithmetic, Round (half to
+FusedIntConv / FusedIntMatMul. Out: Cast, element-wise arithmetic, Round (half to
 even), Where / IsNaN, ReduceMin / ReduceMax, data movement, and the quantized
-primitives QConv, QMatMul and Requantize (``glow_core.ir.defs.nn_qprim``).
+primitives IntConv, IntMatMul and Requantize (``glow_core.ir.defs.nn_qprim``).
 
-Integer products become QConv / QMatMul (exact int32 accumulation), their
+Integer products become IntConv / IntMatMul (exact int32 accumulation), their
 requantization a Requantize whose multiplier (``InputScale * FilterScale /
 YScale``) is computed in float32 in the kernels' order, so the result is
 bit-identical to the ONNX-style kernels (``kernels/nn_quant.py``).
@@ -103,7 +103,7 @@ def _dynamic_quantize(b: Builder, node: Node) -> list[Value]:
     return [y, scale, b.cast(zp, E.UINT8)]
 
 
-# -- integer products: onto the quantized primitives (QConv, QMatMul, Requantize) ---------------------------
+# -- integer products: onto the quantized primitives (IntConv, IntMatMul, Requantize) ---------------------------
 
 def _reshaped(b: Builder, v: Value, shape: tuple[int, ...]) -> Value:
     """``v`` reshaped; a constant stays a constant (the fused kernels pack constant operands)."""
@@ -137,13 +137,13 @@ def _per_channel_1d(b: Builder, v: Value) -> Value:
 
 @lowering("MatMulInteger")
 def _matmul_integer(b: Builder, node: Node) -> list[Value]:
-    return [b.emit1("QMatMul", [b.input(0), b.input(1), b.opt_input(2), b.opt_input(3)])]
+    return [b.emit1("IntMatMul", [b.input(0), b.input(1), b.opt_input(2), b.opt_input(3)])]
 
 
 @lowering("ConvInteger")
 def _conv_integer(b: Builder, node: Node) -> list[Value]:
     x, w = b.input(0), b.input(1)
-    return [b.emit1("QConv", [x, w, _zero_of(b, b.opt_input(2), x), _zero_of(b, b.opt_input(3), w), None],
+    return [b.emit1("IntConv", [x, w, _zero_of(b, b.opt_input(2), x), _zero_of(b, b.opt_input(3), w), None],
                     **_conv_attrs(node))]
 
 
@@ -166,9 +166,9 @@ def _qlinear_matmul(b: Builder, node: Node) -> list[Value]:
     per_column = w_s.type.size in (1, n) and w_s.type.rank <= 1 and wz.type.size in (1, n) and wz.type.rank <= 1
     if w.type.rank == 2 and a_s.type.size == 1 and az.type.size == 1 and per_column:
         mult = _f32_multiplier(b, a_s, w_s, y_s, () if w_s.type.size == 1 else (n,))
-        return [b.emit1("FusedQMatMul", [a, w, _reshaped(b, az, ()), _per_channel_1d(b, wz), mult, yz, None])]
+        return [b.emit1("FusedIntMatMul", [a, w, _reshaped(b, az, ()), _per_channel_1d(b, wz), mult, yz, None])]
     mult = b.div(b.mul(_scale_for(b, a_s, "row"), _scale_for(b, w_s, "column")), b.reshape(b.cast(y_s, F32), ()))
-    acc = b.emit1("QMatMul", [a, w, az, wz])
+    acc = b.emit1("IntMatMul", [a, w, az, wz])
     return [b.emit1("Requantize", [acc, mult, yz])]
 
 
@@ -176,7 +176,7 @@ def _qlinear_matmul(b: Builder, node: Node) -> list[Value]:
 def _qlinear_conv(b: Builder, node: Node) -> list[Value]:
     x, x_s, xz, w, w_s, wz, y_s, yz = (b.input(i) for i in range(8))
     mult = _f32_multiplier(b, x_s, w_s, y_s, () if w_s.type.size == 1 else (w_s.type.size,))
-    return [b.emit1("FusedQConv", [x, w, _reshaped(b, xz, ()), _per_channel_1d(b, wz), mult, _reshaped(b, yz, ()),
+    return [b.emit1("FusedIntConv", [x, w, _reshaped(b, xz, ()), _per_channel_1d(b, wz), mult, _reshaped(b, yz, ()),
                                    b.opt_input(8)], **_conv_attrs(node))]
 
 
@@ -184,19 +184,19 @@ def _clamp_attrs(node: Node) -> dict[str, Any]:
     return {"clamp_lo": node.attrs["clamp_lo"], "clamp_hi": node.attrs["clamp_hi"]}
 
 
-@lowering("FusedQConv")
+@lowering("FusedIntConv")
 def _fused_qconv(b: Builder, node: Node) -> list[Value]:
     x, w, xz, wz, mult, yz = (b.input(i) for i in range(6))
-    acc = b.emit1("QConv", [x, w, xz, wz, b.opt_input(6)], **_conv_attrs(node))
+    acc = b.emit1("IntConv", [x, w, xz, wz, b.opt_input(6)], **_conv_attrs(node))
     if mult.type.size > 1:
         mult = per_channel(b, mult, acc.type.rank)
     return [b.emit1("Requantize", [acc, mult, yz], **_clamp_attrs(node))]
 
 
-@lowering("FusedQMatMul")
+@lowering("FusedIntMatMul")
 def _fused_qmatmul(b: Builder, node: Node) -> list[Value]:
     a, w, az, wz, mult, yz = (b.input(i) for i in range(6))
-    acc = b.emit1("QMatMul", [a, w, az, wz])
+    acc = b.emit1("IntMatMul", [a, w, az, wz])
     bias = b.opt_input(6)
     if bias is not None:
         acc = b.add(acc, bias)

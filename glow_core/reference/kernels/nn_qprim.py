@@ -1,4 +1,4 @@
-"""Kernels of the quantized primitives (``glow_core.ir.defs.nn_qprim``): QConv, QMatMul, Requantize and
+"""Kernels of the quantized primitives (``glow_core.ir.defs.nn_qprim``): IntConv, IntMatMul, Requantize and
 their fused forms.
 
 Integer products are exact (operands minus zero points are small integers, so
@@ -29,7 +29,7 @@ def _wrap_int32(v: np.ndarray) -> np.ndarray:
 
 def qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.ndarray, wz: np.ndarray,
           bias: np.ndarray | None) -> np.ndarray:
-    """The int32 accumulator of QConv (bias included, wrapped once)."""
+    """The int32 accumulator of IntConv (bias included, wrapped once)."""
     acc = exact_conv(attrs, out, x, xz, w, wz)
     if bias is not None:
         acc = acc + bias.astype(np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
@@ -43,13 +43,13 @@ def requantize(acc: np.ndarray, mult: np.ndarray, zp: np.ndarray, dtype: np.dtyp
     return np.clip(v, max(lo, attrs["clamp_lo"]), min(hi, attrs["clamp_hi"])).astype(dtype)
 
 
-@KERNELS.register("QConv")
+@KERNELS.register("IntConv")
 def _qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.ndarray, wz: np.ndarray,
            bias: np.ndarray | None) -> np.ndarray:
     return qconv(attrs, out, x, w, xz, wz, bias)
 
 
-@KERNELS.register("QMatMul")
+@KERNELS.register("IntMatMul")
 def _qmatmul(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, az: np.ndarray | None,
              bz: np.ndarray | None) -> np.ndarray:
     return _wrap_int32(exact_matmul(a, az, b, bz))
@@ -60,7 +60,7 @@ def _requantize(attrs: Attrs, out: Types, x: np.ndarray, mult: np.ndarray, zp: n
     return requantize(x, mult, zp, out[0].dtype, attrs)
 
 
-@KERNELS.register("FusedQConv")
+@KERNELS.register("FusedIntConv")
 def _fused_qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.ndarray, wz: np.ndarray,
                  mult: np.ndarray, yz: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     acc = qconv(attrs, out, x, w, xz, wz, bias)
@@ -68,7 +68,7 @@ def _fused_qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.
     return requantize(acc, m, yz, out[0].dtype, attrs)
 
 
-@KERNELS.register("FusedQMatMul")
+@KERNELS.register("FusedIntMatMul")
 def _fused_qmatmul(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, az: np.ndarray, bz: np.ndarray,
                    mult: np.ndarray, yz: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     acc = _wrap_int32(exact_matmul(a, az, b, bz))

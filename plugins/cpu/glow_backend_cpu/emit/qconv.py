@@ -1,4 +1,4 @@
-"""Fast int8 kernels: FusedQConv and FusedQMatMul as u8 x s8 -> s32 GEMMs with a fused requantize.
+"""Fast int8 kernels: FusedIntConv and FusedIntMatMul as u8 x s8 -> s32 GEMMs with a fused requantize.
 
 Both are ``Y[m, p] = requant(sum_k X[k, p] * W[m, k] + comp[m])`` with ``m``
 an output channel (a column of B for a matrix product) and ``p`` a pixel (a
@@ -464,7 +464,7 @@ def _conv_table(s: ConvShape) -> Callable[[ir.IRBuilder, ir.Value, ir.Value], No
     return fill
 
 
-@register_emitter("FusedQConv", elems=QELEMS, when=_qconv_ok,
+@register_emitter("FusedIntConv", elems=QELEMS, when=_qconv_ok,
                   why="1-D or 2-D, group 1, constant filter / zero points / multiplier / bias, filter - zero point "
                       "within int8")
 def emit_fused_qconv(ctx: EmitContext, instr: Instr) -> None:
@@ -501,7 +501,7 @@ def _matmul_table(P: int, K: int) -> Callable[[ir.IRBuilder, ir.Value, ir.Value]
     return fill
 
 
-@register_emitter("FusedQMatMul", elems=QELEMS, when=_qmatmul_ok,
+@register_emitter("FusedIntMatMul", elems=QELEMS, when=_qmatmul_ok,
                   why="constant B / zero points / multiplier / bias, B - zero point within int8")
 def emit_fused_qmatmul(ctx: EmitContext, instr: Instr) -> None:
     y = instr.outs[0]

@@ -1,9 +1,9 @@
-"""The quantized primitives in their general form: QConv, QMatMul (scalar int32 loops) and Requantize.
+"""The quantized primitives in their general form: IntConv, IntMatMul (scalar int32 loops) and Requantize.
 
 These run every shape and attribute combination the kinds allow
 (``glow_core.ir.defs.nn_qprim``): any number of spatial axes, groups, batch
 broadcasting, per-row / per-column / broadcast zero points. The fast int8
-kernels (``qconv.py``: FusedQConv and FusedQMatMul on VNNI) take the common
+kernels (``qconv.py``: FusedIntConv and FusedIntMatMul on VNNI) take the common
 cases; what they decline is lowered onto these.
 
 Integer products accumulate in int64 and wrap to int32 once, as the reference
@@ -77,9 +77,9 @@ EW_ELEMS["Requantize"] = Q8 | {E.INT32, E.FLOAT32}
 register_emitter("Requantize", elems=EW_ELEMS["Requantize"])(emit_single)
 
 
-# -- QConv: scalar loop nest ----------------------------------------------------------------------------------------
+# -- IntConv: scalar loop nest ----------------------------------------------------------------------------------------
 
-@register_emitter("QConv", elems=QPRIM_ELEMS)
+@register_emitter("IntConv", elems=QPRIM_ELEMS)
 def emit_qconv(ctx: EmitContext, instr: Instr) -> None:
     b = ctx.builder
     y = instr.outs[0]
@@ -119,7 +119,7 @@ def emit_qconv(ctx: EmitContext, instr: Instr) -> None:
         b.store(b.trunc(b.load(accp), I32), elem_ptr(b, y.ptr, e))
 
 
-# -- QMatMul: scalar loop with numpy batch broadcasting -----------------------------------------------------------
+# -- IntMatMul: scalar loop with numpy batch broadcasting -----------------------------------------------------------
 
 def _promoted(a: Sequence[int], bsh: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """A's and B's shapes with 1-D operands promoted, and the full (unsqueezed) result shape."""
@@ -151,7 +151,7 @@ def _offset(b: ir.IRBuilder, coords: Sequence[ir.Value], strides: Sequence[int])
     return off
 
 
-@register_emitter("QMatMul", elems=QPRIM_ELEMS)
+@register_emitter("IntMatMul", elems=QPRIM_ELEMS)
 def emit_qmatmul(ctx: EmitContext, instr: Instr) -> None:
     b = ctx.builder
     y = instr.outs[0]
