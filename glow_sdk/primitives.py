@@ -24,8 +24,10 @@ E = ElemKind
 #: element kinds every primitive must accept, where the kind is defined for them
 MANDATORY_ELEMS: frozenset[ElemKind] = frozenset({E.FLOAT32, E.INT32, E.INT64, E.BOOL})
 
-#: categories whose primitives are mandatory for fewer element kinds (first match wins)
+#: categories whose primitives are mandatory for fewer element kinds (first match wins); the quantized
+#: primitives (IntConv, IntMatMul, Requantize) are optional: a backend declares them to run int8 models natively
 CATEGORY_MANDATORY_ELEMS: Mapping[Category, frozenset[ElemKind]] = MappingProxyType({
+    Category.QUANTIZATION: frozenset(),
     Category.LINEAR_ALGEBRA: frozenset({E.FLOAT32}),
     Category.CONVOLUTION: frozenset({E.FLOAT32}),
     Category.POOLING: frozenset({E.FLOAT32}),
@@ -51,8 +53,14 @@ def mandatory_elems(kind: str) -> frozenset[ElemKind]:
 
 
 def mandatory_primitives() -> dict[str, frozenset[ElemKind]]:
-    """Primitive kind -> the element kinds a backend must accept for it, sorted by kind."""
-    return {k: mandatory_elems(k) for k in sorted(primitive_kinds())}
+    """Primitive kind -> the element kinds a backend must accept for it, sorted by kind (optional ones left out)."""
+    return {k: e for k in sorted(primitive_kinds()) if (e := mandatory_elems(k))}
+
+
+def optional_primitives() -> frozenset[str]:
+    """The primitives no backend must accept (the quantized ones): without them, models using them fail to
+    compile on that backend, with the unsupported nodes named."""
+    return frozenset(k for k in primitive_kinds() if not mandatory_elems(k))
 
 
 def high_level_kinds() -> list[str]:
@@ -63,5 +71,5 @@ def high_level_kinds() -> list[str]:
 
 __all__ = [
     "CATEGORY_MANDATORY_ELEMS", "MANDATORY_ELEMS", "high_level_kinds", "mandatory_elems", "mandatory_primitives",
-    "primitive_kinds",
+    "optional_primitives", "primitive_kinds",
 ]

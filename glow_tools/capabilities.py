@@ -24,7 +24,7 @@ from glow_sdk.primitives import mandatory_elems, primitive_kinds
 class KindCapability:
     kind: str
     primitive: bool
-    status: str  # primitives: complete / partial / missing; others: native / lowered / unsupported
+    status: str  # primitives: complete / partial / missing / optional (undeclared int8); others: native / lowered / unsupported
     declared: tuple[str, ...] = ()
     missing_mandatory: tuple[str, ...] = ()
     predicate: str = ""
@@ -102,8 +102,9 @@ def capability_report(backend: Backend) -> CapabilityReport:
         have = tuple(sorted(declared.get(kind, ())))
         pred = "; ".join(why.get(kind, []))
         if kind in prims:
-            missing = tuple(sorted(e.value for e in mandatory_elems(kind) if e.value not in have))
-            status = "missing" if not have else ("partial" if missing else "complete")
+            need = mandatory_elems(kind)
+            missing = tuple(sorted(e.value for e in need if e.value not in have))
+            status = ("missing" if need else "optional") if not have else ("partial" if missing else "complete")
             report.kinds.append(KindCapability(kind, True, status, have, missing, pred))
         else:
             status = "native" if have else ("lowered" if kind in rules else "unsupported")

@@ -150,12 +150,14 @@ def node_cases(backend: Backend, level: Level, missing: list[str]) -> list[Case]
         if kind in prims:
             need = mand.get(kind, frozenset())
             avail = need | declared.get(kind, frozenset())
+            optional = kind not in mand  # the quantized primitives: cases for what the backend declares
             for elem in sorted(avail & gen.elems, key=lambda e: e.value):
                 # mandatory: the mandatory element kinds (also for Cast's targets); then, at level full,
                 # the variants that need what the backend declares beyond them
-                core = gen.variants(elem, need) if elem in need else {}
+                core = gen.variants(elem, avail if optional else need) if elem in need or optional else {}
                 for variant, build in core.items():
-                    cases.append(_node_case("primitive", kind, elem, variant, build, Level.CORE, True, False))
+                    cases.append(_node_case("primitive", kind, elem, variant, build, Level.CORE, not optional,
+                                            False))
                 if level is Level.FULL:
                     for variant, build in gen.variants(elem, avail).items():
                         if variant not in core:

@@ -40,6 +40,7 @@ from glow_core.errors import (
 )
 from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, check_symbols
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
+from glow_core.importer.qdq import fold_qdq
 from glow_core.importer.structured import (OptShape, OptValue, RaggedValue, SeqShape, SeqValue, describe, flat_outputs,
                                            structured_input, what_is)
 from glow_core.importer.subgraphs import all_nodes, node_uses
@@ -290,7 +291,7 @@ class OnnxImporter:
 
     # -- the import ----------------------------------------------------------
     def run(self) -> Function:
-        proto = self.proto
+        proto = self.proto = fold_qdq(self.proto)  # pre-quantized (QDQ) products onto the integer operators
         self.opsets = {o.domain: o.version for o in proto.opset_import}
         versions: dict[str, set[int]] = {}
         for o in proto.opset_import:

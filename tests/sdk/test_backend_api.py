@@ -22,7 +22,13 @@ from glow_sdk import (
     DeviceInfo,
     hookimpl,
 )
-from glow_sdk.primitives import MANDATORY_ELEMS, mandatory_elems, mandatory_primitives, primitive_kinds
+from glow_sdk.primitives import (
+    MANDATORY_ELEMS,
+    mandatory_elems,
+    mandatory_primitives,
+    optional_primitives,
+    primitive_kinds,
+)
 from glow_sdk.version import incompatibility_message, is_compatible, supported_text
 from glow_tools.capabilities import capability_report
 from glow_tools.scaffold.backend import ELEMS, TemplateBackend
@@ -139,7 +145,8 @@ def test_a_backend_object_built_for_another_api_is_refused() -> None:
 
 def test_mandatory_primitive_set() -> None:
     prims = mandatory_primitives()
-    assert set(prims) == primitive_kinds() and "Add" in prims and "Softmax" not in prims
+    assert set(prims) == primitive_kinds() - optional_primitives() and "Add" in prims and "Softmax" not in prims
+    assert {"IntConv", "IntMatMul", "Requantize"} == optional_primitives()  # int8: optional
     assert prims["Add"] == frozenset({E.FLOAT32, E.INT32, E.INT64})
     assert prims["Conv"] == F32 and prims["MatMul"] == F32  # compute-heavy kinds: float32 only
     assert all(elems <= MANDATORY_ELEMS and elems for elems in prims.values())

@@ -84,7 +84,7 @@ def generator(*kinds: str, elems: frozenset[ElemKind] | set[ElemKind]) -> Callab
 
 def generators() -> dict[str, Generator]:
     """The table, with every family module loaded."""
-    from glow_conformance.gen import elementwise, movement, nn, quant, reduce, seq, typed_quant  # noqa: F401
+    from glow_conformance.gen import elementwise, movement, nn, qprim, quant, reduce, seq, typed_quant  # noqa: F401
     from glow_conformance.gen import signal  # noqa: F401  (DFT, STFT)
 
     return GENERATORS

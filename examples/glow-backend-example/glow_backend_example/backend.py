@@ -24,6 +24,7 @@ from glow_core.ir.graph import Function, Value
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
 from glow_sdk import Backend, Capability, CompiledFunction, CompileOptions, DeviceInfo
+from glow_sdk.primitives import optional_primitives
 
 from .kernels import KERNELS, Kernel
 
@@ -35,6 +36,8 @@ VERSION = "0.1.0"
 SDK_API = 2
 #: element kinds the kernels handle (narrowed per kind to what the kind is defined for)
 ELEMS = frozenset({ElemKind.FLOAT32, ElemKind.INT32, ElemKind.INT64, ElemKind.BOOL})
+#: the optional quantized primitives (IntConv, IntMatMul, Requantize) take 8-bit integers too
+QUANTIZED_ELEMS = frozenset({ElemKind.INT8, ElemKind.UINT8})
 #: device memory reported to the runtime (bytes)
 DEVICE_MEMORY = 4 << 30
 
@@ -103,7 +106,9 @@ class ExampleBackend(Backend):
         ``Capability("Conv", f32, when=lambda n: n.attrs["group"] == 1, why="group 1 only")``:
         a node it rejects is lowered (or reported unsupported).
         """
-        return [Capability(kind, ELEMS & get_kind(kind).elems) for kind in sorted(self.kernels)]
+        quantized = optional_primitives()
+        return [Capability(kind, (ELEMS | (QUANTIZED_ELEMS if kind in quantized else frozenset())) &
+                           get_kind(kind).elems) for kind in sorted(self.kernels)]
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in self.kernels})

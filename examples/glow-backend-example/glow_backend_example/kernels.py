@@ -389,4 +389,41 @@ def _avgpool(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     return (total / counts).astype(out[0].dtype, copy=False)
 
 
+# -- the optional quantized primitives (int8 models; declare them with INT8 / UINT8 in ELEMS) -----------------
+
+def _wrap_int32(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.int64).astype(np.int32)
+
+
+@kernel("IntConv")
+def _qconv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, xz: np.ndarray, wz: np.ndarray,
+           b: np.ndarray | None) -> np.ndarray:
+    # exact: (x - xz) and (w - wz) are small integers, so every float64 partial sum is exact
+    xd = x.astype(np.float64) - float(xz.reshape(()))
+    wd = w.astype(np.float64) - wz.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1) if wz.size > 1 else ())
+    acc = _conv(attrs, [TensorType(out[0].elem, out[0].shape)], xd, wd, None)
+    if b is not None:
+        acc = acc + b.astype(np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    return _wrap_int32(acc)
+
+
+@kernel("IntMatMul")
+def _qmatmul(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, az: np.ndarray | None,
+             bz: np.ndarray | None) -> np.ndarray:
+    ad, bd = a.astype(np.int64), b.astype(np.int64)
+    if az is not None:  # a 1-D zero point holds one value per row of A
+        ad = ad - (az.astype(np.int64).reshape(-1, 1) if az.ndim == 1 and az.size > 1 else az.astype(np.int64))
+    if bz is not None:  # ... and one per column of B
+        bd = bd - bz.astype(np.int64)
+    return _wrap_int32(np.matmul(ad, bd))
+
+
+@kernel("Requantize")
+def _requantize(attrs: Attrs, out: Types, x: np.ndarray, mult: np.ndarray, zp: np.ndarray) -> np.ndarray:
+    v = np.rint(x.astype(np.float32) * mult.astype(np.float32)) + zp.astype(np.float32).reshape(())
+    info = np.iinfo(out[0].dtype)
+    lo, hi = max(int(info.min), attrs["clamp_lo"]), min(int(info.max), attrs["clamp_hi"])
+    return np.clip(v, lo, hi).astype(out[0].dtype)
+
+
 __all__ = ["KERNELS", "kernel"]

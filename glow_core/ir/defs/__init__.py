@@ -7,6 +7,7 @@ from glow_core.ir.defs import elementwise, movement, nn, reduce  # noqa: F401
 from glow_core.ir.defs import norm  # noqa: F401,E402  (reductions helper: normalization kinds)
 from glow_core.ir.defs import movement_index, movement_resize  # noqa: F401,E402  (movement helper)
 from glow_core.ir.defs import nn_quant  # noqa: F401,E402  (nn helper)
+from glow_core.ir.defs import nn_qprim  # noqa: F401,E402  (nn_quant helper: quantized primitives)
 from glow_core.ir.defs import nn_seq  # noqa: F401,E402  (nn helper)
 from glow_core.ir.defs import nn_spatial  # noqa: F401,E402  (nn helper)
 from glow_core.ir.defs import fused  # noqa: F401,E402  (graph optimizer: fused kinds)

@@ -133,7 +133,7 @@ def _zero_point_fits(zp: TensorType | None, x: TensorType, per: str, what: str) 
     broadcast_shapes(zp.shape, x.shape)
 
 
-def _matmul_integer_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+def matmul_integer_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     a, b = req(types, 0), req(types, 1)
     check_elems(a, Q8_KINDS, "MatMulInteger A")
     check_elems(b, Q8_KINDS, "MatMulInteger B")
@@ -142,7 +142,7 @@ def _matmul_integer_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     return [TensorType(E.INT32, matmul_shape(a.shape, b.shape))]
 
 
-define_kind("MatMulInteger", inputs=("A", "B", "AZero?", "BZero?"), infer=_matmul_integer_rule,
+define_kind("MatMulInteger", inputs=("A", "B", "AZero?", "BZero?"), infer=matmul_integer_rule,
             categories=(C.LINEAR_ALGEBRA, C.QUANTIZATION), elems=Q8_KINDS | {E.INT32},
             doc="numpy.matmul(A - AZero, B - BZero) in int32 (1-D AZero per row, 1-D BZero per column).")
 

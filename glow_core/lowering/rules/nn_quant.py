@@ -1,15 +1,17 @@
 """Lowerings of the ONNX-style quantization kinds onto primitives (``glow_core.ir.defs.nn_quant``).
 
 In: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
-ConvInteger, QLinearMatMul, QLinearConv. Out: Cast, element-wise arithmetic,
-Round (half to even), Where / IsNaN, MatMul and Conv in float64, ReduceMin /
-ReduceMax and data movement.
+ConvInteger, QLinearMatMul, QLinearConv, and the fused quantized kinds
+FusedIntConv / FusedIntMatMul. Out: Cast, element-wise arithmetic, Round (half to
+even), Where / IsNaN, ReduceMin / ReduceMax, data movement, and the quantized
+primitives IntConv, IntMatMul and Requantize (``glow_core.ir.defs.nn_qprim``).
 
-Integer products follow the kernels (``kernels/nn_quant.py``) exactly: the
-operands minus their zero points are small integers, so a float64 MatMul or
-Conv is exact; the result is truncated to int64 and wrapped to int32 by two
-Casts. Requantization runs in float32 in the kernels' order, so it is
-bit-exact too.
+Integer products become IntConv / IntMatMul (exact int32 accumulation), their
+requantization a Requantize whose multiplier (``InputScale * FilterScale /
+YScale``) is computed in float32 in the kernels' order, so the result is
+bit-identical to the ONNX-style kernels (``kernels/nn_quant.py``).
+QLinearConv (and a QLinearMatMul with a per-tensor A and a 2-D B) go through
+the fused kinds, which a backend with a fused int8 kernel keeps.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from glow_core.ir.graph import Node, Value
+from glow_core.ir.graph import Constant, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lowering.builder import Builder
-from glow_core.lowering.rules.nn import matmul, per_channel
+from glow_core.lowering.rules.nn import per_channel
 from glow_core.lowering.table import lowering
 
 E = ElemKind
-F32, F64 = E.FLOAT32, E.FLOAT64
+F32 = E.FLOAT32
 
 
 # -- scale / zero-point granularity ------------------------------------------------------------------------
@@ -69,9 +71,11 @@ def _quantize(b: Builder, node: Node) -> list[Value]:
 @lowering("DequantizeLinear")
 def _dequantize(b: Builder, node: Node) -> list[Value]:
     x, s, zp = b.input(0), b.input(1), b.opt_input(2)
-    diff = b.cast(x, E.INT64)
+    # 8- and 16-bit differences are exact in float32 (one fused float loop); int32 ones go through int64
+    wide = E.INT64 if x.type.elem is E.INT32 else F32
+    diff = b.cast(x, wide)
     if zp is not None:
-        diff = b.sub(diff, b.cast(granular(b, zp, x.type, node.attrs), E.INT64))
+        diff = b.sub(diff, b.cast(granular(b, zp, x.type, node.attrs), wide))
     y = b.mul(b.cast(diff, F32), b.cast(granular(b, s, x.type, node.attrs), F32))
     return [b.cast(y, node.attrs["elem"])]
 
@@ -100,62 +104,52 @@ def _dynamic_quantize(b: Builder, node: Node) -> list[Value]:
     return [y, scale, b.cast(zp, E.UINT8)]
 
 
-# -- integer products: exact in float64 ----------------------------------------------------------------------
+# -- integer products: onto the quantized primitives (IntConv, IntMatMul, Requantize) ---------------------------
 
-def _minus_zero(b: Builder, x: Value, zp: Value | None, per: str) -> Value:
-    """``x - zp`` in float64 (exact), a 1-D zero point applied per row (A) or per column (B)."""
-    v = b.cast(x, F64)
+def _reshaped(b: Builder, v: Value, shape: tuple[int, ...]) -> Value:
+    """``v`` reshaped; a constant stays a constant (the fused kernels pack constant operands)."""
+    if isinstance(v, Constant):
+        return b.const(np.asarray(v.payload).reshape(shape))
+    return b.reshape(v, shape)
+
+
+def _f32_multiplier(b: Builder, in_s: Value, w_s: Value, y_s: Value, shape: tuple[int, ...]) -> Value:
+    """``in_s * w_s / y_s`` in float32 (a constant when the scales are), ``w_s`` shaped ``shape``."""
+    if all(isinstance(v, Constant) for v in (in_s, w_s, y_s)):
+        def f(v: Value) -> np.ndarray:
+            return np.asarray(v.payload).astype(np.float32)  # type: ignore[attr-defined]
+        m = f(in_s).reshape(()) * f(w_s).reshape(shape) / f(y_s).reshape(())
+        return b.const(np.asarray(m, np.float32))
+    return b.div(b.mul(b.reshape(b.cast(in_s, F32), ()), b.reshape(b.cast(w_s, F32), shape)),
+                 b.reshape(b.cast(y_s, F32), ()))
+
+
+def _zero_of(b: Builder, zp: Value | None, like: Value) -> Value:
+    """A zero point as a scalar (or kept 1-D when it has several values); 0 of ``like``'s kind when absent."""
     if zp is None:
-        return v
-    z = b.cast(zp, F64)
-    if z.type.rank == 1 and z.type.size > 1:
-        z = b.reshape(z, (z.type.size, 1)) if per == "row" else z
-    elif z.type.size == 1:
-        z = b.reshape(z, ())
-    return b.sub(v, z)
+        return b.const(np.zeros((), like.type.dtype))
+    return _reshaped(b, zp, ()) if zp.type.size == 1 else zp
 
 
-def _wrap_int32(b: Builder, v: Value) -> Value:
-    """float64 integers -> int32 with wrapping (through int64, as the kernels)."""
-    return b.cast(b.cast(v, E.INT64), E.INT32)
-
-
-def _exact_matmul(b: Builder, a: Value, az: Value | None, w: Value, wz: Value | None) -> Value:
-    return matmul(b, _minus_zero(b, a, az, "row"), _minus_zero(b, w, wz, "column"))
-
-
-def _exact_conv(b: Builder, node: Node, x: Value, xz: Value | None, w: Value, wz: Value | None,
-                bias: Value | None = None) -> Value:
-    """Conv of ``x - xz`` and ``w - wz`` (+ bias) as exact integers in float64 (padding contributes 0)."""
-    xv = b.cast(x, F64)
-    if xz is not None:
-        xv = b.sub(xv, b.reshape(b.cast(xz, F64), ()))
-    wv = b.cast(w, F64)
-    if wz is not None:
-        z = b.cast(wz, F64)
-        per_m = (z.type.size,) + (1,) * (w.type.rank - 1)
-        wv = b.sub(wv, b.reshape(z, per_m if z.type.size > 1 else ()))
-    acc = b.emit1("Conv", [xv, wv, None], strides=node.attrs["strides"], pads=node.attrs["pads"],
-                  dilations=node.attrs["dilations"], group=node.attrs["group"])
-    if bias is not None:
-        acc = b.add(acc, per_channel(b, b.cast(bias, F64), acc.type.rank))
-    return acc
+def _per_channel_1d(b: Builder, v: Value) -> Value:
+    """A scalar-or-vector operand as a scalar, or 1-D when it has several values."""
+    return _reshaped(b, v, () if v.type.size == 1 else (v.type.size,))
 
 
 @lowering("MatMulInteger")
 def _matmul_integer(b: Builder, node: Node) -> list[Value]:
-    return [_wrap_int32(b, _exact_matmul(b, b.input(0), b.opt_input(2), b.input(1), b.opt_input(3)))]
+    return [b.emit1("IntMatMul", [b.input(0), b.input(1), b.opt_input(2), b.opt_input(3)])]
 
 
 @lowering("ConvInteger")
 def _conv_integer(b: Builder, node: Node) -> list[Value]:
-    return [_wrap_int32(b, _exact_conv(b, node, b.input(0), b.opt_input(2), b.input(1), b.opt_input(3)))]
+    x, w = b.input(0), b.input(1)
+    return [b.emit1("IntConv", [x, w, _zero_of(b, b.opt_input(2), x), _zero_of(b, b.opt_input(3), w), None],
+                    **_conv_attrs(node))]
 
 
-def _requantize(b: Builder, acc: Value, mult: Value, zp: Value, elem: ElemKind) -> Value:
-    """saturate(round_half_even(acc * multiplier) + zp), in float32 like the kernels."""
-    v = b.unary("Round", b.mul(b.cast(acc, F32), mult))
-    return saturate(b, b.add(v, b.reshape(b.cast(zp, F32), ())), elem)
+def _conv_attrs(node: Node) -> dict[str, Any]:
+    return {k: node.attrs[k] for k in ("strides", "pads", "dilations", "group")}
 
 
 def _scale_for(b: Builder, s: Value, per: str) -> Value:
@@ -168,18 +162,43 @@ def _scale_for(b: Builder, s: Value, per: str) -> Value:
 @lowering("QLinearMatMul")
 def _qlinear_matmul(b: Builder, node: Node) -> list[Value]:
     a, a_s, az, w, w_s, wz, y_s, yz = (b.input(i) for i in range(8))
-    acc = _wrap_int32(b, _exact_matmul(b, a, az, w, wz))
+    yz = _reshaped(b, yz, ())
+    n = w.type.shape[-1] if w.type.rank else 0
+    per_column = w_s.type.size in (1, n) and w_s.type.rank <= 1 and wz.type.size in (1, n) and wz.type.rank <= 1
+    if w.type.rank == 2 and a_s.type.size == 1 and az.type.size == 1 and per_column:
+        mult = _f32_multiplier(b, a_s, w_s, y_s, () if w_s.type.size == 1 else (n,))
+        return [b.emit1("FusedIntMatMul", [a, w, _reshaped(b, az, ()), _per_channel_1d(b, wz), mult, yz, None])]
     mult = b.div(b.mul(_scale_for(b, a_s, "row"), _scale_for(b, w_s, "column")), b.reshape(b.cast(y_s, F32), ()))
-    return [_requantize(b, acc, mult, yz, b.out_type().elem)]
+    acc = b.emit1("IntMatMul", [a, w, az, wz])
+    return [b.emit1("Requantize", [acc, mult, yz])]
 
 
 @lowering("QLinearConv")
 def _qlinear_conv(b: Builder, node: Node) -> list[Value]:
     x, x_s, xz, w, w_s, wz, y_s, yz = (b.input(i) for i in range(8))
-    acc = _wrap_int32(b, _exact_conv(b, node, x, xz, w, wz, b.opt_input(8)))
-    ws = b.cast(w_s, F32)
-    ws = b.reshape(ws, (ws.type.size,) if ws.type.size > 1 else ())
-    mult = b.div(b.mul(b.reshape(b.cast(x_s, F32), ()), ws), b.reshape(b.cast(y_s, F32), ()))
-    if mult.type.rank:
+    mult = _f32_multiplier(b, x_s, w_s, y_s, () if w_s.type.size == 1 else (w_s.type.size,))
+    return [b.emit1("FusedIntConv", [x, w, _reshaped(b, xz, ()), _per_channel_1d(b, wz), mult, _reshaped(b, yz, ()),
+                                   b.opt_input(8)], **_conv_attrs(node))]
+
+
+def _clamp_attrs(node: Node) -> dict[str, Any]:
+    return {"clamp_lo": node.attrs["clamp_lo"], "clamp_hi": node.attrs["clamp_hi"]}
+
+
+@lowering("FusedIntConv")
+def _fused_qconv(b: Builder, node: Node) -> list[Value]:
+    x, w, xz, wz, mult, yz = (b.input(i) for i in range(6))
+    acc = b.emit1("IntConv", [x, w, xz, wz, b.opt_input(6)], **_conv_attrs(node))
+    if mult.type.size > 1:
         mult = per_channel(b, mult, acc.type.rank)
-    return [_requantize(b, acc, mult, yz, b.out_type().elem)]
+    return [b.emit1("Requantize", [acc, mult, yz], **_clamp_attrs(node))]
+
+
+@lowering("FusedIntMatMul")
+def _fused_qmatmul(b: Builder, node: Node) -> list[Value]:
+    a, w, az, wz, mult, yz = (b.input(i) for i in range(6))
+    acc = b.emit1("IntMatMul", [a, w, az, wz])
+    bias = b.opt_input(6)
+    if bias is not None:
+        acc = b.add(acc, bias)
+    return [b.emit1("Requantize", [acc, mult, yz], **_clamp_attrs(node))]

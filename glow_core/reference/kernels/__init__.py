@@ -16,6 +16,7 @@ from glow_core.reference.kernels import norm  # noqa: E402,F401
 from glow_core.reference.kernels import movement_index, movement_resize  # noqa: E402,F401
 from glow_core.reference.kernels import elementwise_math  # noqa: E402,F401  (element-wise helper)
 from glow_core.reference.kernels import nn_quant  # noqa: E402,F401  (nn helper)
+from glow_core.reference.kernels import nn_qprim  # noqa: E402,F401  (nn_quant helper)
 from glow_core.reference.kernels import nn_seq  # noqa: E402,F401  (nn helper)
 from glow_core.reference.kernels import nn_spatial  # noqa: E402,F401  (nn helper)
 from glow_core.reference.kernels import fused  # noqa: E402,F401  (graph optimizer: fused kinds)

@@ -17,8 +17,8 @@ import threading
 
 log = logging.getLogger("glow.cpu")
 
-FAST_MODULES = ("gemm", "matmul", "conv", "pool", "recurrent")
-MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "detection")
+FAST_MODULES = ("gemm", "matmul", "conv", "pool", "recurrent", "qconv")
+MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "detection", "qgeneric")
 FALLBACK_MODULES = ("naive_linalg",)
 
 _lock = threading.Lock()
