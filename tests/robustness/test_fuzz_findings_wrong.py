@@ -35,14 +35,22 @@ def test_reference_lrn_is_corrected_to_normalize_every_channel() -> None:
         np.testing.assert_allclose(got, fixed, rtol=1e-5, atol=1e-7)
 
 
+_CASE_4961_W = [0.17742614, 3e38, 3e38, 0.46278226, -0.90729839, 3e38, 3e38, 0.12898292,
+                1.13940072, -1.23482585, 0.40234163, 3e38, -0.87079716, -0.57884967, -0.31155252, 0.05616534]
+
+
 @pytest.mark.parametrize("backend", ["interpreter", "interpreter-primitives", "cpu"])
 def test_causal_conv_overflowing_products_give_what_the_reference_gives(backend: str) -> None:
-    """Case 4961: products of -inf then +inf magnitude; the interpreter kernel summed rounded products (NaN),
-    the reference's depthwise Conv (and the lowering) give -inf."""
-    m = _model(helper.make_node("CausalConvWithState", ["x", "w"], ["y", "s"]),
-               {"x": (1, 1, 4), "w": (1, 1, 4)}, {"y": (1, 1, 4), "s": (1, 1, 3)}, 27)
-    x = np.array([[[-1.42, -1.706, 1.95, -0.51]]], np.float32)
-    w = np.array([[[-0.907, 3e38, 3e38, 0.129]]], np.float32)
-    want = ReferenceEvaluator(m).run(None, {"x": x, "w": w})[0]
-    got = glow_core.compile(m, backend=backend).run({"x": x, "w": w})["y"]
+    """Case 4961 (weights of 3e38): output [1, 1, 4] sums products of -inf and +inf magnitude. The
+    reference's depthwise Conv (a matrix product) gives -inf; the interpreter kernel summed separately rounded
+    products (inf - inf = NaN). It now runs the same im2col matrix product as its Conv kernel.
+    (The result of such a sum depends on the summation order: this pins the case's shapes and data.)"""
+    m = _model(helper.make_node("CausalConvWithState", ["x", "w", "b"], ["y", "s"]),
+               {"x": (2, 4, 8), "w": (4, 1, 4), "b": (4,)}, {"y": (2, 4, 8), "s": (2, 4, 3)}, 27)
+    feeds = {"x": np.random.RandomState(0).randn(2, 4, 8).astype(np.float32),
+             "w": np.array(_CASE_4961_W, np.float32).reshape(4, 1, 4),
+             "b": np.array([-1.1651498, 0.9008265, 0.46566245, -1.5362437], np.float32)}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert want[1, 1, 4] == -np.inf
+    got = glow_core.compile(m, backend=backend).run(feeds)["y"]
     np.testing.assert_array_equal(got, want)
