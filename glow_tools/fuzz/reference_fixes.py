@@ -14,6 +14,13 @@ BatchNormalization runs in inference mode, with the mean and variance given.
 
 Its GlobalMaxPool reduces every axis but the first for an input that is not
 4-D (``[1, 3, 3]`` gives ``[1, 1]``); the spec keeps N and C: ``[1, 3, 1]``.
+
+Its LRN loops over the batch axis where it means the channel axis (``for c in
+range(x.shape[0])``): with one image only channel 0 gets its sum of squares and
+every other channel is divided by ``bias ** beta`` alone (an LRN ``bias`` of
+``1e-45`` then gives ``x * 1e33``; an input of ``1e30`` comes out unnormalized).
+The corrected LRN sums the squares of every channel's window in the input's
+float type, as the spec and onnxruntime do.
 """
 
 from __future__ import annotations
@@ -93,8 +100,25 @@ class GlobalMaxPool(OpRun):
         return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
 
 
+class LRN(OpRun):
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        given = {a.name: (a.i if a.name == "size" else a.f) for a in self.onnx_node.attribute}
+        size = int(given["size"])
+        alpha, beta, bias = (x.dtype.type(given.get(k, d)) for k, d in
+                             (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+        c = x.shape[1]
+        before, after = (size - 1) // 2, -(-(size - 1) // 2)
+        sq = x * x  # in the input's type: a square past its range is inf, as the spec's arithmetic gives
+        square_sum = np.zeros_like(sq)
+        for ch in range(c):
+            square_sum[:, ch] = np.sum(sq[:, max(0, ch - before):min(c, ch + after + 1)], axis=1)
+        return ((x / (bias + (alpha / x.dtype.type(size)) * square_sum) ** beta).astype(x.dtype),)
+
+
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
-    ops: list[type[OpRun]] = [GlobalMaxPool]
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -9,6 +9,7 @@ import numpy as np
 
 from glow_core.ir.types import TensorType
 from glow_core.reference.kernels import KERNELS
+from glow_core.reference.kernels.nn import conv_nd
 
 Attrs = Mapping[str, Any]
 Types = Sequence[TensorType]
@@ -300,9 +301,9 @@ def _causal_conv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, bias: n
     head = np.zeros((b, c, k - 1), np.float32) if past is None else past.astype(np.float32)
     full = np.concatenate([head, x.astype(np.float32)], axis=2)  # B, C, L + k - 1
     wf = w.astype(np.float32)[:, 0, :]  # C, k
-    y = np.zeros((b, c, length), np.float32)
-    for j in range(k):
-        y += wf[None, :, j, None] * full[:, :, j:j + length]
+    # the depthwise Conv the lowering emits and the reference runs: its products are summed the way a
+    # matrix product sums them (a sum of separately rounded products makes inf - inf = NaN where it gives +-inf)
+    y = conv_nd(full, w.astype(np.float32), (1,), (0, 0), (1,), c, (length,))
     if bias is not None:
         y += bias.astype(np.float32)[None, :, None]
     if attrs["activation"] == "silu":

@@ -1,0 +1,56 @@
+"""Regression tests for the campaign's `wrong` cases (issue 14): LRN judged by a corrected reference,
+CausalConvWithState with overflowing products on the interpreter kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import glow_core
+
+
+def _model(node: object, inputs: dict[str, tuple[int, ...]], outputs: dict[str, tuple[int, ...]], opset: int) -> object:
+    g = helper.make_graph([node], "g",
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_reference_lrn_is_corrected_to_normalize_every_channel() -> None:
+    """Cases 5971/7723/9026: onnx.reference's LRN sums squares only for channels < N (its loop runs over the
+    batch axis); the corrected kernel follows the spec, and glow (and onnxruntime) agree with it."""
+    from glow_tools.fuzz.reference_fixes import new_ops
+    m = _model(helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1e-45),
+               {"x": (1, 6, 1, 1)}, {"y": (1, 6, 1, 1)}, 13)
+    x = np.abs(np.random.default_rng(0).standard_normal((1, 6, 1, 1))).astype(np.float32)
+    x[0, 3] = 1e30  # its square overflows to inf in float32: its window's channels come out 0
+    raw = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(13)).run(None, {"x": x})[0]
+    assert raw[0, 1:, 0, 0].tolist() != [0.0] * 5  # the uncorrected reference leaves them unnormalized
+    assert fixed[0, 1:, 0, 0].tolist() == [0.0] * 5
+    for backend in ("interpreter", "interpreter-primitives", "cpu"):
+        got = glow_core.compile(m, backend=backend).run({"x": x})["y"]
+        np.testing.assert_allclose(got, fixed, rtol=1e-5, atol=1e-7)
+
+
+_CASE_4961_W = [0.17742614, 3e38, 3e38, 0.46278226, -0.90729839, 3e38, 3e38, 0.12898292,
+                1.13940072, -1.23482585, 0.40234163, 3e38, -0.87079716, -0.57884967, -0.31155252, 0.05616534]
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "interpreter-primitives", "cpu"])
+def test_causal_conv_overflowing_products_give_what_the_reference_gives(backend: str) -> None:
+    """Case 4961 (weights of 3e38): output [1, 1, 4] sums products of -inf and +inf magnitude. The
+    reference's depthwise Conv (a matrix product) gives -inf; the interpreter kernel summed separately rounded
+    products (inf - inf = NaN). It now runs the same im2col matrix product as its Conv kernel.
+    (The result of such a sum depends on the summation order: this pins the case's shapes and data.)"""
+    m = _model(helper.make_node("CausalConvWithState", ["x", "w", "b"], ["y", "s"]),
+               {"x": (2, 4, 8), "w": (4, 1, 4), "b": (4,)}, {"y": (2, 4, 8), "s": (2, 4, 3)}, 27)
+    feeds = {"x": np.random.RandomState(0).randn(2, 4, 8).astype(np.float32),
+             "w": np.array(_CASE_4961_W, np.float32).reshape(4, 1, 4),
+             "b": np.array([-1.1651498, 0.9008265, 0.46566245, -1.5362437], np.float32)}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert want[1, 1, 4] == -np.inf
+    got = glow_core.compile(m, backend=backend).run(feeds)["y"]
+    np.testing.assert_array_equal(got, want)
