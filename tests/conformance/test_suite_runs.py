@@ -269,7 +269,7 @@ def test_no_selected_case_is_an_error_not_a_verdict(tmp_path: Path) -> None:
     r = conformance(["--backend", "interpreter", "-k", "nosuchcase"], tmp_path)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "CONFORMS" not in r.stdout
     assert r.error_line() == ("glow: error: no conformance case of backend 'interpreter' matches -k nosuchcase "
-                              "(of 944 cases at level core) ('glow conformance -b interpreter --list' lists the "
+                              "(of 966 cases at level core) ('glow conformance -b interpreter --list' lists the "
                               "case ids)")
     assert not (tmp_path / "report").exists()
 
