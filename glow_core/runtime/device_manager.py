@@ -52,18 +52,19 @@ class Loaded:
     memory: MemoryEstimate
 
 
-class DeviceManager:
-    """Loads, unloads and runs compiled partitions on one device."""
+class DeviceAccount:
+    """What every device manager keeps: its configuration, the loaded partitions and the bytes they use.
+
+    Local (:class:`DeviceManager`) and remote (Ray) devices share the accounting and its errors:
+    a partition is refused when it is already loaded or does not fit in what is free.
+    """
 
     def __init__(self, config: DeviceConfig) -> None:
         self.config = config
-        self.loaded: dict[str, Loaded] = {}
+        self.loaded: dict[str, Any] = {}
         self.used_bytes = 0
         self.runs = 0
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[str, Mapping[str, np.ndarray], Done] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name=f"glow-device-{config.id}", daemon=True)
-        self._thread.start()
 
     @property
     def id(self) -> str:
@@ -73,27 +74,55 @@ class DeviceManager:
     def free_bytes(self) -> int:
         return self.config.memory_bytes - self.used_bytes
 
+    def _refuse_if_loaded(self, key: str) -> None:
+        """Raise when ``key`` is loaded already (call with the lock held)."""
+        if key in self.loaded:
+            raise DeviceMemoryError(f"device {self.id}: partition {key} is already loaded")
+
+    def _refuse_unless_fits(self, key: str, memory: MemoryEstimate) -> None:
+        """Raise when ``memory`` exceeds what is free, naming the need and its parts (call with the lock held)."""
+        free = self.free_bytes
+        if memory.total > free:
+            raise DeviceMemoryError(
+                f"device {self.id} cannot load partition {key}: it needs {format_bytes(memory.total)} "
+                f"({format_bytes(memory.constant_bytes)} constants, {format_bytes(memory.activation_bytes)} "
+                f"activations, {format_bytes(memory.io_bytes)} inputs/outputs), the device has "
+                f"{format_bytes(free)} free of {format_bytes(self.config.memory_bytes)}",
+                hint="give the devices more memory (@SIZE) or add devices")
+
+    def _account(self, key: str, item: Any, memory: MemoryEstimate) -> None:
+        """Record ``item`` under ``key`` and count its bytes (call with the lock held)."""
+        self.loaded[key] = item
+        self.used_bytes += memory.total
+
+    def _release(self, key: str) -> Any:
+        """Forget ``key`` and give its bytes back; the item, or None if it was not loaded (lock held)."""
+        item = self.loaded.pop(key, None)
+        if item is not None:
+            self.used_bytes -= item.memory.total
+        return item
+
+
+class DeviceManager(DeviceAccount):
+    """Loads, unloads and runs compiled partitions on one device."""
+
+    def __init__(self, config: DeviceConfig) -> None:
+        super().__init__(config)
+        self._queue: queue.SimpleQueue[tuple[str, Mapping[str, np.ndarray], Done] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=f"glow-device-{config.id}", daemon=True)
+        self._thread.start()
+
     def load(self, key: str, executable: CompiledFunction, memory: MemoryEstimate) -> None:
         """Account ``memory`` for the partition ``key``; refuse it when it does not fit."""
         with self._lock:
-            if key in self.loaded:
-                raise DeviceMemoryError(f"device {self.id}: partition {key} is already loaded")
-            if memory.total > self.free_bytes:
-                raise DeviceMemoryError(
-                    f"device {self.id} cannot load partition {key}: it needs {format_bytes(memory.total)} "
-                    f"({format_bytes(memory.constant_bytes)} constants, {format_bytes(memory.activation_bytes)} "
-                    f"activations, {format_bytes(memory.io_bytes)} inputs/outputs), the device has "
-                    f"{format_bytes(self.free_bytes)} free of {format_bytes(self.config.memory_bytes)}",
-                    hint="give the devices more memory (@SIZE) or add devices")
-            self.loaded[key] = Loaded(key, executable, memory)
-            self.used_bytes += memory.total
+            self._refuse_if_loaded(key)
+            self._refuse_unless_fits(key, memory)
+            self._account(key, Loaded(key, executable, memory), memory)
 
     def unload(self, key: str) -> None:
         """Free the partition ``key`` (no error if it is not loaded)."""
         with self._lock:
-            item = self.loaded.pop(key, None)
-            if item is not None:
-                self.used_bytes -= item.memory.total
+            self._release(key)
 
     def submit(self, key: str, feeds: Mapping[str, np.ndarray], done: Done) -> None:
         """Queue one run of partition ``key``; ``done(outputs, error)`` is called from the device thread."""

@@ -39,9 +39,9 @@ from glow_core.runtime.cluster.actor import PartitionHost
 from glow_core.runtime.cluster.connect import Cluster
 from glow_core.runtime.cluster.transfer import OutputBundle, RemoteTensor, split_feeds
 from glow_core.runtime.cluster.wire import encode_function
-from glow_core.runtime.device_manager import Done
-from glow_core.runtime.devices import DeviceConfig, format_bytes
-from glow_core.runtime.errors import DeviceConfigError, DeviceExecutionError, DeviceMemoryError
+from glow_core.runtime.device_manager import DeviceAccount, Done
+from glow_core.runtime.devices import DeviceConfig
+from glow_core.runtime.errors import DeviceConfigError, DeviceExecutionError
 from glow_core.runtime.graphcut import MemoryEstimate
 
 #: seconds to wait for an actor to start, and for one partition to load (compile) in it
@@ -75,24 +75,20 @@ class Call:
     outputs: Any = None  # keep_remote: the reference of the outputs left in the object store
 
 
-class RayDeviceManager:
+class RayDeviceManager(DeviceAccount):
     """Loads, unloads and runs partitions in one Ray actor (module docstring)."""
 
     def __init__(self, config: DeviceConfig, cluster: Cluster, *, call_timeout: float = 60.0,
                  max_restarts: int = 3, start_timeout: float = START_TIMEOUT) -> None:
-        self.config = config
+        super().__init__(config)
         self.cluster = cluster
         self.call_timeout, self.max_restarts, self.start_timeout = call_timeout, max_restarts, start_timeout
-        self.loaded: dict[str, RemotePartition] = {}
-        self.used_bytes = 0
-        self.runs = 0
         self.restarts = 0
         self.state = "starting"  # starting | ok | restarting | dropped | stopped
         self.node = ""
         self.pid = 0  # the actor's process id on its node
         self.last_error = ""
         self._generation = 0
-        self._lock = threading.Lock()
         self._calls: dict[int, Call] = {}
         self._tokens = itertools.count()
         self._events: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
@@ -101,14 +97,6 @@ class RayDeviceManager:
         self._spawn(None)
         self._thread = threading.Thread(target=self._dispatch, name=f"glow-device-{config.id}", daemon=True)
         self._thread.start()
-
-    @property
-    def id(self) -> str:
-        return self.config.id
-
-    @property
-    def free_bytes(self) -> int:
-        return self.config.memory_bytes - self.used_bytes
 
     @property
     def available(self) -> bool:
@@ -167,9 +155,8 @@ class RayDeviceManager:
         the outputs in the object store (:mod:`.transfer`) instead of sending them here.
         """
         with self._lock:
-            if key in self.loaded:
-                raise DeviceMemoryError(f"device {self.id}: partition {key} is already loaded")
-        self._check_fits(key, estimate)
+            self._refuse_if_loaded(key)
+            self._refuse_unless_fits(key, estimate)
         description, weights = encode_function(function)
         wkey, ref = self.cluster.put_weights(weights)
         threads = threads or self.config.cpus
@@ -181,15 +168,14 @@ class RayDeviceManager:
         def finish() -> MemoryEstimate:
             try:
                 memory = self._load_answer(key, answer)
-                self._check_fits(key, memory)
+                with self._lock:
+                    self._refuse_unless_fits(key, memory)
+                    part.memory = memory
+                    self._account(key, part, memory)
             except BaseException:
                 self.cluster.release_weights(wkey)
                 self._actor.unload.remote(key)
                 raise
-            part.memory = memory
-            with self._lock:
-                self.loaded[key] = part
-                self.used_bytes += memory.total
             return memory
 
         return finish
@@ -207,15 +193,6 @@ class RayDeviceManager:
                                             "this machine ('glow backends' there lists them)")
         return MemoryEstimate(*value)
 
-    def _check_fits(self, key: str, memory: MemoryEstimate) -> None:
-        with self._lock:
-            free = self.free_bytes
-        if memory.total > free:
-            raise DeviceMemoryError(
-                f"device {self.id} cannot load partition {key}: it needs {format_bytes(memory.total)}, the device "
-                f"has {format_bytes(free)} free of {format_bytes(self.config.memory_bytes)}",
-                hint="give the devices more memory (@SIZE) or add devices")
-
     def load(self, key: str, executable: Any, memory: MemoryEstimate) -> None:
         raise DeviceConfigError(f"device {self.id} is remote: partitions reach it through start_load, "
                                 "not as a compiled function")
@@ -223,10 +200,9 @@ class RayDeviceManager:
     def unload(self, key: str) -> None:
         """Free the partition ``key`` here and in the actor (no error if it is not loaded)."""
         with self._lock:
-            part = self.loaded.pop(key, None)
-            if part is None:
-                return
-            self.used_bytes -= part.memory.total
+            part = self._release(key)
+        if part is None:
+            return
         self.cluster.release_weights(part.weights_key)
         if self.state == "ok":
             self._actor.unload.remote(key)  # not waited for: a dead actor holds nothing
