@@ -25,9 +25,9 @@ import numpy as np
 from glow_conformance.gen import Build, Variant, generators
 from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core.errors import GlowError, UnsupportedError
+from glow_core.ir.defs.quant import TYPED_QUANT_KINDS
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind
-from glow_core.quantization.qlower import QLOWERINGS
 from glow_sdk.backend import Backend
 from glow_sdk.primitives import mandatory_primitives, primitive_kinds
 from glow_tools.testing import (
@@ -165,7 +165,7 @@ def node_cases(backend: Backend, level: Level, missing: list[str]) -> list[Case]
                             cases.append(_node_case("primitive", kind, elem, variant, build, Level.FULL, False,
                                                     False))
         elif level is Level.FULL:
-            if kind in QLOWERINGS and kind not in declared:
+            if kind in TYPED_QUANT_KINDS and kind not in declared:
                 # a typed quantized kind: a backend that does not run it natively never sees it, since
                 # quantization rewrites the whole function onto QuantizeLinear / QLinearConv / ... (their
                 # cases are above); typed operands cannot cross a single node's lowering
