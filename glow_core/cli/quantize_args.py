@@ -24,12 +24,16 @@ def add_quantize_arguments(p: argparse.ArgumentParser) -> None:
                    help="one scale per weight tensor instead of one per output channel")
     g.add_argument("--keep-float", metavar="KIND_OR_NODE", action="append", default=[],
                    help="keep this node kind (e.g. Add) or node / ONNX node name in float (repeatable)")
+    g.add_argument("--auto-keep-float", metavar="SQNR_DB", type=float, default=None,
+                   help="also keep float every value whose int8 SQNR, estimated from the profile, is below "
+                        "SQNR_DB (e.g. 20), and the nodes that would quantize it")
 
 
 def quantize_from_args(args: argparse.Namespace) -> Any:
     """The QuantizationConfig the options describe, or None without --quantize."""
     if args.quantize is None:
-        given = [o for o, v in (("--keep-float", args.keep_float), ("--per-tensor", args.per_tensor)) if v]
+        given = [o for o, v in (("--keep-float", args.keep_float), ("--per-tensor", args.per_tensor),
+                                ("--auto-keep-float", args.auto_keep_float is not None)) if v]
         if given or args.schema != "asymmetric" or args.calibration != "minmax":
             raise InputError(f"{', '.join(given) or '--schema/--calibration'} need(s) --quantize PROFILE.json")
         return None
@@ -40,4 +44,4 @@ def quantize_from_args(args: argparse.Namespace) -> Any:
                          hint="make one with 'glow profile MODEL --data DATA -o profile.json'")
     return QuantizationConfig(profile=args.quantize, schema=args.schema, calibration=args.calibration,
                               percentile=args.percentile, per_channel=not args.per_tensor,
-                              keep_float=frozenset(args.keep_float))
+                              keep_float=frozenset(args.keep_float), auto_keep_float=args.auto_keep_float)

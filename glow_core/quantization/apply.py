@@ -14,7 +14,7 @@ from typing import Any
 from glow_core.errors import InputError
 from glow_core.ir.graph import Function
 from glow_core.quantization.config import QuantizationConfig
-from glow_core.quantization.convert import Conversion, calibrated_params, convert
+from glow_core.quantization.convert import Conversion, calibrate_all, convert
 from glow_core.quantization.profile import Profile, check_profile, load_profile
 from glow_core.quantization.qlower import QLOWERINGS, lower_quantized
 from glow_core.quantization.qpasses import optimize_quantized
@@ -48,7 +48,8 @@ def quantize_prepared(fn: Function, backend: Any, quantize: Any, expose: str | N
         check_profile(profile, fn, backend.name)
     else:
         profile = load_profile(cfg.profile, fn, backend.name)
-    done = convert(fn, calibrated_params(profile.records, cfg), cfg, expose)
+    params, low = calibrate_all(profile.records, cfg)
+    done = convert(fn, params, cfg, expose, low)
     optimize_quantized(fn)
     typed = [n for n in fn.nodes if n.kind.name in QLOWERINGS or any(o.type.elem.is_quantized for o in n.outputs)]
     if any(not backend.supports(n) for n in typed):

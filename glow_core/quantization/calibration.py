@@ -223,6 +223,30 @@ def calibrate(record: ValueRecord, cfg: QuantizationConfig, name: str = "value")
     return params_for_range(lo, hi, cfg)
 
 
+def estimated_sqnr(record: ValueRecord, params: QuantParams) -> float:
+    """The signal-to-quantization-noise ratio (dB) ``params`` would give on the profiled samples of ``record``.
+
+    From the histogram alone: a sample inside the range ``[real(qmin), real(qmax)]`` gets the noise of
+    uniform rounding, ``scale**2 / 12``; one outside also its squared distance to the range (it saturates).
+    Samples are taken at their bin's centre. An exact 0 (the bin at 0 of a ReLU output, say) costs the same
+    rounding noise in this estimate although 0 is exact, so the estimate errs low. ``inf`` when every
+    sample is 0.
+    """
+    h = record.histogram
+    if not record.observed or not len(h.counts):
+        raise CalibrationError("no finite sample to estimate a quantization error on")
+    x = (h.first + np.arange(len(h.counts), dtype=np.float64) + 0.5) * h.width
+    x = np.clip(x, record.min, record.max)  # (the edge bins' centres may lie outside what was seen)
+    lo = params.scale * (params.qmin - params.offset)
+    hi = params.scale * (params.qmax - params.offset)
+    c = h.counts.astype(np.float64)
+    signal = float(c @ (x * x))
+    noise = float(c @ (np.clip(x, lo, hi) - x) ** 2) + c.sum() * params.scale ** 2 / 12.0
+    if signal == 0.0:
+        return math.inf
+    return 10.0 * math.log10(signal / noise) if noise > 0 else math.inf
+
+
 def calibrate_profile(records: Mapping[str, ValueRecord], cfg: QuantizationConfig,
                       kinds: Mapping[str, str] | None = None) -> dict[str, QuantParams]:
     """Parameters for every profiled value that ``cfg`` does not keep float.

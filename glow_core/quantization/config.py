@@ -36,6 +36,9 @@ class QuantizationConfig:
     - ``precision``: ``int8`` or ``int16`` (``symmetric_uint8`` needs ``int8``);
     - ``keep_float_kinds`` / ``keep_float_names``: node kinds and value names that stay float;
     - ``keep_float``: kinds or node names, sorted into the two sets above (a known kind name is a kind);
+    - ``auto_keep_float``: a signal-to-quantization-noise ratio in dB, or None; values whose estimated
+      SQNR (from the profile's histogram, with the chosen calibration) is lower stay float, and so do
+      the nodes that would quantize them;
     - ``profile``: the profile to convert with (a path or a ``Profile``); needed by
       ``glow_core.compile(..., quantize=...)``, not by calibration alone.
     """
@@ -48,6 +51,7 @@ class QuantizationConfig:
     keep_float_kinds: frozenset[str] = field(default_factory=frozenset)
     keep_float_names: frozenset[str] = field(default_factory=frozenset)
     keep_float: frozenset[str] = field(default_factory=frozenset)
+    auto_keep_float: float | None = None
     profile: Any = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +73,11 @@ class QuantizationConfig:
                 or not math.isfinite(self.percentile) or not 50.0 < self.percentile <= 100.0:
             raise QuantizationConfigError(f"percentile must be a number in (50, 100], got {self.percentile!r}",
                                           hint="e.g. 99.99 keeps all but the largest 0.01% of magnitudes")
+        akf = self.auto_keep_float
+        if akf is not None and (isinstance(akf, bool) or not isinstance(akf, (int, float)) or not math.isfinite(akf)
+                                or not 0.0 <= akf <= 100.0):
+            raise QuantizationConfigError(f"auto_keep_float must be None or an SQNR in dB in [0, 100], got {akf!r}",
+                                          hint="e.g. 20 keeps float the values int8 would reproduce with < 20 dB")
         if not isinstance(self.per_channel, bool):
             raise QuantizationConfigError(f"per_channel must be True or False, got {self.per_channel!r}")
         if self.schema == "symmetric_uint8" and self.precision != "int8":
@@ -104,6 +113,7 @@ class QuantizationConfig:
         return {"schema": self.schema, "calibration": self.calibration, "percentile": self.percentile,
                 "per_channel": self.per_channel, "precision": self.precision,
                 "keep_float_kinds": sorted(self.keep_float_kinds), "keep_float_names": sorted(self.keep_float_names),
+                **({"auto_keep_float": self.auto_keep_float} if self.auto_keep_float is not None else {}),
                 **({"profile": str(self.profile)} if isinstance(self.profile, (str, os.PathLike)) else {})}
 
 

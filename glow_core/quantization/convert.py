@@ -30,7 +30,13 @@ import numpy as np
 from glow_core.ir.defs.quant import params_of
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.quantization.calibration import CalibrationError, QuantParams, calibrate, params_for_range
+from glow_core.quantization.calibration import (
+    CalibrationError,
+    QuantParams,
+    calibrate,
+    estimated_sqnr,
+    params_for_range,
+)
 from glow_core.quantization.config import QuantizationConfig, QuantizationConfigError
 from glow_core.quantization.qpasses import MOVEMENT
 
@@ -302,23 +308,46 @@ CONVERTERS: Mapping[str, ConvertFn] = {
 }
 
 
+def _why_float(node: Node, low_sqnr: Mapping[str, float], cfg: QuantizationConfig) -> str:
+    low = [(v.name, low_sqnr[v.name]) for v in [*node.inputs, *node.outputs] if v is not None and v.name in low_sqnr]
+    if low:
+        name, db = min(low, key=lambda x: x[1])
+        return f"--auto-keep-float: '{name}' would have an int8 SQNR of {db:.1f} dB < {cfg.auto_keep_float:g}"
+    return "no calibrated range or non-constant weight"
+
+
 def calibrated_params(records: Mapping[str, object], cfg: QuantizationConfig) -> dict[str, QuantParams]:
-    """Parameters of every profiled value that has a finite sample (the others stay float)."""
-    out: dict[str, QuantParams] = {}
+    """Parameters of every profiled value that has a finite sample (the others stay float).
+
+    With ``cfg.auto_keep_float``, the values whose estimated SQNR is below it get none (:func:`calibrate_all`).
+    """
+    return calibrate_all(records, cfg)[0]
+
+
+def calibrate_all(records: Mapping[str, object],
+                  cfg: QuantizationConfig) -> tuple[dict[str, QuantParams], dict[str, float]]:
+    """(parameters by value name, the values ``cfg.auto_keep_float`` left float -> their estimated SQNR in dB)."""
+    params: dict[str, QuantParams] = {}
     for name, rec in records.items():
         try:
-            out[name] = calibrate(rec, cfg, name)  # type: ignore[arg-type]
+            params[name] = calibrate(rec, cfg, name)  # type: ignore[arg-type]
         except CalibrationError:
             continue
-    return out
+    if cfg.auto_keep_float is None:
+        return params, {}
+    sqnr = {n: estimated_sqnr(records[n], p) for n, p in params.items()}  # type: ignore[arg-type]
+    low = {n: db for n, db in sqnr.items() if db < cfg.auto_keep_float}
+    return {n: p for n, p in params.items() if n not in low}, low
 
 
 def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationConfig,
-            expose: str | None = None) -> Conversion:
+            expose: str | None = None, low_sqnr: Mapping[str, float] | None = None) -> Conversion:
     """Rewrite ``fn`` in place into typed quantized islands (see the module doc).
 
     ``expose`` (a prefix): also make every converted node's dequantized result a graph output named
     ``expose + <float value name>`` (the quantization report compares them with the float values).
+    ``low_sqnr``: the values ``cfg.auto_keep_float`` left without parameters, with their estimated
+    SQNR, to say why a node that would quantize one stays float.
     """
     if cfg.precision != "int8":
         raise QuantizationConfigError(f"conversion supports precision int8, not {cfg.precision}",
@@ -339,5 +368,5 @@ def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationCo
         if rule(c, node):
             done.quantized.setdefault(node.kind.name, []).append(node.name)
         else:
-            done.kept_float[node.name] = "no calibrated range or non-constant weight"
+            done.kept_float[node.name] = _why_float(node, low_sqnr or {}, cfg)
     return done
