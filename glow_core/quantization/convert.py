@@ -42,6 +42,9 @@ from glow_core.quantization.qpasses import MOVEMENT
 
 E = ElemKind
 _QELEM = {"int8": E.INT8Q, "uint8": E.UINT8Q}
+#: the kinds an island starts at (with a constant weight); the others only extend an island
+ISLAND_OPENERS = frozenset({"Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm"})
+AUTO_REASON = "--auto-keep-float"
 
 
 @dataclass
@@ -54,6 +57,11 @@ class Conversion:
     @property
     def count(self) -> int:
         return sum(len(v) for v in self.quantized.values())
+
+    @property
+    def auto_kept_float(self) -> dict[str, str]:
+        """The nodes ``auto_keep_float`` kept float, with the reason (the value and its estimated SQNR)."""
+        return {n: why for n, why in self.kept_float.items() if why.startswith(AUTO_REASON)}
 
 
 class Converter:
@@ -308,11 +316,15 @@ CONVERTERS: Mapping[str, ConvertFn] = {
 }
 
 
-def _why_float(node: Node, low_sqnr: Mapping[str, float], cfg: QuantizationConfig) -> str:
-    low = [(v.name, low_sqnr[v.name]) for v in [*node.inputs, *node.outputs] if v is not None and v.name in low_sqnr]
+def _why_float(c: Converter, node: Node, low_sqnr: Mapping[str, float], cfg: QuantizationConfig) -> str:
+    """Why ``node`` (whose converter declined it) stays float."""
+    operands = [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
+    if node.kind.name not in ISLAND_OPENERS and not any(c.in_island(v) for v in operands):
+        return "outside the int8 islands (no operand comes from a converted node)"
+    low = [(v.name, low_sqnr[v.name]) for v in [*operands, *node.outputs] if v.name in low_sqnr]
     if low:
         name, db = min(low, key=lambda x: x[1])
-        return f"--auto-keep-float: '{name}' would have an int8 SQNR of {db:.1f} dB < {cfg.auto_keep_float:g}"
+        return f"{AUTO_REASON}: '{name}' would have an int8 SQNR of {db:.1f} dB < {cfg.auto_keep_float:g}"
     return "no calibrated range or non-constant weight"
 
 
@@ -368,5 +380,5 @@ def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationCo
         if rule(c, node):
             done.quantized.setdefault(node.kind.name, []).append(node.name)
         else:
-            done.kept_float[node.name] = _why_float(node, low_sqnr or {}, cfg)
+            done.kept_float[node.name] = _why_float(c, node, low_sqnr or {}, cfg)
     return done

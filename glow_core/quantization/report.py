@@ -106,6 +106,10 @@ class QuantReport:
         kinds = ", ".join(f"{k} x{len(v)}" for k, v in self.conversion.quantized.items()) or "nothing"
         out = [f"model    {self.model}", f"backend  {self.backend}", f"int8     {kinds}; "
                f"{len(self.conversion.kept_float)} convertible node(s) kept float", f"samples  {self.samples}"]
+        auto = list(self.conversion.auto_kept_float)
+        if auto:
+            out.append(f"float    {len(auto)} node(s) by --auto-keep-float: " + ", ".join(auto[:8])
+                       + (f" (+{len(auto) - 8} more)" if len(auto) > 8 else ""))
         out += [o.line() for o in self.outputs]
         out.append(f"worst {min(worst, len(self.layers))} of {len(self.layers)} quantized layers by SQNR "
                    "(signal-to-quantization-noise ratio; keep one float with --keep-float NAME):")

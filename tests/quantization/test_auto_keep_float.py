@@ -101,7 +101,8 @@ def test_low_sqnr_layer_stays_float(branch_profile: Path, tmp_path: Path, backen
     assert sorted(n for v in plain.stats.quantized.quantized.values() for n in v) == ["mma", "mmb"]
     assert [n for v in auto.stats.quantized.quantized.values() for n in v] == ["mma"]
     why = auto.stats.quantized.kept_float["mmb"]
-    assert why.startswith("--auto-keep-float: '") and "dB < 20" in why
+    assert why.startswith("--auto-keep-float: 'b' would have an int8 SQNR of ") and "dB < 20" in why
+    assert list(auto.stats.quantized.auto_kept_float) == ["mmb"] and not plain.stats.quantized.auto_kept_float
     ref = glow_core.compile(two_branch_model(), backend)
     ev = branch_samples(1, 5, spike=False)
     feeds = {k: v[0] for k, v in ev.items()}
@@ -125,6 +126,12 @@ def test_cli_flag(tmp_path: Path, branch_profile: Path) -> None:
     assert "quantized to int8: MatMul x1; kept float: 1 node(s)" in r.stdout
     r = glow(["compile", str(model), "--quantize", str(branch_profile), "--stats"])
     assert r.returncode == 0 and "MatMul x2; kept float: 0 node(s)" in r.stdout, r.stdout + r.stderr
+    data = tmp_path / "eval.npz"
+    np.savez(data, **branch_samples(3, 7, spike=False))
+    r = glow(["compare", str(model), "--quantize", str(branch_profile), "--data", str(data), "--auto-keep-float", "20"])
+    assert r.returncode == 0, r.stderr
+    assert "float    1 node(s) by --auto-keep-float: mmb\n" in r.stdout
+    assert "output yb:" in r.stdout and "cosine 1.00000" in r.stdout.split("output yb:")[1].splitlines()[0]
     r = glow(["compile", str(model), "--auto-keep-float", "20"])
     assert r.returncode != 0 and "--auto-keep-float need(s) --quantize" in r.stderr
     r = glow(["compile", str(model), "--quantize", str(branch_profile), "--auto-keep-float", "-3"])
