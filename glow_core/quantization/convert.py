@@ -319,8 +319,8 @@ CONVERTERS: Mapping[str, ConvertFn] = {
 def _why_float(c: Converter, node: Node, low_sqnr: Mapping[str, float], cfg: QuantizationConfig) -> str:
     """Why ``node`` (whose converter declined it) stays float."""
     operands = [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
-    if node.kind.name not in ISLAND_OPENERS and not any(c.in_island(v) for v in operands):
-        return "outside the int8 islands (no operand comes from a converted node)"
+    if node.kind.name not in ISLAND_OPENERS and not all(c.in_island(v) for v in operands):
+        return "outside the int8 islands (an operand does not come from a converted node)"
     low = [(v.name, low_sqnr[v.name]) for v in [*operands, *node.outputs] if v.name in low_sqnr]
     if low:
         name, db = min(low, key=lambda x: x[1])

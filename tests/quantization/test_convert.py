@@ -281,5 +281,6 @@ def test_islands_start_at_compute_kinds() -> None:
     done = quantize_prepared(fn, be, QuantizationConfig(profile=prof))
     assert done.quantized == {"MatMul": ["mm0", "mm1"], "Mul": ["both"]}
     assert {"mixed", "floats"} <= set(done.kept_float)
+    assert all(done.kept_float[n].startswith("outside the int8 islands") for n in ("mixed", "floats"))
     kinds = fn.count_by_kind()
     assert kinds["QMatMul"] == 2 and kinds["QMul"] == 1 and kinds["Add"] == 1 and kinds["Mul"] == 1
