@@ -13,25 +13,11 @@ import pytest
 from onnx import TensorProto, helper
 
 import glow_core
-from glow_core.controlflow import StagedExecutable, program
+from glow_core.controlflow import StagedExecutable
 from tests.controlflow import cfmodels as cm
 from tests.controlflow.test_control_flow import _check, _vad_feeds
 
 BACKENDS = ["interpreter", "cpu"]
-
-
-@pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that grows by one per backend compile the control-flow executor asks for."""
-    calls: list[int] = []
-    real = program.compile_function
-
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(program, "compile_function", counting)
-    return calls
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
