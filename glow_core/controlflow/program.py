@@ -11,10 +11,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -24,8 +22,9 @@ from onnx import numpy_helper
 
 from glow_core import budget
 from glow_core.api import CompiledNetwork, CompileStats, compile_function
+from glow_core.controlflow.cache import BindingCache
 from glow_core.controlflow.hostops import HOST_OPS, WARMERS
-from glow_core.errors import DynamicValueError, GlowError, ModelError, UnsupportedError
+from glow_core.errors import GlowError, ModelError, UnsupportedError
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, to_user
 from glow_core.importer import OptShape, SeqShape, Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
@@ -46,10 +45,6 @@ class Target:
     debug: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     budget: budget.Budget | None = None
-
-
-def _digest(a: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.dtype) + str(a.shape)
 
 
 def _onnx_type(a: np.ndarray, name: str) -> int:
@@ -102,9 +97,8 @@ class Program:
         self.target = target
         self.name = name
         self.declared = dict(declared or {})
-        self._bound: set[str] = set()
-        self._cache: OrderedDict[tuple[Any, ...], Stage] = OrderedDict()
-        self._lock = threading.Lock()
+        #: the stages compiled, per input signature (and value of the inputs that decide shapes)
+        self.compiled: BindingCache[Stage] = BindingCache(CACHE_SIZE)
         inputs = set(self.input_names)
         #: a program whose outputs are all among its inputs runs nothing
         self.passthrough = not template.graph.node and all(n in inputs for n in self.output_names)
@@ -140,31 +134,13 @@ class Program:
 
     def _stage(self, values: Mapping[str, Any], signatures: Mapping[str, Signature],
                flat: Mapping[str, np.ndarray]) -> "Stage":
-        while True:
-            with self._lock:
-                bound = sorted(n for n in self._bound if n in flat)
-            key = (tuple(signatures.items()), tuple((n, _digest(flat[n])) for n in bound))
-            with self._lock:
-                stage = self._cache.get(key)
-                if stage is not None:
-                    self._cache.move_to_end(key)
-                    return stage
-            shapes = {n: s[0] for n, s in signatures.items() if isinstance(s[0], (SeqShape, OptShape))}
-            try:
-                stage = Stage.build(self.model_for(values), shapes, {n: flat[n] for n in bound},
-                                    self.target, self.name, checked=True, template=self.template)
-            except DynamicValueError as e:  # a value that decides shapes: bind it and compile again
-                new = [p for p in e.placeholders if p in flat and p not in bound]
-                if not new:
-                    raise
-                with self._lock:
-                    self._bound.update(new)
-                continue
-            with self._lock:
-                self._cache[key] = stage
-                while len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
-            return stage
+        shapes = {n: s[0] for n, s in signatures.items() if isinstance(s[0], (SeqShape, OptShape))}
+
+        def build(bound: list[str]) -> Stage:
+            return Stage.build(self.model_for(values), shapes, {n: flat[n] for n in bound},
+                               self.target, self.name, checked=True, template=self.template)
+
+        return self.compiled.get(tuple(signatures.items()), flat, build)
 
     def model_for(self, feeds: Mapping[str, Any]) -> onnx.ModelProto:
         """The template with its inputs declared as the feeds' types (what the importer compiles)."""
@@ -301,9 +277,7 @@ class Stage:
                              dict(self.stats.nodes_by_kind))
         progs = list(self._subprograms.values()) + ([self.rest] if self.rest is not None else [])
         for prog in progs:
-            with prog._lock:
-                stages = list(prog._cache.values())
-            for st in stages:
+            for st in prog.compiled.entries():
                 sub = st.total_stats()
                 total.import_s += sub.import_s
                 total.optimize_s += sub.optimize_s
