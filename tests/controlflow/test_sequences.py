@@ -145,7 +145,8 @@ def loop_over_optional() -> onnx.ModelProto:
     opt_t = helper.make_optional_type_proto(helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None)))
     then_g = helper.make_graph([helper.make_node("SequenceConstruct", ["bias"], ["fresh"])], "fresh", [],
                                [_seq_vi("fresh")])
-    else_g = helper.make_graph([helper.make_node("OptionalGetElement", ["acc_in"], ["old"])], "old", [], [_seq_vi("old")])
+    else_g = helper.make_graph([helper.make_node("OptionalGetElement", ["acc_in"], ["old"])], "old", [],
+                               [_seq_vi("old")])
     body = helper.make_graph(
         [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
          helper.make_node("OptionalHasElement", ["acc_in"], ["has"]),
