@@ -24,8 +24,9 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 
-from glow_core.errors import GlowTypeError, UnsupportedError
+from glow_core.errors import GlowTypeError, InputError, UnsupportedError
 from glow_core.importer.structured import OptShape, SeqShape, flatten_feed, item_name, kind_of, rebuild
+from glow_core.importer.subgraphs import node_uses
 
 
 class HostSeq(list):  # type: ignore[type-arg]
@@ -124,3 +125,64 @@ def to_user(value: Any) -> Any:
         return list(value)
     return value
 
+
+
+@dataclass(frozen=True)
+class Append:
+    """A SequenceInsert run on the host after a program's compiled pieces: ``out = seq`` with ``tensor``
+    inserted at ``position`` (a name, or "" for the end)."""
+
+    seq: str
+    tensor: str
+    position: str
+    out: str
+
+    def run(self, seq: Any, values: Mapping[str, Any]) -> HostSeq:
+        where = f"SequenceInsert '{self.out}'"
+        if not isinstance(seq, HostSeq):
+            raise GlowTypeError(f"{where}: expects a sequence, got {type(seq).__name__}")
+        t = np.asarray(values[self.tensor])
+        if seq.elem is not None and t.dtype != seq.elem:
+            raise GlowTypeError(f"{where}: inserts a {t.dtype} tensor into a sequence of {seq.elem}")
+        n = len(seq)
+        p = n if not self.position else int(np.asarray(values[self.position]).reshape(-1)[0])
+        if not -n <= p <= n:
+            raise InputError(f"{where}: position {p} is outside [-{n}, {n}]")
+        p = p + n if p < 0 else p
+        return HostSeq(list(seq[:p]) + [t] + list(seq[p:]), seq.elem or t.dtype)
+
+
+def hoist_appends(template: onnx.ModelProto, declared: Mapping[str, onnx.TypeProto]
+                  ) -> tuple[onnx.ModelProto, list[Append]]:
+    """Take out of a program the SequenceInsert nodes whose sequence is a formal input declared a sequence,
+    read by nothing else, and whose result is only an output of the program (a loop body appending to a
+    carried sequence): the host runs them (:class:`Append`), and the compiled pieces, which no longer
+    take the sequence, compile once instead of once per length. Their tensor operands become outputs."""
+    graph = template.graph
+    uses: dict[str, int] = {}
+    for node in graph.node:
+        for n in node_uses(node):
+            uses[n] = uses.get(n, 0) + 1
+    outputs = {o.name for o in graph.output}
+    appends = [Append(node.input[0], node.input[1], node.input[2] if len(node.input) > 2 else "", node.output[0])
+               for node in graph.node
+               if node.op_type == "SequenceInsert" and node.domain in ("", "ai.onnx") and len(node.input) >= 2
+               and node.input[0] in declared and kind_of(declared[node.input[0]]) == "sequence_type"
+               and uses.get(node.input[0]) == 1 and node.input[0] not in outputs
+               and node.output[0] in outputs and not uses.get(node.output[0])]
+    if not appends:
+        return template, []
+    hoisted = {a.out for a in appends}
+    m = onnx.ModelProto()
+    m.CopyFrom(template)
+    del m.graph.node[:]
+    m.graph.node.extend(n for n in graph.node if not (n.op_type == "SequenceInsert" and n.output[0] in hoisted))
+    del m.graph.output[:]
+    m.graph.output.extend(o for o in graph.output if o.name not in hoisted)
+    kept = {o.name for o in m.graph.output}
+    for a in appends:
+        for n in (a.tensor, a.position):
+            if n and n not in kept:
+                m.graph.output.append(onnx.ValueInfoProto(name=n))
+                kept.add(n)
+    return m, appends

@@ -25,7 +25,7 @@ from glow_core.api import CompiledNetwork, CompileStats, compile_function
 from glow_core.controlflow.cache import BindingCache
 from glow_core.controlflow.hostops import HOST_OPS, WARMERS
 from glow_core.errors import GlowError, ModelError, UnsupportedError
-from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, to_user
+from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
 from glow_core.importer import OptShape, SeqShape, Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
@@ -91,15 +91,20 @@ class Program:
 
     def __init__(self, template: onnx.ModelProto, input_names: Sequence[str], target: Target, name: str,
                  declared: Mapping[str, onnx.TypeProto] | None = None) -> None:
-        self.template = template
+        self.declared = dict(declared or {})
+        #: SequenceInserts into a carried sequence, run on the host after the compiled pieces
+        self.template, self.appends = hoist_appends(template, self.declared)
+        template = self.template
         self.input_names = list(input_names)
+        host_only = {a.seq for a in self.appends}
+        #: the inputs the compiled pieces take
+        self.piece_inputs = [n for n in self.input_names if n not in host_only]
         self.output_names = [o.name for o in template.graph.output]
         self.target = target
         self.name = name
-        self.declared = dict(declared or {})
         #: the stages compiled, per input signature (and value of the inputs that decide shapes)
         self.compiled: BindingCache[Stage] = BindingCache(CACHE_SIZE)
-        inputs = set(self.input_names)
+        inputs = set(self.piece_inputs)
         #: a program whose outputs are all among its inputs runs nothing
         self.passthrough = not template.graph.node and all(n in inputs for n in self.output_names)
 
@@ -108,16 +113,20 @@ class Program:
         if missing:
             raise ModelError(f"{self.name}: value(s) {', '.join(missing)} are not available here")
         if self.passthrough:
-            return {n: coerce(n, feeds[n], self.declared.get(n)) for n in self.output_names}
-        values, signatures, flat = self._flatten(feeds)
-        return self._stage(values, signatures, flat).run(flat)
+            outs = {n: coerce(n, feeds[n], self.declared.get(n)) for n in self.output_names}
+        else:
+            values, signatures, flat = self._flatten(feeds)
+            outs = self._stage(values, signatures, flat).run(flat)
+        for a in self.appends:
+            outs[a.out] = a.run(coerce(a.seq, feeds[a.seq], self.declared.get(a.seq)), outs)
+        return outs
 
     def _flatten(self, feeds: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Signature], dict[str, np.ndarray]]:
         """(the feeds as declared, their signatures, the tensors the compiled pieces take)."""
         values: dict[str, Any] = {}
         signatures: dict[str, Signature] = {}
         flat: dict[str, np.ndarray] = {}
-        for n in self.input_names:
+        for n in self.piece_inputs:
             v = coerce(n, feeds[n], self.declared.get(n))
             if not isinstance(v, (HostSeq, HostOpt)):
                 v = np.asarray(v)
@@ -146,7 +155,7 @@ class Program:
         """The template with its inputs declared as the feeds' types (what the importer compiles)."""
         m = onnx.ModelProto()
         m.CopyFrom(self.template)
-        for n in self.input_names:
+        for n in self.piece_inputs:
             v = feeds[n]
             if isinstance(v, (HostSeq, HostOpt)):
                 m.graph.input.append(declare(n, v)[0])
