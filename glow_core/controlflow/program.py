@@ -24,8 +24,8 @@ from glow_core import budget
 from glow_core.api import CompiledNetwork, CompileStats, compile_function
 from glow_core.controlflow.cache import BindingCache
 from glow_core.controlflow.hostops import HOST_OPS, WARMERS
-from glow_core.errors import GlowError, ModelError, UnsupportedError
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
+from glow_core.errors import GlowError, ModelError, UnsupportedError
 from glow_core.importer import OptShape, SeqShape, Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
