@@ -14,7 +14,8 @@ from onnx.reference import ReferenceEvaluator
 import glow_core
 from glow_core import onnx_backend
 from glow_core.controlflow import StagedExecutable
-from glow_core.errors import ModelError
+from glow_core.controlflow.hostvalues import Append, HostSeq
+from glow_core.errors import GlowTypeError, InputError, ModelError
 
 BACKENDS = ["interpreter", "cpu"]
 F = TensorProto.FLOAT
@@ -236,3 +237,15 @@ def test_a_sequence_as_a_scan_output_is_refused() -> None:
     net = glow_core.compile(m, "interpreter")
     with pytest.raises(ModelError, match=r"'scan_seq' \(Loop\).*scan output 0 is a sequence"):
         net.run({"n": np.array(2), "x": np.array([1.0, 2.0], np.float32)})
+
+
+def test_host_append_checks_position_and_dtype() -> None:
+    seq = HostSeq([np.zeros(2, np.float32)], np.float32)
+    at = Append("s", "t", "p", "out")
+    t = np.ones(2, np.float32)
+    assert [a[0] for a in at.run(seq, {"t": t, "p": np.array(-1)})] == [1.0, 0.0]  # -1: before the last
+    assert [a[0] for a in at.run(seq, {"t": t, "p": np.array(1)})] == [0.0, 1.0]
+    with pytest.raises(InputError, match=r"position 2 is outside \[-1, 1\]"):
+        at.run(seq, {"t": t, "p": np.array(2)})
+    with pytest.raises(GlowTypeError, match="inserts a int32 tensor into a sequence of float32"):
+        Append("s", "t", "", "out").run(seq, {"t": np.ones(2, np.int32)})
