@@ -15,9 +15,6 @@ are cached per (input shapes and dtypes, bound input values).
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -27,16 +24,13 @@ from onnx.backend.base import BackendRep, Device, DeviceType
 
 from glow_core.api import CompiledNetwork
 from glow_core.api import compile as glow_compile
-from glow_core.errors import DynamicValueError, InputError
+from glow_core.controlflow.cache import BindingCache
+from glow_core.errors import InputError
 from glow_core.importer.precheck import check_strings
 from glow_core.importer.structured import flatten_feed, kind_of, rebuild
 
 #: compiled networks kept per prepared model
 CACHE_SIZE = 16
-
-
-def _digest(a: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.dtype) + str(a.shape)
 
 
 class GlowRep(BackendRep):
@@ -51,9 +45,8 @@ class GlowRep(BackendRep):
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self.input_types = {i.name: i.type for i in model.graph.input if i.name not in inits}
         self.output_names = [o.name for o in model.graph.output]
-        self._bound: set[str] = set()  # inputs found to decide shapes
-        self._cache: OrderedDict[tuple[Any, ...], CompiledNetwork] = OrderedDict()
-        self._lock = threading.Lock()
+        #: compiled networks per input signature (and value of the inputs found to decide shapes)
+        self.compiled: BindingCache[CompiledNetwork] = BindingCache(CACHE_SIZE)
 
     def _feeds(self, inputs: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(input signatures, flat feeds): sequences and optionals flattened (importer/structured.py)."""
@@ -81,40 +74,17 @@ class GlowRep(BackendRep):
 
     def compiled_for(self, feeds: Mapping[str, np.ndarray],
                      signatures: Mapping[str, Any] | None = None) -> CompiledNetwork:
-        while True:
-            with self._lock:  # other threads add to _bound while this one compiles
-                bound = sorted(n for n in self._bound if n in feeds)
-            key = (
-                tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
-                tuple((n, _digest(feeds[n])) for n in bound),
-                tuple(sorted((n, repr(s)) for n, s in (signatures or {}).items())),
-            )
-            with self._lock:
-                net = self._cache.get(key)
-                if net is not None:
-                    self._cache.move_to_end(key)
-                    return net
-            if signatures is None:
-                signatures = {n: tuple(a.shape) for n, a in feeds.items()}
-            shapes = {n: s for n, s in signatures.items() if n not in bound}
-            try:
-                net = glow_compile(
-                    self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options
-                )
-            except DynamicValueError as e:
-                # new relative to what this attempt bound (another thread may have found them meanwhile);
-                # each retry binds strictly more, so the loop ends
-                new = [p for p in e.placeholders if p in feeds and p not in bound]
-                if not new:
-                    raise
-                with self._lock:
-                    self._bound.update(new)
-                continue
-            with self._lock:
-                self._cache[key] = net
-                while len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
-            return net
+        if signatures is None:
+            signatures = {n: tuple(a.shape) for n, a in feeds.items()}
+        key = (tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
+               tuple(sorted((n, repr(s)) for n, s in signatures.items())))
+        given = signatures
+
+        def build(bound: list[str]) -> CompiledNetwork:
+            shapes = {n: s for n, s in given.items() if n not in bound}
+            return glow_compile(self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options)
+
+        return self.compiled.get(key, feeds, build)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         """The outputs in order: arrays; a list of arrays for a sequence, None for an empty optional."""

@@ -72,6 +72,8 @@ def run_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
 
 
 def _stack(parts: list[np.ndarray], node: onnx.NodeProto, what: str) -> np.ndarray:
+    if not all(isinstance(p, np.ndarray) for p in parts):
+        raise ModelError(f"{_where(node)}: {what} is a sequence or optional value; scan outputs must be tensors")
     shapes = {p.shape for p in parts}
     if len(shapes) > 1:
         raise ExecutionError(f"{_where(node)}: {what} has different shapes in different iterations "

@@ -11,10 +11,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -24,9 +22,11 @@ from onnx import numpy_helper
 
 from glow_core import budget
 from glow_core.api import CompiledNetwork, CompileStats, compile_function
+from glow_core.controlflow.cache import BindingCache
 from glow_core.controlflow.hostops import HOST_OPS, WARMERS
-from glow_core.errors import DynamicValueError, GlowError, ModelError, UnsupportedError
-from glow_core.importer import Split, import_split
+from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
+from glow_core.errors import GlowError, ModelError, UnsupportedError
+from glow_core.importer import OptShape, SeqShape, Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
 from glow_sdk.backend import Backend
@@ -45,10 +45,6 @@ class Target:
     debug: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     budget: budget.Budget | None = None
-
-
-def _digest(a: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.dtype) + str(a.shape)
 
 
 def _onnx_type(a: np.ndarray, name: str) -> int:
@@ -83,76 +79,89 @@ def _template(parent: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], outputs:
     return m
 
 
-def _refuse_structured(stage: "Stage", name: str) -> None:
-    """A program's outputs are handed over by name as tensors: a sequence or optional output cannot be."""
-    structured = sorted(stage.fn.structure)
-    if structured:
-        raise UnsupportedError(f"{name}: output(s) {', '.join(repr(n) for n in structured)} are sequence or "
-                               "optional values, which cannot cross run-time control flow yet "
-                               "(docs/control-flow.md)",
-                               hint="make the control flow fold at import time (a constant If condition or trip "
-                                    "count) or keep sequences inside one side of it")
+Signature = tuple[Any, ...]
 
 
 class Program:
-    """A graph (template model without inputs) run with feeds by name; compiled per input signature."""
+    """A graph (template model without inputs) run with feeds by name; compiled per input signature.
 
-    def __init__(self, template: onnx.ModelProto, input_names: Sequence[str], target: Target, name: str) -> None:
-        self.template = template
+    Feeds are arrays, or sequences and optionals held on the host (:mod:`.hostvalues`); ``declared``:
+    the declared types of the graph's formal inputs (a subgraph's), which the feeds are coerced to.
+    """
+
+    def __init__(self, template: onnx.ModelProto, input_names: Sequence[str], target: Target, name: str,
+                 declared: Mapping[str, onnx.TypeProto] | None = None) -> None:
+        self.declared = dict(declared or {})
+        #: SequenceInserts into a carried sequence, run on the host after the compiled pieces
+        self.template, self.appends = hoist_appends(template, self.declared)
+        template = self.template
         self.input_names = list(input_names)
+        host_only = {a.seq for a in self.appends}
+        #: the inputs the compiled pieces take
+        self.piece_inputs = [n for n in self.input_names if n not in host_only]
         self.output_names = [o.name for o in template.graph.output]
         self.target = target
         self.name = name
-        self._bound: set[str] = set()
-        self._cache: OrderedDict[tuple[Any, ...], Stage] = OrderedDict()
-        self._lock = threading.Lock()
-        inputs = set(self.input_names)
+        #: the stages compiled, per input signature (and value of the inputs that decide shapes)
+        self.compiled: BindingCache[Stage] = BindingCache(CACHE_SIZE)
+        inputs = set(self.piece_inputs)
         #: a program whose outputs are all among its inputs runs nothing
         self.passthrough = not template.graph.node and all(n in inputs for n in self.output_names)
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ModelError(f"{self.name}: value(s) {', '.join(missing)} are not available here")
         if self.passthrough:
-            return {n: feeds[n] for n in self.output_names}
-        return self.stage_for(feeds).run(feeds)
+            outs = {n: coerce(n, feeds[n], self.declared.get(n)) for n in self.output_names}
+        else:
+            values, signatures, flat = self._flatten(feeds)
+            outs = self._stage(values, signatures, flat).run(flat)
+        for a in self.appends:
+            outs[a.out] = a.run(coerce(a.seq, feeds[a.seq], self.declared.get(a.seq)), outs)
+        return outs
 
-    def stage_for(self, feeds: Mapping[str, np.ndarray]) -> "Stage":
-        while True:
-            with self._lock:
-                bound = sorted(self._bound)
-            key = (tuple((n, feeds[n].shape, str(feeds[n].dtype)) for n in self.input_names),
-                   tuple((n, _digest(feeds[n])) for n in bound))
-            with self._lock:
-                stage = self._cache.get(key)
-                if stage is not None:
-                    self._cache.move_to_end(key)
-                    return stage
-            try:
-                stage = Stage.build(self.model_for(feeds), None, {n: feeds[n] for n in bound},
-                                    self.target, self.name, checked=True, template=self.template)
-                _refuse_structured(stage, self.name)
-            except DynamicValueError as e:  # a value that decides shapes: bind it and compile again
-                new = [p for p in e.placeholders if p in feeds and p not in bound]
-                if not new:
-                    raise
-                with self._lock:
-                    self._bound.update(new)
-                continue
-            with self._lock:
-                self._cache[key] = stage
-                while len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
-            return stage
+    def _flatten(self, feeds: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Signature], dict[str, np.ndarray]]:
+        """(the feeds as declared, their signatures, the tensors the compiled pieces take)."""
+        values: dict[str, Any] = {}
+        signatures: dict[str, Signature] = {}
+        flat: dict[str, np.ndarray] = {}
+        for n in self.piece_inputs:
+            v = coerce(n, feeds[n], self.declared.get(n))
+            if not isinstance(v, (HostSeq, HostOpt)):
+                v = np.asarray(v)
+                signatures[n], flat[n] = (v.shape, v.dtype.str), v
+            else:
+                vi, sig, items = declare(n, v)
+                signatures[n] = (sig, vi.type.SerializeToString())
+                flat.update(items)
+            values[n] = v
+        return values, signatures, flat
 
-    def model_for(self, feeds: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    def stage_for(self, feeds: Mapping[str, Any]) -> "Stage":
+        return self._stage(*self._flatten(feeds))
+
+    def _stage(self, values: Mapping[str, Any], signatures: Mapping[str, Signature],
+               flat: Mapping[str, np.ndarray]) -> "Stage":
+        shapes = {n: s[0] for n, s in signatures.items() if isinstance(s[0], (SeqShape, OptShape))}
+
+        def build(bound: list[str]) -> Stage:
+            return Stage.build(self.model_for(values), shapes, {n: flat[n] for n in bound},
+                               self.target, self.name, checked=True, template=self.template)
+
+        return self.compiled.get(tuple(signatures.items()), flat, build)
+
+    def model_for(self, feeds: Mapping[str, Any]) -> onnx.ModelProto:
         """The template with its inputs declared as the feeds' types (what the importer compiles)."""
         m = onnx.ModelProto()
         m.CopyFrom(self.template)
-        for n in self.input_names:
-            a = np.asarray(feeds[n])
-            m.graph.input.append(onnx.helper.make_tensor_value_info(n, _onnx_type(a, n), list(a.shape)))
+        for n in self.piece_inputs:
+            v = feeds[n]
+            if isinstance(v, (HostSeq, HostOpt)):
+                m.graph.input.append(declare(n, v)[0])
+            else:
+                a = np.asarray(v)
+                m.graph.input.append(onnx.helper.make_tensor_value_info(n, _onnx_type(a, n), list(a.shape)))
         return m
 
 
@@ -219,6 +228,7 @@ class Stage:
         if self.net is not None:
             for name, value in self.net.function.outputs:
                 env[name] = np.zeros(value.type.shape, value.type.dtype)
+        self._rebuild(env)
         try:
             WARMERS[node.op_type](self, node, env)
         except GlowError:
@@ -229,19 +239,21 @@ class Stage:
         return {t.name: t for t in self.model.graph.initializer}
 
     def _program(self, nodes: Sequence[onnx.NodeProto], outputs: Sequence[onnx.ValueInfoProto],
-                 own: Sequence[onnx.TensorProto], formal: Sequence[str], needed: Sequence[str], name: str) -> Program:
+                 own: Sequence[onnx.TensorProto], formal: Sequence[onnx.ValueInfoProto], needed: Sequence[str],
+                 name: str) -> Program:
         """A program of ``nodes``; ``needed`` names come from here: constants become initializers."""
         split = self.split
         assert split is not None
         originals = self._originals()
         inits = list(own)
-        inputs = list(formal)
+        inputs = [vi.name for vi in formal]
         for n in needed:
             if n in split.constants:
                 inits.append(_as_initializer(n, split.constants[n], originals))
             elif n not in inputs:
                 inputs.append(n)
-        return Program(_template(self.model, nodes, outputs, inits, name), inputs, self.target, name)
+        return Program(_template(self.model, nodes, outputs, inits, name), inputs, self.target, name,
+                       {vi.name: vi.type for vi in formal})
 
     def _rest_program(self) -> Program:
         split = self.split
@@ -261,8 +273,8 @@ class Stage:
         with self._lock:
             prog = self._subprograms.get(key)
             if prog is None:
-                formal = [i.name for i in graph.input]
-                prog = self._program(graph.node, graph.output, graph.initializer, formal,
+                formal = {i.name for i in graph.input}
+                prog = self._program(graph.node, graph.output, graph.initializer, graph.input,
                                      [n for n in captured_names(graph) if n not in formal],
                                      f"{self.name}/{self.node_label()}.{attr}")
                 self._subprograms[key] = prog
@@ -274,9 +286,7 @@ class Stage:
                              dict(self.stats.nodes_by_kind))
         progs = list(self._subprograms.values()) + ([self.rest] if self.rest is not None else [])
         for prog in progs:
-            with prog._lock:
-                stages = list(prog._cache.values())
-            for st in stages:
+            for st in prog.compiled.entries():
                 sub = st.total_stats()
                 total.import_s += sub.import_s
                 total.optimize_s += sub.optimize_s
@@ -295,20 +305,32 @@ class Stage:
         return max((o.version for o in self.model.opset_import if o.domain in domains), default=0)
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env: dict[str, np.ndarray] = {}
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Run with the flattened feeds; returns the outputs (sequences and optionals as host values)."""
+        env: dict[str, Any] = {}
         if self.net is not None:
             env.update(self.net.run({n: feeds[n] for n in self.net.input_types}))
         split = self.split
         if split is None:
+            declared = {o.name: o.type for o in self.model.graph.output}
+            for name, how in self.fn.structure.items():
+                env[name] = from_flat(name, how, env, declared.get(name))
             return env
         for name, placeholder in split.inputs.items():
             env[name] = feeds[placeholder]
         env.update(split.constants)
+        self._rebuild(env)
         node = self.node
         assert node is not None and self.rest is not None
         HOST_OPS[node.op_type](self, node, env)
         return self.rest.run(env)
+
+    def _rebuild(self, env: dict[str, Any]) -> None:
+        """The sequence and optional values the rest needs, from their flattened tensors in ``env``."""
+        split = self.split
+        assert split is not None
+        for name, (how, tp) in split.structured.items():
+            env[name] = from_flat(name, how, env, tp)
 
 
 class StagedExecutable:
@@ -317,8 +339,9 @@ class StagedExecutable:
     def __init__(self, stage: Stage) -> None:
         self.stage = stage
 
-    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self.stage.run(feeds)
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """The outputs; a sequence as a list of arrays, an empty optional as None."""
+        return {n: to_user(v) for n, v in self.stage.run(feeds).items()}
 
 
 def compile_staged(proto: onnx.ModelProto, target: Target, shapes: Mapping[str, Sequence[int]] | None,

@@ -42,7 +42,7 @@ from glow_core.importer.precheck import check_axes, check_declared, check_flags,
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.importer.qdq import fold_qdq
 from glow_core.importer.structured import (OptShape, OptValue, RaggedValue, SeqShape, SeqValue, describe, flat_outputs,
-                                           structured_input, what_is)
+                                           structured_input, type_proto_of)
 from glow_core.importer.subgraphs import all_nodes, node_uses
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value, infer_types
 from glow_core.ir.kinds import get_kind
@@ -227,6 +227,9 @@ class Split:
     computed: list[str] = field(default_factory=list)
     inputs: dict[str, str] = field(default_factory=dict)
     constants: dict[str, np.ndarray] = field(default_factory=dict)
+    #: sequence and optional values (by ONNX name): (how they rebuild, their ONNX type or None); their
+    #: flattened tensors (importer/structured.py) are among the three above
+    structured: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
 
 class OnnxImporter:
@@ -365,23 +368,26 @@ class OnnxImporter:
         for node in graph.node[split.index:]:
             needed.extend(n for n in node_uses(node) if n not in needed)
         needed.extend(o.name for o in graph.output if o.name not in needed)
-        node = graph.node[split.index]
         for name in needed:
             v = self.values.get(name)
             if isinstance(v, (SeqValue, OptValue, RaggedValue)):
-                raise UnsupportedError(
-                    f"ONNX node '{node.name or node.output[0]}' ({node.op_type}) runs at run time, and value "
-                    f"'{name}' ({what_is(v)}) is needed from there on: sequence and optional values cannot "
-                    "cross run-time control flow yet (docs/control-flow.md)",
-                    hint="make the control flow fold at import time (a constant If condition or trip count) "
-                         "or keep sequences inside one side of it")
-            if isinstance(v, Constant):
-                split.constants[name] = v.payload
-            elif isinstance(v, Placeholder):
-                split.inputs[name] = v.name
-            elif isinstance(v, NodeOutput):
-                split.computed.append(name)
-                self.fn.set_output(name, v)
+                # flattened into tensors; the host rebuilds the value (glow_core/controlflow/hostvalues.py)
+                split.structured[name] = (describe(v), type_proto_of(v))
+                for flat, x in flat_outputs(name, v):
+                    self._split_one(flat, x)
+            else:
+                self._split_one(name, v)
+
+    def _split_one(self, name: str, v: Any) -> None:
+        split = self.split
+        assert split is not None
+        if isinstance(v, Constant):
+            split.constants[name] = v.payload
+        elif isinstance(v, Placeholder):
+            split.inputs[name] = v.name
+        elif isinstance(v, NodeOutput):
+            split.computed.append(name)
+            self.fn.set_output(name, v)
 
     def import_subgraph(self, graph: onnx.GraphProto, where: str) -> list[Value]:
         """Import a subgraph in place (a folded If's branch); returns the values of its outputs.

@@ -239,3 +239,19 @@ def what_is(v: Any) -> str:
     if isinstance(v, Value):
         return f"a tensor ({v.type})"
     return "nothing"
+
+
+def type_proto_of(v: "Value | Structured | None") -> onnx.TypeProto | None:
+    """The ONNX type of an import-time value (None when not known: an empty optional without a type)."""
+    if isinstance(v, SeqValue):
+        if v.elem is None:
+            return None
+        elem = onnx.helper.np_dtype_to_tensor_dtype(v.elem.dtype)
+        return onnx.helper.make_sequence_type_proto(onnx.helper.make_tensor_type_proto(elem, None))
+    if isinstance(v, OptValue):
+        inner = type_proto_of(v.value) if v.value is not None else v.type_proto
+        return None if inner is None else onnx.helper.make_optional_type_proto(inner)
+    if isinstance(v, Value):
+        return onnx.helper.make_tensor_type_proto(onnx.helper.np_dtype_to_tensor_dtype(v.type.dtype),
+                                                  list(v.type.shape))
+    return None

@@ -95,7 +95,7 @@ def test_branches_compiled_at_compile_time_and_once() -> None:
     net = glow_core.compile(model, "interpreter", {"features": (1, 8, 40)})
     stage = net.executable.stage  # type: ignore[attr-defined]
     progs = list(stage._subprograms.values())
-    assert len(progs) == 2 and [len(p._cache) for p in progs] == [1, 1]
+    assert len(progs) == 2 and [len(p.compiled.entries()) for p in progs] == [1, 1]
     # the network's stats count the branches' functions too
     assert sum(net.stats.nodes_by_kind.values()) > sum(stage.stats.nodes_by_kind.values()) > 0
     rng = np.random.default_rng(0)
@@ -104,7 +104,7 @@ def test_branches_compiled_at_compile_time_and_once() -> None:
         out = net.run({"features": (rng.standard_normal((1, 8, 40)) * scale).astype(np.float32)})
         fired.add(bool(out["classes"].any()))
     assert fired == {True, False}
-    assert [len(p._cache) for p in progs] == [1, 1]
+    assert [len(p.compiled.entries()) for p in progs] == [1, 1]
 
 
 # -- Loop and Scan ------------------------------------------------------------------------------------

@@ -13,25 +13,12 @@ import pytest
 from onnx import TensorProto, helper
 
 import glow_core
-from glow_core.controlflow import StagedExecutable, program
+from glow_core.controlflow import StagedExecutable
 from tests.controlflow import cfmodels as cm
 from tests.controlflow.test_control_flow import _check, _vad_feeds
+from tests.robustness.util import run_together
 
 BACKENDS = ["interpreter", "cpu"]
-
-
-@pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that grows by one per backend compile the control-flow executor asks for."""
-    calls: list[int] = []
-    real = program.compile_function
-
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(program, "compile_function", counting)
-    return calls
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -101,3 +88,20 @@ def test_a_shape_deciding_scalar_recompiles_once_per_value(backend: str, compile
             assert grew == 1, f"k={k}: {grew} compiles for a new value, expected 1"
             seen[k] = grew
     assert set(seen) == {3, 5, 8}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_eight_threads_share_a_staged_network_whose_rest_binds_an_input(backend: str, compiles: list[int]) -> None:
+    """The program after the If finds ``k`` decides shapes on its first compile: threads running it at
+    once share the bound set (controlflow/cache.py) and none gets a spurious DynamicValueError."""
+    model = _shape_by_scalar_after_if()
+    x = np.arange(8, dtype=np.float32).reshape(1, 8)
+    for k in (3, 5):
+        net = glow_core.compile(model, backend)
+        before = len(compiles)
+        results = run_together(8, lambda: net.run({"x": x, "k": np.array(k, np.int64)})["out"])  # noqa: B023
+        assert len(results) == 8 and all(np.array_equal(r, (x * 2)[:, :k]) for r in results)
+        assert 1 <= len(compiles) - before <= 8  # threads may race to the same compile; the rest hit the cache
+        after = len(compiles)
+        net.run({"x": x, "k": np.array(k, np.int64)})
+        assert len(compiles) == after

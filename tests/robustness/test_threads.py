@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 from glow_core import onnx_backend
-from tests.robustness.util import F, model
+from tests.robustness.util import F, model, run_together
 
 pytestmark = pytest.mark.robustness
 
@@ -22,7 +20,7 @@ def _reshape_by_input():  # type: ignore[no-untyped-def]
 
 def test_a_placeholder_bound_by_another_thread_meanwhile_is_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Thread B binds 's' while thread A's first compile runs: A's DynamicValueError names 's', already in
-    _bound; A must retry with it bound, not re-raise (1.5 % of first runs with 8 threads)."""
+    the bound set; A must retry with it bound, not re-raise (1.5 % of first runs with 8 threads)."""
     rep = onnx_backend.prepare(_reshape_by_input())
     real = onnx_backend.glow_compile
     calls: list[tuple[str, ...]] = []
@@ -30,7 +28,7 @@ def test_a_placeholder_bound_by_another_thread_meanwhile_is_not_an_error(monkeyp
     def racing_compile(model, backend, shapes, bind, **kw):  # type: ignore[no-untyped-def]
         calls.append(tuple(sorted(bind)))
         if not bind:
-            rep._bound.add("s")  # what the other thread did meanwhile
+            rep.compiled.bind(["s"])  # what the other thread did meanwhile
         return real(model, backend, shapes, bind=bind, **kw)
 
     monkeypatch.setattr(onnx_backend, "glow_compile", racing_compile)
@@ -45,21 +43,5 @@ def test_eight_threads_share_a_rep_on_their_first_run() -> None:
     s = np.array([3, 2], np.int64)
     for _ in range(3):
         rep = onnx_backend.prepare(_reshape_by_input())
-        errors: list[BaseException] = []
-        results: list[np.ndarray] = []
-        start = threading.Barrier(8)
-
-        def work() -> None:
-            try:
-                start.wait()
-                results.append(rep.run([x, s])[0])
-            except BaseException as e:  # noqa: BLE001
-                errors.append(e)
-
-        threads = [threading.Thread(target=work) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors[0]
+        results = run_together(8, lambda: rep.run([x, s])[0])  # noqa: B023  (rep is used in this iteration)
         assert len(results) == 8 and all(np.array_equal(r, x.reshape(3, 2)) for r in results)

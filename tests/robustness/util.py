@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import threading
+from typing import Any, Callable, Sequence
 
 import onnx
 from onnx import TensorProto, helper
@@ -21,3 +22,26 @@ def model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[Any], outputs: Seque
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
+
+
+def run_together(n: int, work: Callable[[], Any]) -> list[Any]:
+    """``work()`` in ``n`` threads started at once (a barrier); their results, or the first error raised."""
+    errors: list[BaseException] = []
+    results: list[Any] = []
+    start = threading.Barrier(n)
+
+    def one() -> None:
+        try:
+            start.wait()
+            results.append(work())
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
