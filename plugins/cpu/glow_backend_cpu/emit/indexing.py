@@ -16,6 +16,7 @@ from llvmlite import ir
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.dtypes import UNSIGNED, bits_type, compute_type, is_float, to_compute, to_storage
 from glow_backend_cpu.emit.ew_ops import ALL, NUMERIC
+from glow_backend_cpu.emit.gather_const import emit_gather_const
 from glow_backend_cpu.emit.movement import contiguous_strides
 from glow_backend_cpu.emit.reduce import REDUCERS
 from glow_backend_cpu.helpers import I8P, I64, elem_ptr, for_range, i64, memcpy, partition
@@ -53,6 +54,8 @@ def _gather(ctx: EmitContext, instr: Instr) -> None:
     data, idx = instr.ins[0], instr.ins[1]
     out = instr.outs[0]
     assert data is not None and idx is not None
+    if emit_gather_const(ctx, instr):  # constant in-range indices on the last axis (Resize tables)
+        return
     b = ctx.builder
     axis = instr.attrs["axis"] % max(data.type.rank, 1)
     shape = data.type.shape
