@@ -150,6 +150,8 @@ def conv_cases() -> list[Any]:
         _conv(r, "transposed-kblocks-s2", (1, 130, 11, 11), (33, 130, 3, 3), (2, 2), (1, 1, 1, 1), bias=False),
         _conv(r, "transposed-wide-3x3", (1, 120, 9, 9), (40, 120, 3, 3), (1, 1), (1, 1, 1, 1), act="relu"),
         _conv(r, "transposed-wide-1x1", (1, 1030, 10, 10), (33, 1030, 1, 1), (1, 1), (0, 0, 0, 0)),
+        _conv(r, "transposed-panels-split", (1, 40, 7, 7), (100, 40, 1, 1), (1, 1), (0, 0, 0, 0), act="relu"),
+        _conv(r, "transposed-panels-3x3-s2", (1, 24, 13, 13), (97, 24, 3, 3), (2, 2), (1, 1, 1, 1)),
         _conv(r, "fused-relu", (1, 8, 12, 12), (16, 8, 3, 3), (1, 1), (1, 1, 1, 1), act="relu"),
         _conv(r, "fused-clip", (1, 8, 12, 12), (16, 8, 1, 1), (1, 1), (0, 0, 0, 0), act="clip", lo=0.0, hi=0.5),
         _conv(r, "fused-clip-lo", (1, 4, 7, 7), (4, 1, 3, 3), (1, 1), (1, 1, 1, 1), group=4, act="clip", lo=-0.1),

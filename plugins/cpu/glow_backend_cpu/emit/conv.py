@@ -294,8 +294,9 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
                 ldb=NR, b_align=64, a_cols=True, **act_kw))
 
-    # work items: (image/group, pixel panel, channel panel), channel panels innermost; a thread packs the
-    # im2col columns of the pixel panels it touches, once per K block
+    # work items: (image/group, channel panel, pixel panel), pixel panels innermost, so a filter panel's K
+    # block is read from memory once and reused from cache by every pixel panel; a thread packs the im2col
+    # columns of the pixel panels it touches (all of them once it spans two channel panels), once per K block
     per_bg = MPp * NTc
     i0, i1 = partition(b, s.N * G * per_bg, ctx.tid, ctx.nthreads)
     with b.if_then(b.icmp_signed("<", i0, i1)):
@@ -304,16 +305,15 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
         with for_range(b, bg_first, bg_end, name="bg") as bg:
             it_lo = smax(b, b.sub(i0, b.mul(bg, c64(per_bg))), c64(0))
             it_hi = smin(b, b.sub(i1, b.mul(bg, c64(per_bg))), c64(per_bg))
-            px0 = b.mul(b.udiv(it_lo, c64(NTc)), c64(MR))  # first pixel of this thread's pixel panels
-            px1 = smin(b, b.mul(b.add(b.udiv(b.sub(it_hi, c64(1)), c64(NTc)), c64(1)), c64(MR)), c64(N))
+            px0, px1 = _pixel_span(b, it_lo, it_hi, MPp, MR, N)
             g = b.urem(bg, c64(G))
             for kb in range(len(kbs) - 1):  # few blocks: unrolled
                 k0, kc = kbs[kb], kbs[kb + 1] - kbs[kb]
                 b_pack(b, bg, px0, b.sub(px1, px0), c64(k0), c64(kc), c64(kb), tile)
                 flags = c64((1 if kb == 0 else 0) | (2 if kb == len(kbs) - 2 else 0))
                 with for_range(b, it_lo, it_hi, name="it") as it:
-                    mp = b.udiv(it, c64(NTc))
-                    ot = b.urem(it, c64(NTc))
+                    ot = b.udiv(it, c64(MPp))
+                    mp = b.urem(it, c64(MPp))
                     oc0 = b.mul(ot, c64(NR))
                     bias_p = gep(b, bias.ptr, b.add(b.mul(g, c64(Mg)), oc0)) if bias is not None \
                         else ir.Constant(F32P, None)
@@ -325,8 +325,8 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                                      b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
             # transposed store of each item: Y[bg * Mg + oc0 + j][p0 + i] = cs[ot][p0 + i][j]
             with for_range(b, it_lo, it_hi, name="st") as it:
-                mp = b.udiv(it, c64(NTc))
-                ot = b.urem(it, c64(NTc))
+                ot = b.udiv(it, c64(MPp))
+                mp = b.urem(it, c64(MPp))
                 p0 = b.mul(mp, c64(MR))
                 rows = smin(b, c64(MR), b.sub(c64(N), p0))
                 mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
@@ -336,6 +336,16 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
                     val = strided_masked_load(b, gep(b, src, j), mask, NR)
                     masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
+
+
+def _pixel_span(b: ir.IRBuilder, it_lo: ir.Value, it_hi: ir.Value, MPp: int, MR: int,
+                N: int) -> tuple[ir.Value, ir.Value]:
+    """Pixels ``[px0, px1)`` of the items ``[it_lo, it_hi)`` (pixel panel = item % MPp): the panels between
+    the first and the last item when they share a channel panel, every pixel otherwise."""
+    one_panel = b.icmp_signed("==", b.udiv(it_lo, c64(MPp)), b.udiv(b.sub(it_hi, c64(1)), c64(MPp)))
+    first = b.mul(b.urem(it_lo, c64(MPp)), c64(MR))
+    last = smin(b, b.mul(b.add(b.urem(b.sub(it_hi, c64(1)), c64(MPp)), c64(1)), c64(MR)), c64(N))
+    return b.select(one_panel, first, c64(0)), b.select(one_panel, last, c64(N))
 
 
 def transposed_geometry(geo: Geometry, pixels: int) -> Geometry:
