@@ -11,7 +11,7 @@ float32 with 1 or 2 spatial axes takes one of two vectorized paths:
   contiguous, strides 2..4 as a wide load plus a lane shuffle, larger ones as a
   gather; padding lanes masked off). A 1x1 stride-1 unpadded convolution packs
   plain rows of the input. Bias and activation run in the micro-kernel's
-  epilogue. K blocks are whole input channels (at most ``KC_MAX`` rows).
+  epilogue. K blocks are whole input channels (at most ``KC_L1`` rows, so the tile stays in L1).
 - **direct** (depthwise and other narrow groups): each thread computes whole
   output rows, vectorized over the output width, with the filter taps as
   broadcast scalars.
@@ -35,6 +35,7 @@ from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.gemm import (
     F32P,
+    KC_L1,
     KC_MAX,
     BPack,
     GemmPlan,
@@ -203,7 +204,7 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
         def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
             return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
 
-    b_pack, k_blocks, ld = _b_source(s, geo, x.ptr)
+    b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
     return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
                     ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, bias="row" if bias is not None else "none",
                     bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
