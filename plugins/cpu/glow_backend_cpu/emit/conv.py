@@ -244,13 +244,15 @@ def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias:
 
 def transposed_fits(s: ConvShape, lanes: int) -> bool:
     """Vectorize over output channels instead of pixels: for small output planes (a 7 x 7 plane fills 49
-    of a tile's 64 lanes), and for planes whose pixel count is not a multiple of the vector (a 14 x 14
-    plane wastes 12 lanes of its last vector) when K is long enough to hide the transposed store."""
+    of a tile's 64 lanes), and for planes whose last pixel vector wastes more than an eighth of the
+    pixels (9 x 9: 15 lanes for 81 pixels) when K is long enough to hide the transposed store. A 14 x 14
+    plane (12 lanes for 196 pixels) stays on the pixel path, faster there since its tiles fit L1."""
     n = s.OH * s.OW
     nr = geometry(lanes).nr
     if s.Mg < 2 * lanes or s.K < 4:
         return False
-    return n < nr - 8 or (n % lanes != 0 and s.K >= 1024 and n <= 1024 and s.OW <= 64)
+    wasted = -(-n // lanes) * lanes - n
+    return n < nr - 8 or (wasted * 8 > n and s.K >= 1024 and n <= 1024 and s.OW <= 64)
 
 
 def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
