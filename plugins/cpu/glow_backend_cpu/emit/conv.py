@@ -11,7 +11,7 @@ float32 with 1 or 2 spatial axes takes one of two vectorized paths:
   contiguous, strides 2..4 as a wide load plus a lane shuffle, larger ones as a
   gather; padding lanes masked off). A 1x1 stride-1 unpadded convolution packs
   plain rows of the input. Bias and activation run in the micro-kernel's
-  epilogue. K blocks are whole input channels (at most ``KC_MAX`` rows).
+  epilogue. K blocks are whole input channels (at most ``KC_L1`` rows, so the tile stays in L1).
 - **direct** (depthwise and other narrow groups): each thread computes whole
   output rows, vectorized over the output width, with the filter taps as
   broadcast scalars.
@@ -35,6 +35,7 @@ from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.gemm import (
     F32P,
+    KC_L1,
     KC_MAX,
     BPack,
     GemmPlan,
@@ -203,7 +204,7 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
         def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
             return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
 
-    b_pack, k_blocks, ld = _b_source(s, geo, x.ptr)
+    b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
     return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
                     ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, bias="row" if bias is not None else "none",
                     bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
@@ -243,13 +244,15 @@ def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias:
 
 def transposed_fits(s: ConvShape, lanes: int) -> bool:
     """Vectorize over output channels instead of pixels: for small output planes (a 7 x 7 plane fills 49
-    of a tile's 64 lanes), and for planes whose pixel count is not a multiple of the vector (a 14 x 14
-    plane wastes 12 lanes of its last vector) when K is long enough to hide the transposed store."""
+    of a tile's 64 lanes), and for planes whose last pixel vector wastes more than an eighth of the
+    pixels (9 x 9: 15 lanes for 81 pixels) when K is long enough to hide the transposed store. A 14 x 14
+    plane (12 lanes for 196 pixels) stays on the pixel path, faster there since its tiles fit L1."""
     n = s.OH * s.OW
     nr = geometry(lanes).nr
     if s.Mg < 2 * lanes or s.K < 4:
         return False
-    return n < nr - 8 or (n % lanes != 0 and s.K >= 1024 and n <= 1024 and s.OW <= 64)
+    wasted = -(-n // lanes) * lanes - n
+    return n < nr - 8 or (wasted * 8 > n and s.K >= 1024 and n <= 1024 and s.OW <= 64)
 
 
 def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
@@ -294,8 +297,9 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
                 ldb=NR, b_align=64, a_cols=True, **act_kw))
 
-    # work items: (image/group, pixel panel, channel panel), channel panels innermost; a thread packs the
-    # im2col columns of the pixel panels it touches, once per K block
+    # work items: (image/group, channel panel, pixel panel), pixel panels innermost, so a filter panel's K
+    # block is read from memory once and reused from cache by every pixel panel; a thread packs the im2col
+    # columns of the pixel panels it touches (all of them once it spans two channel panels), once per K block
     per_bg = MPp * NTc
     i0, i1 = partition(b, s.N * G * per_bg, ctx.tid, ctx.nthreads)
     with b.if_then(b.icmp_signed("<", i0, i1)):
@@ -304,16 +308,15 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
         with for_range(b, bg_first, bg_end, name="bg") as bg:
             it_lo = smax(b, b.sub(i0, b.mul(bg, c64(per_bg))), c64(0))
             it_hi = smin(b, b.sub(i1, b.mul(bg, c64(per_bg))), c64(per_bg))
-            px0 = b.mul(b.udiv(it_lo, c64(NTc)), c64(MR))  # first pixel of this thread's pixel panels
-            px1 = smin(b, b.mul(b.add(b.udiv(b.sub(it_hi, c64(1)), c64(NTc)), c64(1)), c64(MR)), c64(N))
+            px0, px1 = _pixel_span(b, it_lo, it_hi, MPp, MR, N)
             g = b.urem(bg, c64(G))
             for kb in range(len(kbs) - 1):  # few blocks: unrolled
                 k0, kc = kbs[kb], kbs[kb + 1] - kbs[kb]
                 b_pack(b, bg, px0, b.sub(px1, px0), c64(k0), c64(kc), c64(kb), tile)
                 flags = c64((1 if kb == 0 else 0) | (2 if kb == len(kbs) - 2 else 0))
                 with for_range(b, it_lo, it_hi, name="it") as it:
-                    mp = b.udiv(it, c64(NTc))
-                    ot = b.urem(it, c64(NTc))
+                    ot = b.udiv(it, c64(MPp))
+                    mp = b.urem(it, c64(MPp))
                     oc0 = b.mul(ot, c64(NR))
                     bias_p = gep(b, bias.ptr, b.add(b.mul(g, c64(Mg)), oc0)) if bias is not None \
                         else ir.Constant(F32P, None)
@@ -325,8 +328,8 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                                      b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
             # transposed store of each item: Y[bg * Mg + oc0 + j][p0 + i] = cs[ot][p0 + i][j]
             with for_range(b, it_lo, it_hi, name="st") as it:
-                mp = b.udiv(it, c64(NTc))
-                ot = b.urem(it, c64(NTc))
+                ot = b.udiv(it, c64(MPp))
+                mp = b.urem(it, c64(MPp))
                 p0 = b.mul(mp, c64(MR))
                 rows = smin(b, c64(MR), b.sub(c64(N), p0))
                 mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
@@ -336,6 +339,16 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
                     val = strided_masked_load(b, gep(b, src, j), mask, NR)
                     masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
+
+
+def _pixel_span(b: ir.IRBuilder, it_lo: ir.Value, it_hi: ir.Value, MPp: int, MR: int,
+                N: int) -> tuple[ir.Value, ir.Value]:
+    """Pixels ``[px0, px1)`` of the items ``[it_lo, it_hi)`` (pixel panel = item % MPp): the panels between
+    the first and the last item when they share a channel panel, every pixel otherwise."""
+    one_panel = b.icmp_signed("==", b.udiv(it_lo, c64(MPp)), b.udiv(b.sub(it_hi, c64(1)), c64(MPp)))
+    first = b.mul(b.urem(it_lo, c64(MPp)), c64(MR))
+    last = smin(b, b.mul(b.add(b.urem(b.sub(it_hi, c64(1)), c64(MPp)), c64(1)), c64(MR)), c64(N))
+    return b.select(one_panel, first, c64(0)), b.select(one_panel, last, c64(N))
 
 
 def transposed_geometry(geo: Geometry, pixels: int) -> Geometry:
