@@ -114,7 +114,8 @@ def fold_one_batchnorm(fn: Function, bn: Node) -> bool:
     w, b = conv_params64(conv)
     with np.errstate(all="ignore"):
         s = scale / np.sqrt(var + float(bn.attrs["epsilon"]))
-        new_conv = rebuild_conv(fn, conv, bn, w * s.reshape(channel_shape(w)), (b - mean) * s + bias)
+        np.multiply(w, s.reshape(channel_shape(w)), out=w)  # w is conv_params64's own copy
+        new_conv = rebuild_conv(fn, conv, bn, w, (b - mean) * s + bias)
     if new_conv is None:
         return False
     _finish(fn, bn, conv, new_conv)

@@ -110,7 +110,7 @@ def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
     h.update(function.dump().encode())
     for c in function.constants:
         h.update(f"|{c.name}:{c.type}|".encode())
-        h.update(np.ascontiguousarray(c.payload).reshape(-1).view(np.uint8).tobytes())
+        h.update(memoryview(np.ascontiguousarray(c.payload).reshape(-1).view(np.uint8)))  # no copy
     return h.hexdigest()
 
 
