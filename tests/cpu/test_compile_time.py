@@ -54,6 +54,8 @@ def test_compile_stats_name_every_stage(tmp_path: Path, monkeypatch: pytest.Monk
     assert {"lower", "fold-batchnorm", "cse"} <= set(cold.stats.pass_s)
     assert cold.stats.backend_s["cached"] is False
     assert {"key", "lir", "irgen", "parse", "optimize", "codegen", "load"} <= set(cold.stats.backend_s)
+    # the packed constants just stored are mapped from the cache file, not copied
+    assert cold.executable.layout.packed_bytes and cold.executable._packed_map is not None
     cached = glow_core.compile(_model(), "cpu")
     assert cached.stats.backend_s["cached"] is True and "irgen" not in cached.stats.backend_s
     ref = glow_core.compile(_model(), "interpreter").run({"x": x})["y"]

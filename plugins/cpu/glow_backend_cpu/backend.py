@@ -158,8 +158,8 @@ class CpuBackend(Backend):
             timings["irgen"] = time.perf_counter() - t2
             lib = cg.compile_module(module, text=module_text(module))
             timings.update(lib.timings)
-            if use_cache:
-                object_cache.store(key, lib.object_code, layout)
+            if use_cache and object_cache.store(key, lib.object_code, layout) and layout.packed_bytes:
+                image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()
         cg.load(lib)
         consts = {c.name: c.payload for c in function.constants}
