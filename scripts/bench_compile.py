@@ -49,8 +49,8 @@ for label in ("cold", "cached"):
     net = api.compile(sys.argv[1], backend=sys.argv[2])
     total = time.perf_counter() - s
     st = net.stats
-    be = dict(st.backend_s)
-    lower = st.pass_s.get("lower", 0.0)
+    be = dict(getattr(st, "backend_s", None) or getattr(net.executable, "compile_timings", None) or {})
+    lower = getattr(st, "pass_s", {}).get("lower", 0.0)  # (older glow: no per-pass figures)
     out[label] = {
         "total": total, "import": st.import_s, "optimize": st.optimize_s - lower, "lowering": lower,
         "key": be.get("key", 0.0), "lir": be.get("lir", 0.0), "irgen": be.get("irgen", 0.0),
