@@ -41,6 +41,10 @@ class CompileStats:
     import_s: float = 0.0
     optimize_s: float = 0.0
     backend_compile_s: float = 0.0
+    #: seconds per graph pass (summed over fixed-point rounds); ``optimize_s`` includes them all
+    pass_s: dict[str, float] = field(default_factory=dict)
+    #: the backend's own stage timings (the cpu backend: cache key, LIR, IR generation, LLVM stages, load)
+    backend_s: dict[str, Any] = field(default_factory=dict)
     nodes_by_kind: dict[str, int] = field(default_factory=dict)
     #: what quantization converted (a glow_core.quantization.convert.Conversion), when it ran
     quantized: Any = None
@@ -196,6 +200,7 @@ def compile(
 def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: dict[str, tuple[int, ...]] | None,
              bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
              options: Mapping[str, Any] | None, quantize: Any = None) -> CompiledNetwork:
+    t0 = time.perf_counter()
     proto, _ = load_model(model)
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
         if quantize is not None:
@@ -205,7 +210,6 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
 
         return compile_staged(proto, Target(be, threads, debug, dict(options or {}), budget.current()), shapes, bind)
     stats = CompileStats()
-    t0 = time.perf_counter()
     fn = OnnxImporter(proto, shapes, bind).run()
     stats.import_s = time.perf_counter() - t0
     return compile_function(fn, be, stats, threads=threads, debug=debug, options=options, quantize=quantize)
@@ -215,8 +219,12 @@ def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads:
                      debug: bool = False, options: Mapping[str, Any] | None = None,
                      quantize: Any = None) -> CompiledNetwork:
     """Optimize, lower, check and compile an imported function for ``be`` (the back half of ``compile``)."""
+    from glow_core.passes import PassContext
+
     t1 = time.perf_counter()
-    fn = prepare_function(fn, be, debug=debug)
+    ctx = PassContext(backend=be, debug=debug)
+    fn = prepare_function(fn, be, debug=debug, ctx=ctx)
+    stats.pass_s = dict(ctx.timings)
     if quantize is not None:
         from glow_core.quantization.apply import quantize_prepared
 
@@ -239,6 +247,9 @@ def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads:
             hint="this is a bug in the backend; rerun with --traceback for details",
         ) from e
     stats.backend_compile_s = time.perf_counter() - t2
+    timings = getattr(exe, "compile_timings", None)
+    if isinstance(timings, dict):
+        stats.backend_s = dict(timings)
     return CompiledNetwork(fn, exe, be, stats)
 
 

@@ -51,6 +51,36 @@ def _const_key(c: Constant) -> Hashable:
     return (c.type, hashlib.blake2b(c.payload.reshape(-1).view(np.uint8).data, digest_size=16).hexdigest())
 
 
+#: how many distinct payloads of one fingerprint group are compared byte by byte before the rest are hashed
+CSE_COMPARE_REPS = 8
+
+
+def _same_payload(a: Constant, b: Constant) -> bool:
+    return a.type == b.type and np.array_equal(a.payload.reshape(-1).view(np.uint8), b.payload.reshape(-1).view(np.uint8))
+
+
+def _merge_constants(fn: Function, group: list[Constant]) -> bool:
+    """Replace each constant of ``group`` (one fingerprint) equal to an earlier one by that one.
+
+    A comparison runs at memory speed where hashing is an order of magnitude slower, so each constant is
+    compared with the first few distinct payloads of its group; beyond those (many distinct constants
+    that share a fingerprint) payloads are told apart by a hash, which keeps the work linear.
+    """
+    reps: list[Constant] = []
+    by_hash: dict[Hashable, Constant] = {}
+    changed = False
+    for c in group:
+        kept = next((r for r in reps if _same_payload(r, c)), None)
+        if kept is None and len(reps) >= CSE_COMPARE_REPS:
+            kept = by_hash.setdefault(_const_key(c), c)
+        if kept is None:
+            reps.append(c)
+        elif kept is not c:
+            fn.replace_all_uses_with(c, kept)
+            changed = True
+    return changed
+
+
 @graph_pass("cse")
 def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
     """Merge duplicate constants (same type and bytes) and duplicate nodes (same kind, attributes, operands)."""
@@ -59,14 +89,8 @@ def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
     for c in fn.constants:
         by_print.setdefault(_const_fingerprint(c), []).append(c)
     for group in by_print.values():
-        if len(group) < 2:
-            continue  # a constant with a unique fingerprint has no duplicate: skip hashing its payload
-        seen_c: dict[Hashable, Constant] = {}
-        for c in group:
-            kept = seen_c.setdefault(_const_key(c), c)
-            if kept is not c:
-                fn.replace_all_uses_with(c, kept)
-                changed = True
+        if len(group) > 1:  # a constant with a unique fingerprint has no duplicate: its payload is never read
+            changed |= _merge_constants(fn, group)
     if changed:
         fn.erase_unused_constants()
     seen: dict[Hashable, Node] = {}

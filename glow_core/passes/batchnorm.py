@@ -26,6 +26,7 @@ kind. Both passes refuse (leave the graph alone) when
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def rebuild_conv(fn: Function, conv: Node, anchor: Node, w64: np.ndarray, b64: n
     w_old = conv.inputs[1]
     assert isinstance(w_old, Constant)
     with np.errstate(all="ignore"):
-        w_new = w64.astype(w_old.type.dtype)
+        w_new = w64 if w64.dtype == w_old.type.dtype else w64.astype(w_old.type.dtype)
         b_new = b64.astype(conv.result.type.dtype)
     if not (_all_finite(w_new) and _all_finite(b_new)):
         return None
@@ -105,16 +106,36 @@ def _finish(fn: Function, anchor: Node, conv: Node, new_conv: Node) -> None:
 
 # -- fold-batchnorm ------------------------------------------------------------------------
 
+#: output channels are scaled in blocks of about this many filter elements (float64 scratch that stays in cache)
+SCALE_BLOCK = 1 << 16
+
+
+def scale_filter(w: np.ndarray, s: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    """``w * s`` per output channel, computed in float64 and rounded to ``dtype``, a block of channels at a
+    time: the result of one float64 product of the whole filter without its float64 copies."""
+    out = np.empty(w.shape, dtype)
+    step = max(1, SCALE_BLOCK // max(1, w[0].size)) if w.shape[0] else 1
+    for m0 in range(0, w.shape[0], step):
+        blk = w[m0:m0 + step].astype(np.float64)
+        blk *= s[m0:m0 + step].reshape(channel_shape(blk))
+        out[m0:m0 + step] = blk
+    return out
+
+
 def fold_one_batchnorm(fn: Function, bn: Node) -> bool:
     conv = foldable_conv(fn, bn.inputs[0], bn)
     params = [payload(v) for v in bn.inputs[1:5]]
     if conv is None or any(p is None for p in params):
         return False
     scale, bias, mean, var = (np.asarray(p, dtype=np.float64) for p in params)  # type: ignore[arg-type]
-    w, b = conv_params64(conv)
+    w = payload(conv.inputs[1])
+    assert w is not None
+    b = payload(conv.inputs[2] if len(conv.inputs) > 2 else None)
+    b64 = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
     with np.errstate(all="ignore"):
         s = scale / np.sqrt(var + float(bn.attrs["epsilon"]))
-        new_conv = rebuild_conv(fn, conv, bn, w * s.reshape(channel_shape(w)), (b - mean) * s + bias)
+        w_new = scale_filter(w, s, conv.inputs[1].type.dtype)
+        new_conv = rebuild_conv(fn, conv, bn, w_new, (b64 - mean) * s + bias)
     if new_conv is None:
         return False
     _finish(fn, bn, conv, new_conv)

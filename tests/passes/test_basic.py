@@ -6,7 +6,7 @@ import numpy as np
 
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_core.passes.basic import FINGERPRINT_SAMPLES, _const_fingerprint
+from glow_core.passes.basic import CSE_COMPARE_REPS, FINGERPRINT_SAMPLES, _const_fingerprint
 from glow_core.passinfra import FixedPoint
 from tests.passes.passutil import check, f, kinds
 
@@ -67,6 +67,28 @@ def test_cse_merges_equal_constants_only() -> None:
     assert check(fn, FixedPoint("cse", "dce"), exact=True)
     assert len(fn.constants) == 2  # ...the full comparison does: c1 and c2 merged, c3 kept
     assert kinds(fn) == {"Mul": 2, "Add": 1, "Sub": 1}
+
+
+def test_cse_many_distinct_constants_of_one_fingerprint() -> None:
+    # more distinct payloads than are compared byte by byte: the rest are told apart by their hash
+    fn, x = new((64, 64))
+    w = f((64, 64), seed=4)
+    distinct = CSE_COMPARE_REPS + 3
+    payloads = []
+    for k in range(distinct):
+        p = w.copy()
+        p[17, 5] += float(k + 1)  # outside the strided sample: one fingerprint for all
+        payloads.append(p)
+    consts = [fn.add_constant(p.copy(), f"c{k}_{r}") for r in range(2) for k, p in enumerate(payloads)]
+    assert len({_const_fingerprint(c) for c in consts}) == 1
+    acc = x
+    for c in consts:
+        acc = fn.create("Add", [acc, c]).result
+    fn.set_output("y", acc)
+    assert check(fn, FixedPoint("cse", "dce"), exact=True)
+    assert len(fn.constants) == distinct  # each payload once: both copies merged, no two distinct ones
+    kept = sorted(float(c.payload[17, 5]) for c in fn.constants)
+    assert kept == sorted(float(p[17, 5]) for p in payloads)
 
 
 def test_cse_constants_of_other_types_are_not_merged() -> None:

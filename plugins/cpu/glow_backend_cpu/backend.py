@@ -128,7 +128,7 @@ class CpuBackend(Backend):
         return DeviceInfo(name="cpu", memory_bytes=int(mem))
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        from glow_backend_cpu.codegen import generate
+        from glow_backend_cpu.codegen import generate, module_text
 
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
@@ -156,10 +156,10 @@ class CpuBackend(Backend):
             t2 = time.perf_counter()
             module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
             timings["irgen"] = time.perf_counter() - t2
-            lib = cg.compile_module(module)
+            lib = cg.compile_module(module, text=module_text(module))
             timings.update(lib.timings)
-            if use_cache:
-                object_cache.store(key, lib.object_code, layout)
+            if use_cache and object_cache.store(key, lib.object_code, layout) and layout.packed_bytes:
+                image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()
         cg.load(lib)
         consts = {c.name: c.payload for c in function.constants}

@@ -110,7 +110,7 @@ def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
     h.update(function.dump().encode())
     for c in function.constants:
         h.update(f"|{c.name}:{c.type}|".encode())
-        h.update(np.ascontiguousarray(c.payload).reshape(-1).view(np.uint8).tobytes())
+        h.update(memoryview(np.ascontiguousarray(c.payload).reshape(-1).view(np.uint8)))  # no copy
     return h.hexdigest()
 
 
@@ -152,11 +152,18 @@ def load(k: str) -> tuple[bytes, Layout, Path] | None:
         return None
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: Path, data: bytes | Layout) -> None:
+    """Write ``data`` (bytes, or a layout's packed-constant image) to a temporary name, then rename it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, Layout):  # each packed constant at its offset: no image assembled in memory
+                f.truncate(data.packed_bytes)
+                for off, chunk in data.packed:
+                    f.seek(off)
+                    f.write(chunk)
+            else:
+                f.write(data)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -166,6 +173,11 @@ def _write(path: Path, data: bytes) -> None:
         raise
 
 
+def image_path(k: str) -> Path:
+    """Where the entry ``k`` keeps its packed-constant image."""
+    return cache_dir() / f"{k}{IMAGE}"
+
+
 def store(k: str, object_code: bytes, layout: Layout) -> bool:
     """Store an entry (the metadata last, so a complete .json means a complete entry); False when it is not stored.
 
@@ -173,16 +185,15 @@ def store(k: str, object_code: bytes, layout: Layout) -> bool:
     recently used entries of the folder.
     """
     d = cache_dir()
-    image = packed_image(layout)
     meta = json.dumps(_layout_to_json(layout)).encode()
-    size = len(object_code) + len(image) + len(meta)
+    size = len(object_code) + layout.packed_bytes + len(meta)
     limit = max_bytes()
     if size > limit:
         return False
     try:
         d.mkdir(parents=True, exist_ok=True)
         _write(d / f"{k}{OBJECT}", object_code)
-        _write(d / f"{k}{IMAGE}", image)
+        _write(image_path(k), layout)
         _write(d / f"{k}{META}", meta)
     except OSError:
         return False

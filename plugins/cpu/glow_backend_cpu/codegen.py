@@ -39,6 +39,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -384,13 +385,15 @@ class LIRCodegen:
             memcpy(b, d, s, b.sub(end, start))
 
     def _dedup(self, fn: ir.Function) -> ir.Function:
-        text = str(fn).replace(f'@"{fn.name}"', "@K", 1).replace(f"@{fn.name}(", "@K(", 1)
+        raw = str(fn)  # the expensive part of IR generation: done once, reused by module_text
+        text = raw.replace(f'@"{fn.name}"', "@K", 1).replace(f"@{fn.name}(", "@K(", 1)
         text = _GLOBAL_REF.sub(self._global_key, text)
         prev = self._kernel_text.get(text)
         if prev is not None:
             del self.module.globals[fn.name]
             return prev
         self._kernel_text[text] = fn
+        _TEXTS.setdefault(self.module, {})[fn.name] = raw
         self.layout.kernels_emitted += 1
         return fn
 
@@ -500,6 +503,23 @@ class LIRCodegen:
         return fn
 
 
+#: the text of the kernels each module's generator has printed already (by function name)
+_TEXTS: weakref.WeakKeyDictionary[ir.Module, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def module_text(module: ir.Module) -> str:
+    """``str(module)``, reusing the text of every kernel that ``_dedup`` printed (kernels are final by then):
+    printing IR with llvmlite is slow, and each kernel would otherwise be printed twice."""
+    known = _TEXTS.get(module, {})
+    if module.metadata or module.namedmetadata:
+        return str(module)  # metadata numbering is the module's: print it whole
+    lines = ['; ModuleID = "%s"' % (module.name,), 'target triple = "%s"' % (module.triple,),
+             'target datalayout = "%s"' % (module.data_layout,), '']
+    lines += [it.get_declaration() for it in module.get_identified_types().values()]
+    lines += [known.get(v.name) or str(v) for v in module.globals.values()]
+    return "\n".join(lines)
+
+
 def used_arguments(fn: ir.Function) -> set[int]:
     """Indices of the arguments of ``fn`` that some instruction uses."""
     args = {id(a): i for i, a in enumerate(fn.args)}
@@ -546,4 +566,4 @@ def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *,
     return g.build(), g.layout
 
 
-__all__ = ["ENTRY", "LIRCodegen", "Layout", "Loc", "generate"]
+__all__ = ["ENTRY", "LIRCodegen", "Layout", "Loc", "generate", "module_text"]

@@ -161,11 +161,11 @@ class Codegen:
         m.data_layout = self.data_layout
         return m
 
-    def compile_module(self, module: ir.Module, *, optimize: bool = True) -> Library:
-        """add IR -> parse -> verify -> optimize -> verify -> object code."""
+    def compile_module(self, module: ir.Module, *, optimize: bool = True, text: str | None = None) -> Library:
+        """add IR -> parse -> verify -> optimize -> verify -> object code (``text``: ``str(module)`` if known)."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        text = str(module)
+        text = str(module) if text is None else text
         try:
             mod = llvm.parse_assembly(text)
             mod.verify()
