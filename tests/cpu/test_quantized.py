@@ -139,13 +139,23 @@ def test_fused_qconv_declines_filters_beyond_int8() -> None:
 
 
 @pytest.mark.parametrize("dt", [U8, I8], ids=str)
-@pytest.mark.parametrize("k,st,pad", [(3, 2, 1), (2, 2, 0), (3, 1, 1)], ids=str)
-def test_int8_maxpool(dt: np.dtype, k: int, st: int, pad: int) -> None:
-    """MaxPool on 8-bit integers (the quantized path keeps pooling in int8): exact."""
-    x = _q8((2, 3, 23, 37), dt, 1)
+@pytest.mark.parametrize("k,st,pad,dil,width", [(3, 2, 1, 1, 37), (2, 2, 0, 1, 37), (3, 1, 1, 1, 37),
+                                                (3, 1, 1, 1, 150), (3, 3, 1, 2, 150), (2, 5, 1, 1, 90)], ids=str)
+def test_int8_maxpool(dt: np.dtype, k: int, st: int, pad: int, dil: int, width: int) -> None:
+    """MaxPool on 8-bit integers (the vectorized byte rows path: strides 1, 2..4 wide loads, 5 a gather;
+    outputs wider than a chunk): exact, range ends included."""
+    x = _q8((2, 3, 23, width), dt, 1)
     x[0, 0, :2, :2] = np.iinfo(dt).min  # a window of range ends next to the padding
-    attrs = {"kernel_shape": [k, k], "strides": [st, st], "pads": [pad] * 4, "dilations": [1, 1],
+    x[1, 2, 5:9, -4:] = np.iinfo(dt).max
+    attrs = {"kernel_shape": [k, k], "strides": [st, st], "pads": [pad] * 4, "dilations": [dil, dil],
              "ceil_mode": False}
+    _compare("MaxPool", [x], attrs)
+
+
+@pytest.mark.parametrize("dt", [U8, I8], ids=str)
+def test_int8_maxpool_1d_ceil(dt: np.dtype) -> None:
+    x = _q8((2, 4, 71), dt, 3)
+    attrs = {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "dilations": [1], "ceil_mode": True}
     _compare("MaxPool", [x], attrs)
 
 

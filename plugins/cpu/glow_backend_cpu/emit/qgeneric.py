@@ -22,6 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
+from glow_backend_cpu.emit.conv_coords import conv_coords
 from glow_backend_cpu.emit.dtypes import UNSIGNED
 from glow_backend_cpu.emit.elementwise import broadcast_strides, emit_single
 from glow_backend_cpu.emit.ew_ops import EW_ELEMS, EW_OPS
@@ -98,11 +99,8 @@ def emit_qconv(ctx: EmitContext, instr: Instr) -> None:
     xzv = load_int(b, xz, 0)
     e0, e1 = partition(b, total, ctx.tid, ctx.nthreads)
     with for_range(b, e0, e1, name="o") as e:
-        o = b.urem(e, i64(OP))
-        nm = b.udiv(e, i64(OP))
-        oc = b.urem(nm, i64(M))
-        nb = b.udiv(nm, i64(M))
-        g = b.udiv(oc, i64(Mg))
+        cc = conv_coords(b, e, OP, M, Mg)
+        o, oc, nb, g = cc.pixel, cc.channel, cc.image, cc.group
         wzv = load_int(b, wz, oc if wz.type.size > 1 else 0)
         ocoord = unravel(b, o, sp_out)
         accp = b.alloca(I64)
