@@ -138,6 +138,42 @@ def test_fused_qconv_declines_filters_beyond_int8() -> None:
     np.testing.assert_array_equal(got, want)
 
 
+GROUPED_CASES = [
+    # (C, H, W, group, M, K, stride, pad, dilation)
+    (24, 9, 37, 24, 24, 3, 1, 1, 1),    # depthwise 3x3, rows of more than one vector
+    (16, 11, 70, 16, 16, 3, 2, 1, 1),   # depthwise strided (wide loads), several chunks
+    (8, 12, 40, 8, 16, 5, 5, 2, 1),     # depthwise multiplier 2, stride 5 (gather)
+    (6, 10, 20, 2, 4, 3, 1, 2, 2),      # two groups of 3 channels, dilated
+    (8, 1, 33, 8, 8, 1, 1, 0, 1),       # 1x1 depthwise
+]
+
+
+@pytest.mark.parametrize("case", GROUPED_CASES, ids=str)
+@pytest.mark.parametrize("xdt,wdt,ydt", [(U8, I8, U8), (I8, I8, I8), (U8, U8, I8)], ids=str)
+def test_grouped_qconv_direct(xdt: np.dtype, wdt: np.dtype, ydt: np.dtype, case: tuple[int, ...]) -> None:
+    """Depthwise / grouped QLinearConv (declined by the fused kernels): the vectorized IntConv, exact."""
+    c, h, w_, g, m, k, st, pad, dil = case
+    x, w = _q8((2, c, h, w_), xdt, 1), _q8((m, c // g, k, k), wdt, 2)
+    wz = _q8((m,), wdt, 6)
+    info = np.iinfo(ydt)
+    ops = [x, np.array(0.02, np.float32), _q8((), xdt, 4), w, _scale((m,), F32, 5), wz,
+           np.array(0.5, np.float32), np.array(info.min + 60, ydt), rand((m,), I32, -5000, 5000, seed=9)]
+    attrs = {"strides": [st, st], "pads": [pad] * 4, "dilations": [dil, dil], "group": g}
+    for const in ({1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 4, 5, 7, 8}):  # constant filter, then the filter as an input
+        want, _ = _run_const("QLinearConv", ops, const, attrs, "interpreter")
+        got, kinds = _run_const("QLinearConv", ops, const, attrs, "cpu")
+        assert "IntConv" in kinds, kinds
+        np.testing.assert_array_equal(got, want)
+        assert len(np.unique(got)) > 3
+
+
+def test_grouped_conv_integer_1d() -> None:
+    """ConvInteger (int32 result) depthwise over one spatial axis, per-tensor zero points."""
+    x, w = _q8((2, 6, 50), U8, 1), _q8((6, 1, 3), I8, 2)
+    ops = [x, w, _q8((), U8, 3), _q8((), I8, 4)]
+    _compare("ConvInteger", ops, {"strides": [2], "pads": [1, 1], "dilations": [1], "group": 6})
+
+
 @pytest.mark.parametrize("dt", [U8, I8], ids=str)
 @pytest.mark.parametrize("k,st,pad,dil,width", [(3, 2, 1, 1, 37), (2, 2, 0, 1, 37), (3, 1, 1, 1, 37),
                                                 (3, 1, 1, 1, 150), (3, 3, 1, 2, 150), (2, 5, 1, 1, 90)], ids=str)
@@ -160,7 +196,8 @@ def test_int8_maxpool_1d_ceil(dt: np.dtype) -> None:
 
 
 def test_widening_path_without_vnni(tmp_path: Path) -> None:
-    """With AVX512-VNNI turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by widening: still exact."""
+    """With AVX512-VNNI turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by widening, and the
+    grouped IntConv / int8 MaxPool run on 8-lane vectors: still exact."""
     code = ("from glow_backend_cpu.target import host_codegen\n"
             "assert '+avx512vnni' not in host_codegen().features.split(',')\n"
             "from tests.cpu.test_quantized import QCONV_CASES, I8, U8, test_fused_qconv_fast, test_fused_qmatmul_fast\n"
@@ -168,6 +205,11 @@ def test_widening_path_without_vnni(tmp_path: Path) -> None:
             "    for x, w, y in ((U8, I8, U8), (I8, I8, I8)):\n"
             "        test_fused_qconv_fast(x, w, y, QCONV_CASES[i])\n"
             "test_fused_qmatmul_fast(I8, (5, 33))\n"
+            "from tests.cpu.test_quantized import GROUPED_CASES, test_grouped_qconv_direct, test_int8_maxpool\n"
+            "for i in (0, 2):\n"
+            "    test_grouped_qconv_direct(U8, I8, U8, GROUPED_CASES[i])\n"
+            "test_int8_maxpool(I8, 3, 2, 1, 1, 37)\n"
+            "test_int8_maxpool(U8, 2, 5, 1, 1, 90)\n"
             "print('ok')\n")
     env = {**os.environ, "GLOW_CPU_FEATURES": "avx2", "GLOW_CACHE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
