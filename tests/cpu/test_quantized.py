@@ -195,11 +195,20 @@ def test_int8_maxpool_1d_ceil(dt: np.dtype) -> None:
     _compare("MaxPool", [x], attrs)
 
 
-def test_widening_path_without_vnni(tmp_path: Path) -> None:
-    """With AVX512-VNNI turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by widening, and the
-    grouped IntConv / int8 MaxPool run on 8-lane vectors: still exact."""
+@pytest.mark.parametrize("level", ["avx2", "avx512-novnni"])
+def test_widening_path_without_vnni(tmp_path: Path, level: str) -> None:
+    """With AVX-512 turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by plain widening, and the
+    grouped IntConv / int8 MaxPool run on 8-lane vectors; with AVX512-BW but no VNNI (avx512-novnni) they
+    multiply by vpmaddwd: still exact."""
+    if level == "avx512-novnni":
+        from glow_backend_cpu.target import host_codegen
+
+        if "+avx512bw" not in host_codegen().features.split(","):
+            pytest.skip("the host has no AVX512-BW")
+    want_bw = level == "avx512-novnni"
     code = ("from glow_backend_cpu.target import host_codegen\n"
-            "assert '+avx512vnni' not in host_codegen().features.split(',')\n"
+            "feats = host_codegen().features.split(',')\n"
+            f"assert '+avx512vnni' not in feats and ('+avx512bw' in feats) == {want_bw}\n"
             "from tests.cpu.test_quantized import QCONV_CASES, I8, U8, test_fused_qconv_fast, test_fused_qmatmul_fast\n"
             "for i in (0, 1, 2):\n"
             "    for x, w, y in ((U8, I8, U8), (I8, I8, I8)):\n"
@@ -211,6 +220,6 @@ def test_widening_path_without_vnni(tmp_path: Path) -> None:
             "test_int8_maxpool(I8, 3, 2, 1, 1, 37)\n"
             "test_int8_maxpool(U8, 2, 5, 1, 1, 90)\n"
             "print('ok')\n")
-    env = {**os.environ, "GLOW_CPU_FEATURES": "avx2", "GLOW_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "GLOW_CPU_FEATURES": level, "GLOW_CACHE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]

@@ -18,8 +18,11 @@ row of A):
   offsets (one per filter tap);
 - **micro-kernel** (an LLVM function per variant): MR x NV accumulators of 16
   int32, each K group one ``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.512``) per
-  accumulator with the weight word broadcast; without AVX512-VNNI the same
-  product by plain widening (zero-/sign-extend, multiply, add the 4 lanes);
+  accumulator with the weight word broadcast; with AVX512-BW but no VNNI, two
+  ``vpmaddwd`` (``llvm.x86.avx512.pmaddw.d.512``) on the bytes widened to 16
+  bits, pairs (t = 0, 1) and (2, 3): a u8 x s8 product fits i16 and a pair's sum
+  fits i32, so it is exact (unlike ``vpmaddubsw``, which saturates); otherwise
+  the same product by plain widening (zero-/sign-extend, multiply, add the 4 lanes);
 - **epilogue**: ``clip(roundeven(float(acc + comp) * mult) + YZero, lo, hi)``
   in float32 (bit for bit the reference Requantize), stored as 16 bytes.
 
@@ -70,8 +73,11 @@ def c64(v: int) -> ir.Constant:
     return i64(v)
 
 
-def has_vnni(ctx: EmitContext) -> bool:
-    return "+avx512vnni" in ctx.target.features.split(",")
+def dot_isa(ctx: EmitContext) -> str:
+    """How the micro-kernel multiplies bytes: ``vnni`` (vpdpbusd), ``bw`` (AVX512-BW: widen to 16 bits, vpmaddwd)
+    or ``widen`` (plain 32-bit widening, any target)."""
+    feats = ctx.target.features.split(",")
+    return "vnni" if "+avx512vnni" in feats else "bw" if "+avx512bw" in feats else "widen"
 
 
 # -- what the fast kernels accept ----------------------------------------------------------------------------
@@ -150,11 +156,25 @@ def pack_weights(w_mk: np.ndarray, wz: np.ndarray, xz: np.ndarray, x_elem: ElemK
 
 # -- the micro-kernel -----------------------------------------------------------------------------------------
 
-def _dot(b: ir.IRBuilder, acc: ir.Value, xu8: ir.Value, ws8: ir.Value, vnni: bool) -> ir.Value:
+def _pairs(b: ir.IRBuilder, v: ir.Value, first: int, signed: bool) -> ir.Value:
+    """Bytes 4l+first and 4l+first+1 of each 32-bit lane l, widened to ``<32 x i16>``."""
+    idx = ir.Constant(ir.VectorType(I32, 32), [4 * (i // 2) + first + i % 2 for i in range(32)])
+    v = b.shuffle_vector(b.bitcast(v, V64I8), ir.Constant(V64I8, None), idx)
+    t = ir.VectorType(ir.IntType(16), 32)
+    return b.sext(v, t) if signed else b.zext(v, t)
+
+
+def _dot(b: ir.IRBuilder, acc: ir.Value, xu8: ir.Value, ws8: ir.Value, isa: str) -> ir.Value:
     """acc[l] += sum_t u8(xu8 byte 4l+t) * s8(ws8 byte 4l+t)."""
-    if vnni:
+    if isa == "vnni":
         fn = intrinsic(b.module, "llvm.x86.avx512.vpdpbusd.512", V16I32, [V16I32, V16I32, V16I32])
         return b.call(fn, [acc, xu8, ws8])
+    if isa == "bw":  # u8 and s8 fit i16, and a pair's sum of products fits i32: vpmaddwd is exact
+        v32 = ir.VectorType(ir.IntType(16), 32)
+        fn = intrinsic(b.module, "llvm.x86.avx512.pmaddw.d.512", V16I32, [v32, v32])
+        for first in (0, 2):
+            acc = b.add(acc, b.call(fn, [_pairs(b, xu8, first, False), _pairs(b, ws8, first, True)]))
+        return acc
     v64 = ir.VectorType(I32, 64)
     prod = b.mul(b.zext(b.bitcast(xu8, V64I8), v64), b.sext(b.bitcast(ws8, V64I8), v64))
     for t in range(4):
@@ -175,13 +195,13 @@ def _splat_f(b: ir.IRBuilder, v: ir.Value | float) -> ir.Value:
     return b.shuffle_vector(vec, ir.Constant(V16F, None), ir.Constant(V16I32, [0] * 16))
 
 
-def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, vnni: bool) -> ir.Function:
+def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, isa: str) -> ir.Function:
     """``void k(i8* panel, i8* tile, i32* comp, float* mult, i8* out, i64 ld_m, i64 ld_p, i64 rows, i64 px)``.
 
     ``out`` points at (first channel of the panel, first pixel of the tile); channel r, pixel p is stored at
     ``out[r * ld_m + p * ld_p]`` (``ld_p`` is 1 when ``contiguous``); only ``rows`` channels and ``px`` pixels.
     """
-    name = f"glow_q8_ukernel_{next(_counter)}_{nv}"
+    name = f"glow_q8_ukernel_{next(_counter)}_{nv}_{isa}"
     fty = ir.FunctionType(VOID, [I8P, I8P, I32P, F32.as_pointer(), I8P, I64, I64, I64, I64])
     fn = ir.Function(module, fty, name=name)
     fn.linkage = "internal"
@@ -197,7 +217,7 @@ def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, vnni:
         for r in range(MR):
             wv = _splat_i32(b, b.load(b.gep(a32, [b.add(b.mul(q, c64(MR)), c64(r))]), align=4))
             for j in range(nv):
-                out_accs[r * nv + j] = _dot(b, out_accs[r * nv + j], xs[j], wv, vnni)
+                out_accs[r * nv + j] = _dot(b, out_accs[r * nv + j], xs[j], wv, isa)
         return out_accs
 
     zero = ir.Constant(V16I32, [0] * 16)
@@ -387,9 +407,9 @@ def drive(ctx: EmitContext, job: Job) -> None:
     mult = b.bitcast(ctx.add_constant(pk.mult, f"{job.name}.q8mult"), F32.as_pointer())
     tile = b.bitcast(ctx.scratch(pk.KQ * NV_MAX * 64), I8P)
     table = b.bitcast(ctx.scratch(max(job.taps, 1) * NV_MAX * 64), I8P)
-    vnni = has_vnni(ctx)
-    kfull = micro_kernel(ctx.module, NV_MAX, pk, job.contiguous, vnni)
-    klast = kfull if nv_last == NV_MAX else micro_kernel(ctx.module, nv_last, pk, job.contiguous, vnni)
+    isa = dot_isa(ctx)
+    kfull = micro_kernel(ctx.module, NV_MAX, pk, job.contiguous, isa)
+    klast = kfull if nv_last == NV_MAX else micro_kernel(ctx.module, nv_last, pk, job.contiguous, isa)
     items = job.images * tiles * nchunks
     packed = b.alloca(I64)
     b.store(c64(-1), packed)
