@@ -92,6 +92,8 @@ QCONV_CASES = [
     (1, 4, 10, 10, 6, 3, 1, 2, 2),      # dilated
     (1, 3, 20, 20, 8, 7, 2, 3, 1),      # a ResNet stem-like 7x7 stride 2
     (1, 32, 9, 9, 70, 1, 2, 0, 1),      # 1x1 stride 2 (gathered), more than one tile of pixels
+    (1, 6, 11, 100, 9, 3, 3, 1, 1),     # stride 3 over wide rows (strided vector loads of whole runs)
+    (1, 4, 9, 140, 7, 2, 4, 0, 1),      # stride 4, unpadded
 ]
 
 

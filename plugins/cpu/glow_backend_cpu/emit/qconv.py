@@ -15,7 +15,8 @@ row of A):
   128``); convolution padding reads as ``InputZero_u`` so it contributes 0. A
   1x1 stride-1 unpadded convolution packs plain rows (vector loads); other
   convolutions and matrix products gather through a per-tile table of pixel
-  offsets (one per filter tap);
+  offsets (one per filter tap; a run along one input row is one, possibly
+  strided, vector load);
 - **micro-kernel** (an LLVM function per variant): MR x NV accumulators of 16
   int32, each K group one ``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.512``) per
   accumulator with the weight word broadcast; with AVX512-BW but no VNNI, two
@@ -41,6 +42,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.conv import ConvShape, conv_shape
+from glow_backend_cpu.emit.qvec import strided_load_i8
 from glow_backend_cpu.helpers import (
     F32,
     I1,
@@ -322,8 +324,12 @@ def _to_unsigned(b: ir.IRBuilder, v: ir.Value, pk: Packed) -> ir.Value:
 
 
 def gather_rows(pk: Packed, xbase: Callable[[ir.IRBuilder], ir.Value], cstride: int, taps: int,
-                table: ir.Value) -> Rows:
-    """Row k = channel k // taps at the tile's offsets for tap k % taps (``table[tap][j]``: -1 = padding)."""
+                table: ir.Value, step: int = 1) -> Rows:
+    """Row k = channel k // taps at the tile's offsets for tap k % taps (``table[tap][j]``: -1 = padding).
+
+    16 offsets ``first + step * lane`` (inside one input row, away from the padding) are one vector load
+    (``step`` 1) or one wide masked load and a lane shuffle (``step`` 2..4, a strided convolution); others
+    gather byte by byte."""
     tab = table
 
     def row(b: ir.IRBuilder, k: ir.Value, j: int) -> ir.Value:
@@ -333,14 +339,17 @@ def gather_rows(pk: Packed, xbase: Callable[[ir.IRBuilder], ir.Value], cstride: 
         base = b.gep(xbase(b), [b.mul(c, c64(cstride))])
         first = b.extract_element(offs, ir.Constant(I32, 0))
         # 16 consecutive in-bounds bytes (inside a row, away from the padding): one vector load
-        run = b.add(_splat_i32(b, first), ir.Constant(V16I32, list(range(16))))
+        run = b.add(_splat_i32(b, first), ir.Constant(V16I32, [step * i for i in range(16)]))
         same = b.bitcast(b.icmp_signed("==", offs, run), ir.IntType(16))
         contiguous = b.and_(b.icmp_signed(">=", first, ir.Constant(I32, 0)),
                             b.icmp_unsigned("==", same, ir.Constant(ir.IntType(16), 0xFFFF)))
 
         def vector(b: ir.IRBuilder) -> ir.Value:
-            p = b.bitcast(b.gep(base, [b.sext(first, I64)]), V16I8.as_pointer())
-            return _to_unsigned(b, b.load(p, align=1), pk)
+            p = b.gep(base, [b.sext(first, I64)])
+            if step > 1:
+                every = ir.Constant(ir.VectorType(I1, 16), [1] * 16)
+                return _to_unsigned(b, strided_load_i8(b, p, every, step, ir.Constant(V16I8, None)), pk)
+            return _to_unsigned(b, b.load(b.bitcast(p, V16I8.as_pointer()), align=1), pk)
 
         def gather(b: ir.IRBuilder) -> ir.Value:
             valid = b.icmp_signed(">=", offs, ir.Constant(V16I32, [0] * 16))
@@ -390,6 +399,7 @@ class Job:
     fill_table: Callable[[ir.IRBuilder, ir.Value, ir.Value], None] | None
     cstride: int            # elements between input rows of consecutive channels (gathered rows)
     plane: int              # pixels of one input channel (contiguous rows)
+    step: int = 1           # input offset between adjacent output pixels of a row (gathered rows: 1..4)
 
 
 def drive(ctx: EmitContext, job: Job) -> None:
@@ -427,7 +437,7 @@ def drive(ctx: EmitContext, job: Job) -> None:
             if job.taps:
                 assert job.fill_table is not None
                 job.fill_table(b, p0, table)
-                row = gather_rows(pk, lambda b: xb, job.cstride, job.taps, table)
+                row = gather_rows(pk, lambda b: xb, job.cstride, job.taps, table, job.step)
             else:
                 row = contiguous_rows(pk, lambda b: xb, job.plane, p0)
             if nv_last == NV_MAX:
@@ -506,7 +516,8 @@ def emit_fused_qconv(ctx: EmitContext, instr: Instr) -> None:
               contiguous=True, ld_m=P, ld_p=1,
               x_image=lambda b, n: b.gep(xp, [b.mul(n, c64(s.C * HW))]),
               out_at=lambda b, n, m0, p0: b.gep(yp, [b.add(b.mul(b.add(b.mul(n, c64(s.M)), m0), c64(P)), p0)]),
-              fill_table=None if pointwise else _conv_table(s), cstride=HW, plane=HW)
+              fill_table=None if pointwise else _conv_table(s), cstride=HW, plane=HW,
+              step=s.sw if s.sw <= 4 else 1)
     drive(ctx, job)
 
 
