@@ -225,3 +225,33 @@ def test_widening_path_without_vnni(tmp_path: Path, level: str) -> None:
     env = {**os.environ, "GLOW_CPU_FEATURES": level, "GLOW_CACHE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+def test_own_quantized_matmul_keeps_the_fused_kernel() -> None:
+    """glow's own int8 conversion of a classifier head (MatMul by a constant, as a 1x1 QLinearConv) hands the
+    cpu backend a constant filter, so the product runs on the fused int8 kernel; same result as the interpreter."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import glow_core
+    from glow_core.quantization import QuantizationConfig
+
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((32, 10)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "head",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 10])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    calib = [{"x": rng.standard_normal((3, 32)).astype(np.float32)} for _ in range(4)]
+    feed = {"x": rng.standard_normal((3, 32)).astype(np.float32)}
+    outs = {}
+    for backend in ("cpu", "interpreter"):
+        config = QuantizationConfig(profile=glow_core.profile(model, calib, backend=backend))
+        net = glow_core.compile(model, backend=backend, threads=2, quantize=config)
+        if backend == "cpu":
+            kinds = {n.kind.name for n in net.function.nodes}
+            assert "FusedIntConv" in kinds and "IntConv" not in kinds, kinds
+        outs[backend] = net.run(feed)["y"]
+    np.testing.assert_array_equal(outs["cpu"], outs["interpreter"])
+    assert np.abs(outs["cpu"]).max() > 0
