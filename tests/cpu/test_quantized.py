@@ -197,22 +197,22 @@ def test_int8_maxpool_1d_ceil(dt: np.dtype) -> None:
     _compare("MaxPool", [x], attrs)
 
 
-@pytest.mark.parametrize("level", ["avx2", "avx512-novnni"])
-def test_widening_path_without_vnni(tmp_path: Path, level: str) -> None:
-    """With AVX-512 turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by plain widening, and the
-    grouped IntConv / int8 MaxPool run on 8-lane vectors; with AVX512-BW but no VNNI (avx512-novnni) they
-    multiply by vpmaddwd: still exact."""
-    if level == "avx512-novnni":
-        from glow_backend_cpu.target import host_codegen
+@pytest.mark.parametrize("level,isa", [("avx2", "avx2"), ("avx512-novnni", "bw"), ("generic", "widen")])
+def test_widening_path_without_vnni(tmp_path: Path, level: str, isa: str) -> None:
+    """Without VNNI the fused kernels multiply by vpmaddwd on 16-bit pairs (AVX512-BW: GLOW_CPU_FEATURES=
+    avx512-novnni; AVX2: two 256-bit halves) or, without AVX2 (generic), by plain widening; the grouped
+    IntConv / int8 MaxPool run on narrower vectors: still exact."""
+    from glow_backend_cpu.target import host_codegen
 
-        if "+avx512bw" not in host_codegen().features.split(","):
-            pytest.skip("the host has no AVX512-BW")
-    want_bw = level == "avx512-novnni"
+    needs = {"bw": "+avx512bw", "avx2": "+avx2"}.get(isa)
+    if needs and needs not in host_codegen().features.split(","):
+        pytest.skip(f"the host has no {needs[1:]}")
     code = ("from glow_backend_cpu.target import host_codegen\n"
-            "feats = host_codegen().features.split(',')\n"
-            f"assert '+avx512vnni' not in feats and ('+avx512bw' in feats) == {want_bw}\n"
+            "from glow_backend_cpu.emit.qconv import dot_isa\n"
+            "class Ctx: target = host_codegen()\n"
+            f"assert dot_isa(Ctx) == {isa!r}, dot_isa(Ctx)\n"
             "from tests.cpu.test_quantized import QCONV_CASES, I8, U8, test_fused_qconv_fast, test_fused_qmatmul_fast\n"
-            "for i in (0, 1, 2):\n"
+            "for i in (0, 1, 2, 6):\n"
             "    for x, w, y in ((U8, I8, U8), (I8, I8, I8)):\n"
             "        test_fused_qconv_fast(x, w, y, QCONV_CASES[i])\n"
             "test_fused_qmatmul_fast(I8, (5, 33))\n"

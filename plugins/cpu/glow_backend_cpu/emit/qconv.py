@@ -22,8 +22,9 @@ row of A):
   accumulator with the weight word broadcast; with AVX512-BW but no VNNI, two
   ``vpmaddwd`` (``llvm.x86.avx512.pmaddw.d.512``) on the bytes widened to 16
   bits, pairs (t = 0, 1) and (2, 3): a u8 x s8 product fits i16 and a pair's sum
-  fits i32, so it is exact (unlike ``vpmaddubsw``, which saturates); otherwise
-  the same product by plain widening (zero-/sign-extend, multiply, add the 4 lanes);
+  fits i32, so it is exact (unlike ``vpmaddubsw``, which saturates); with AVX2
+  the same on 256-bit halves; otherwise plain widening (zero-/sign-extend,
+  multiply, add the 4 lanes);
 - **epilogue**: ``clip(roundeven(float(acc + comp) * mult) + YZero, lo, hi)``
   in float32 (bit for bit the reference Requantize), stored as 16 bytes.
 
@@ -76,10 +77,12 @@ def c64(v: int) -> ir.Constant:
 
 
 def dot_isa(ctx: EmitContext) -> str:
-    """How the micro-kernel multiplies bytes: ``vnni`` (vpdpbusd), ``bw`` (AVX512-BW: widen to 16 bits, vpmaddwd)
-    or ``widen`` (plain 32-bit widening, any target)."""
+    """How the micro-kernel multiplies bytes: ``vnni`` (vpdpbusd), ``bw`` (AVX512-BW: widen to 16 bits, vpmaddwd),
+    ``avx2`` (the same on two 256-bit halves) or ``widen`` (plain 32-bit widening, any target)."""
     feats = ctx.target.features.split(",")
-    return "vnni" if "+avx512vnni" in feats else "bw" if "+avx512bw" in feats else "widen"
+    if "+avx512vnni" in feats:
+        return "vnni"
+    return "bw" if "+avx512bw" in feats else "avx2" if "+avx2" in feats else "widen"
 
 
 # -- what the fast kernels accept ----------------------------------------------------------------------------
@@ -166,16 +169,28 @@ def _pairs(b: ir.IRBuilder, v: ir.Value, first: int, signed: bool) -> ir.Value:
     return b.sext(v, t) if signed else b.zext(v, t)
 
 
+def _pmaddwd(b: ir.IRBuilder, x: ir.Value, w: ir.Value, isa: str) -> ir.Value:
+    """``<32 x i16>`` x ``<32 x i16>`` -> ``<16 x i32>`` sums of adjacent products (one zmm, or two ymm halves)."""
+    if isa == "bw":
+        v32 = ir.VectorType(ir.IntType(16), 32)
+        return b.call(intrinsic(b.module, "llvm.x86.avx512.pmaddw.d.512", V16I32, [v32, v32]), [x, w])
+    v16, v8 = ir.VectorType(ir.IntType(16), 16), ir.VectorType(I32, 8)
+    fn = intrinsic(b.module, "llvm.x86.avx2.pmadd.wd", v8, [v16, v16])
+    halves = []
+    for h in range(2):
+        idx = ir.Constant(ir.VectorType(I32, 16), list(range(16 * h, 16 * h + 16)))
+        halves.append(b.call(fn, [b.shuffle_vector(x, x, idx), b.shuffle_vector(w, w, idx)]))
+    return b.shuffle_vector(halves[0], halves[1], ir.Constant(ir.VectorType(I32, 16), list(range(16))))
+
+
 def _dot(b: ir.IRBuilder, acc: ir.Value, xu8: ir.Value, ws8: ir.Value, isa: str) -> ir.Value:
     """acc[l] += sum_t u8(xu8 byte 4l+t) * s8(ws8 byte 4l+t)."""
     if isa == "vnni":
         fn = intrinsic(b.module, "llvm.x86.avx512.vpdpbusd.512", V16I32, [V16I32, V16I32, V16I32])
         return b.call(fn, [acc, xu8, ws8])
-    if isa == "bw":  # u8 and s8 fit i16, and a pair's sum of products fits i32: vpmaddwd is exact
-        v32 = ir.VectorType(ir.IntType(16), 32)
-        fn = intrinsic(b.module, "llvm.x86.avx512.pmaddw.d.512", V16I32, [v32, v32])
+    if isa in ("bw", "avx2"):  # u8 and s8 fit i16, and a pair's sum of products fits i32: vpmaddwd is exact
         for first in (0, 2):
-            acc = b.add(acc, b.call(fn, [_pairs(b, xu8, first, False), _pairs(b, ws8, first, True)]))
+            acc = b.add(acc, _pmaddwd(b, _pairs(b, xu8, first, False), _pairs(b, ws8, first, True), isa))
         return acc
     v64 = ir.VectorType(I32, 64)
     prod = b.mul(b.zext(b.bitcast(xu8, V64I8), v64), b.sext(b.bitcast(ws8, V64I8), v64))
