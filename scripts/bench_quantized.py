@@ -1,4 +1,4 @@
-"""Int8 inference benchmark: ResNet-50 (seeded random weights), batch 1, glow fp32 / glow int8 / onnxruntime int8.
+"""Int8 inference benchmark: ResNet-50 (seeded random weights), batch 1, glow fp32 / int8 / own int8 / onnxruntime.
 
     python scripts/bench_quantized.py [--threads 2] [--rounds 5] [--runs 10]
 
@@ -7,6 +7,10 @@
   initializers out of the graph inputs, ``quant_pre_process``, ``quantize_static`` QDQ,
   per-channel int8 weights, uint8 activations, MinMax calibration on seeded inputs)
   imported by glow: the QDQ fold puts every convolution on the fused int8 kernels;
+- **glow int8 (own)**: glow's own conversion of the float model: ``glow_core.profile``
+  on the cpu backend over the same calibration inputs onnxruntime calibrated on, then
+  ``glow_core.compile(..., quantize=QuantizationConfig(profile=...))`` (defaults:
+  asymmetric, MinMax, per-channel int8);
 - **onnxruntime int8** (and fp32, for reference): the same two models in onnxruntime
   with the same thread count.
 
@@ -31,15 +35,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ENGINES = ("glow-fp32", "glow-int8", "ort-fp32", "ort-int8")
+ENGINES = ("glow-fp32", "glow-int8", "glow-own8", "ort-fp32", "ort-int8")
+#: the model each engine runs
+MODEL_OF = {"glow-fp32": "fp32", "glow-int8": "int8", "glow-own8": "fp32", "ort-fp32": "fp32", "ort-int8": "int8"}
 
 
-def _worker(engine: str, model: str, feed_path: str, threads: int, conn) -> None:  # type: ignore[no-untyped-def]
+def _worker(engine: str, model: str, feed_path: str, threads: int, profile: str,  # type: ignore[no-untyped-def]
+            conn) -> None:
     feed = dict(np.load(feed_path))
     if engine.startswith("glow"):
         import glow_core
+        from glow_core.quantization import QuantizationConfig
 
-        net = glow_core.compile(model, backend="cpu", threads=threads)
+        quantize = QuantizationConfig(profile=profile) if engine == "glow-own8" else None
+        net = glow_core.compile(model, backend="cpu", threads=threads, quantize=quantize)
         run = lambda: net.run(feed)  # noqa: E731
     else:
         import onnxruntime as ort
@@ -71,20 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args(argv)
     import onnx
-    from qdq_models import resnet50_qdq
+    import glow_core
+    from qdq_models import resnet50_qdq_calibrated
 
     tmp = Path(tempfile.mkdtemp(prefix="glow-bench-q-"))
-    fmodel, qmodel, feed = resnet50_qdq()
+    fmodel, qmodel, batches, feed = resnet50_qdq_calibrated()
     paths = {"fp32": str(tmp / "r50.onnx"), "int8": str(tmp / "r50_qdq.onnx")}
     onnx.save(fmodel, paths["fp32"])
     onnx.save(qmodel, paths["int8"])
     feed_path = str(tmp / "feed.npz")
     np.savez(feed_path, **feed)
+    profile = str(tmp / "r50.cpu.profile.json")
+    glow_core.profile(paths["fp32"], batches, backend="cpu", threads=args.threads).save(profile)
     ctx = mp.get_context("spawn")
     procs, conns = {}, {}
     for eng in ENGINES:
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(eng, paths[eng.split("-")[1]], feed_path, args.threads, child))
+        p = ctx.Process(target=_worker, args=(eng, paths[MODEL_OF[eng]], feed_path, args.threads, profile, child))
         p.start()
         procs[eng], conns[eng] = p, parent
     for eng in ENGINES:
@@ -104,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {eng:10s} median {med[eng]:7.2f} ms   min {min(times[eng]) * 1e3:7.2f} ms")
     print(f"glow int8 / glow fp32        = {med['glow-int8'] / med['glow-fp32']:.2f}  (target <= 0.5)")
     print(f"glow int8 / onnxruntime int8 = {med['glow-int8'] / med['ort-int8']:.2f}  (target <= 1.0)")
+    print(f"glow own int8 / glow fp32    = {med['glow-own8'] / med['glow-fp32']:.2f}")
+    print(f"glow own int8 / ort int8     = {med['glow-own8'] / med['ort-int8']:.2f}")
     print(f"onnxruntime int8 / fp32      = {med['ort-int8'] / med['ort-fp32']:.2f}")
     return 0
 

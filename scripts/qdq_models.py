@@ -63,6 +63,13 @@ def quantize_qdq(model: onnx.ModelProto, batches: Sequence[dict[str, np.ndarray]
 
 def resnet50_qdq(seed: int = 0, calibration: int = 4) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     """(float ResNet-50 with seeded random weights, its QDQ model, one seeded input)."""
+    fmodel, qmodel, _, feed = resnet50_qdq_calibrated(seed, calibration)
+    return fmodel, qmodel, feed
+
+
+def resnet50_qdq_calibrated(seed: int = 0, calibration: int = 4) -> tuple[onnx.ModelProto, onnx.ModelProto,
+                                                                          list[dict], dict]:
+    """:func:`resnet50_qdq` with the calibration batches too (for glow's own profile of the same inputs)."""
     from glow_core.zoo import load_with_random_weights
 
     fmodel = prepare_float(load_with_random_weights("resnet50", seed=seed))
@@ -71,4 +78,4 @@ def resnet50_qdq(seed: int = 0, calibration: int = 4) -> tuple[onnx.ModelProto, 
     rng = np.random.default_rng(seed + 1)
     batches = [{name: rng.random(dims, dtype=np.float32)} for _ in range(calibration)]
     feed = {name: rng.random(dims, dtype=np.float32)}
-    return fmodel, quantize_qdq(fmodel, batches), feed
+    return fmodel, quantize_qdq(fmodel, batches), batches, feed

@@ -13,6 +13,10 @@ primitives (IntConv / IntMatMul / Requantize, fused on backends with int8 kernel
   half to even otherwise); a Relu between becomes ``Max(y, y_zero_point)`` on
   the quantized result (Q is monotonic and Q(0) is the zero point);
 - ``DQ(a), DQ(B) -> MatMul -> Q`` becomes ``QLinearMatMul``;
+- ``DQ(A), DQ(B), [DQ(C) | float C] -> Gemm -> [Relu] -> Q`` (``transA = 0``,
+  ``alpha = 1``, ``beta = 1`` with a C) becomes a 1x1 ``QLinearConv`` over the
+  rows of A (``Reshape`` to ``[P, K, 1, 1]`` and back), so the bias stays on
+  the int8 path as a Conv's does;
 - ``DQ -> MaxPool / Reshape / Flatten / Transpose / Squeeze / Unsqueeze -> Q``
   with the same scale and zero point on both sides runs the operator on the
   integers directly (these commute with the monotonic affine map, exactly).
@@ -94,6 +98,13 @@ def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
     return default
 
 
+def _float_attr(node: onnx.NodeProto, name: str, default: float = 1.0) -> float:
+    for a in node.attribute:
+        if a.name == name:
+            return float(a.f)
+    return default
+
+
 class _Params:
     """The scale / zero point of a (De)QuantizeLinear whose operands are initializers."""
 
@@ -127,6 +138,7 @@ class _Folder:
         self.replace: dict[int, list[onnx.NodeProto]] = {}   # id(node) -> nodes in its place
         self.removed: set[int] = set()
         self.new_inits: list[onnx.TensorProto] = []
+        self.unused: set[str] = set()   # initializers the fold replaced (dropped when nothing reads them)
         self.counter = 0
 
     def fresh(self, stem: str) -> str:
@@ -158,6 +170,15 @@ class _Folder:
         p = _Params(self.g, dq)
         return (dq, p) if p.per_tensor else None
 
+    def _product(self, node: onnx.NodeProto) -> tuple[tuple[onnx.NodeProto, _Params], onnx.NodeProto,
+                                                      tuple[list[onnx.NodeProto], onnx.NodeProto, _Params, bool]] | None:
+        """A product's DQ'd input (node, parameters), its weight's DequantizeLinear and its output side."""
+        xin, wdq = self._input(node.input[0]), self.g.made_by(node.input[1], "DequantizeLinear")
+        outp = self._output(node.output[0])
+        if xin is None or wdq is None or outp is None:
+            return None
+        return xin, wdq, outp
+
     def _finish(self, anchor: onnx.NodeProto, dead: Sequence[onnx.NodeProto], new: list[onnx.NodeProto],
                 out: str, q: onnx.NodeProto, p: _Params, relu: bool) -> None:
         if relu:  # Relu before Q: max(Q(y), Q(0)) = max(Q(y), zero point) (integer Max: opset 12)
@@ -175,11 +196,10 @@ class _Folder:
     def conv(self, node: onnx.NodeProto) -> None:
         if len(node.input) < 2 or len(node.output) != 1:
             return
-        xin, win = self._input(node.input[0]), self.g.made_by(node.input[1], "DequantizeLinear")
-        outp = self._output(node.output[0])
-        if xin is None or win is None or outp is None:
+        found = self._product(node)
+        if found is None:
             return
-        (xdq, xp), (tail, q, yp, relu) = xin, outp
+        (xdq, xp), win, (tail, q, yp, relu) = found
         wp = _Params(self.g, win)
         w = self.g.array(win.input[0])
         if not wp.ok or w is None or w.dtype not in (np.int8, np.uint8) or w.ndim < 3:
@@ -232,11 +252,10 @@ class _Folder:
     def matmul(self, node: onnx.NodeProto) -> None:
         if len(node.input) != 2 or len(node.output) != 1:
             return
-        ain, bdq = self._input(node.input[0]), self.g.made_by(node.input[1], "DequantizeLinear")
-        outp = self._output(node.output[0])
-        if ain is None or bdq is None or outp is None:
+        found = self._product(node)
+        if found is None:
             return
-        (adq, ap), (tail, q, yp, relu) = ain, outp
+        (adq, ap), bdq, (tail, q, yp, relu) = found
         bp, bw = _Params(self.g, bdq), self.g.array(bdq.input[0])
         if not bp.ok or bw is None or bw.ndim != 2 or len(self.g.consumers.get(node.input[1], [])) != 1:
             return
@@ -246,6 +265,45 @@ class _Folder:
                yp.scale_name, self.zero_const(yp)]
         mm = helper.make_node("QLinearMatMul", ins, [q.output[0]], name=node.name or self.fresh("qlinearmatmul"))
         self._finish(node, tail + [bdq], [mm], q.output[0], q, yp, relu)
+
+    # -- Gemm -------------------------------------------------------------------------------------------------
+
+    def gemm(self, node: onnx.NodeProto) -> None:
+        """``A[P, K] x B (+ C)`` as a 1x1 QLinearConv over P images: ``A -> [P, K, 1, 1]``, the filter ``B^T`` (int8
+        initializer), the bias in int32 as for Conv, ``[P, N, 1, 1] -> [P, N]`` (QLinearMatMul has no bias)."""
+        if len(node.input) < 2 or len(node.output) != 1 or _attr(node, "transA", 0) != 0:
+            return
+        alpha, beta = _float_attr(node, "alpha"), _float_attr(node, "beta")
+        if alpha != 1.0 or (len(node.input) > 2 and node.input[2] and beta != 1.0):
+            return
+        found = self._product(node)
+        if found is None:
+            return
+        (adq, ap), bdq, (tail, q, yp, relu) = found
+        trans_b = _attr(node, "transB", 0) == 1
+        bp, bw = _Params(self.g, bdq), self.g.array(bdq.input[0])
+        if not bp.ok or bw is None or bw.dtype not in (np.int8, np.uint8) or bw.ndim != 2 \
+                or len(self.g.consumers.get(node.input[1], [])) != 1:
+            return
+        n_axis = 0 if trans_b else 1
+        n, k = bw.shape[n_axis], bw.shape[1 - n_axis]
+        if not (bp.scale.size == 1 or (bp.scale.shape == (n,) and bp.axis in (n_axis, n_axis - 2))):
+            return
+        bias = self._bias(node, ap, bp, n)
+        if bias is False:
+            return
+        filt = self.add_init(np.ascontiguousarray(bw if trans_b else bw.T).reshape(n, k, 1, 1), bdq.input[0])
+        x4, y4 = self.fresh(adq.input[0]), self.fresh(q.output[0])
+        ins = [x4, ap.scale_name, self.zero_const(ap), filt, bp.scale_name, self.zero_const(bp),
+               yp.scale_name, self.zero_const(yp)] + ([bias] if bias else [])
+        name = node.name or self.fresh("gemm")
+        new = [helper.make_node("Reshape", [adq.input[0], self.add_init(np.array([0, k, 1, 1], np.int64), "shape")],
+                                [x4], name=self.fresh(name)),
+               helper.make_node("QLinearConv", ins, [y4], name=name),
+               helper.make_node("Reshape", [y4, self.add_init(np.array([0, n], np.int64), "shape")], [q.output[0]],
+                                name=self.fresh(name))]
+        self.unused.add(bdq.input[0])
+        self._finish(node, tail + [bdq], new, q.output[0], q, yp, relu)
 
     # -- data movement -----------------------------------------------------------------------------------------
 
@@ -269,7 +327,7 @@ class _Folder:
 
     # -- driver ----------------------------------------------------------------------------------------------
 
-    RULES = {"Conv": conv, "MatMul": matmul}
+    RULES = {"Conv": conv, "MatMul": matmul, "Gemm": gemm}
 
     def run(self) -> onnx.ModelProto:
         for node in list(self.g.graph.node):
@@ -290,6 +348,11 @@ class _Folder:
         del out.graph.node[:]
         out.graph.node.extend(_drop_dead_dequantize(nodes, {o.name for o in out.graph.output}))
         out.graph.initializer.extend(self.new_inits)
+        used = {i for n in out.graph.node for i in n.input}
+        kept = [t for t in out.graph.initializer if t.name not in self.unused or t.name in used]
+        if len(kept) < len(out.graph.initializer):  # the replaced Gemm filters (their transposed copies stay)
+            del out.graph.initializer[:]
+            out.graph.initializer.extend(kept)
         return out
 
 

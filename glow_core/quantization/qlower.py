@@ -113,7 +113,10 @@ def _qmatmul(e: _Emitter, node: Node, xs: list[Value]) -> Value:
     k, n = w.type.shape
     rows = a.type.size // k
     x4 = e.op("Reshape", [a], shape=(rows, k, 1, 1))
-    w4 = e.op("Reshape", [e.op("Transpose", [w], perm=(1, 0))], shape=(n, k, 1, 1))
+    if isinstance(w, Constant):  # a constant filter at once: backends' fused int8 kernels want one
+        w4 = e.const(np.ascontiguousarray(np.asarray(w.payload).T).reshape(n, k, 1, 1), w.payload.dtype)
+    else:
+        w4 = e.op("Reshape", [e.op("Transpose", [w], perm=(1, 0))], shape=(n, k, 1, 1))
     attrs = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1}
     y = _qlinear_conv(e, x4, node.inputs[0].type, w4, xs[2], xs[3] if len(xs) > 3 else None,  # type: ignore
                       node.outputs[0].type, attrs)

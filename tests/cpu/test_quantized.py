@@ -92,6 +92,8 @@ QCONV_CASES = [
     (1, 4, 10, 10, 6, 3, 1, 2, 2),      # dilated
     (1, 3, 20, 20, 8, 7, 2, 3, 1),      # a ResNet stem-like 7x7 stride 2
     (1, 32, 9, 9, 70, 1, 2, 0, 1),      # 1x1 stride 2 (gathered), more than one tile of pixels
+    (1, 6, 11, 100, 9, 3, 3, 1, 1),     # stride 3 over wide rows (strided vector loads of whole runs)
+    (1, 4, 9, 140, 7, 2, 4, 0, 1),      # stride 4, unpadded
 ]
 
 
@@ -138,27 +140,118 @@ def test_fused_qconv_declines_filters_beyond_int8() -> None:
     np.testing.assert_array_equal(got, want)
 
 
+GROUPED_CASES = [
+    # (C, H, W, group, M, K, stride, pad, dilation)
+    (24, 9, 37, 24, 24, 3, 1, 1, 1),    # depthwise 3x3, rows of more than one vector
+    (16, 11, 70, 16, 16, 3, 2, 1, 1),   # depthwise strided (wide loads), several chunks
+    (8, 12, 40, 8, 16, 5, 5, 2, 1),     # depthwise multiplier 2, stride 5 (gather)
+    (6, 10, 20, 2, 4, 3, 1, 2, 2),      # two groups of 3 channels, dilated
+    (8, 1, 33, 8, 8, 1, 1, 0, 1),       # 1x1 depthwise
+]
+
+
+@pytest.mark.parametrize("case", GROUPED_CASES, ids=str)
+@pytest.mark.parametrize("xdt,wdt,ydt", [(U8, I8, U8), (I8, I8, I8), (U8, U8, I8)], ids=str)
+def test_grouped_qconv_direct(xdt: np.dtype, wdt: np.dtype, ydt: np.dtype, case: tuple[int, ...]) -> None:
+    """Depthwise / grouped QLinearConv (declined by the fused kernels): the vectorized IntConv, exact."""
+    c, h, w_, g, m, k, st, pad, dil = case
+    x, w = _q8((2, c, h, w_), xdt, 1), _q8((m, c // g, k, k), wdt, 2)
+    wz = _q8((m,), wdt, 6)
+    info = np.iinfo(ydt)
+    ops = [x, np.array(0.02, np.float32), _q8((), xdt, 4), w, _scale((m,), F32, 5), wz,
+           np.array(0.5, np.float32), np.array(info.min + 60, ydt), rand((m,), I32, -5000, 5000, seed=9)]
+    attrs = {"strides": [st, st], "pads": [pad] * 4, "dilations": [dil, dil], "group": g}
+    for const in ({1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 4, 5, 7, 8}):  # constant filter, then the filter as an input
+        want, _ = _run_const("QLinearConv", ops, const, attrs, "interpreter")
+        got, kinds = _run_const("QLinearConv", ops, const, attrs, "cpu")
+        assert "IntConv" in kinds, kinds
+        np.testing.assert_array_equal(got, want)
+        assert len(np.unique(got)) > 3
+
+
+def test_grouped_conv_integer_1d() -> None:
+    """ConvInteger (int32 result) depthwise over one spatial axis, per-tensor zero points."""
+    x, w = _q8((2, 6, 50), U8, 1), _q8((6, 1, 3), I8, 2)
+    ops = [x, w, _q8((), U8, 3), _q8((), I8, 4)]
+    _compare("ConvInteger", ops, {"strides": [2], "pads": [1, 1], "dilations": [1], "group": 6})
+
+
 @pytest.mark.parametrize("dt", [U8, I8], ids=str)
-@pytest.mark.parametrize("k,st,pad", [(3, 2, 1), (2, 2, 0), (3, 1, 1)], ids=str)
-def test_int8_maxpool(dt: np.dtype, k: int, st: int, pad: int) -> None:
-    """MaxPool on 8-bit integers (the quantized path keeps pooling in int8): exact."""
-    x = _q8((2, 3, 23, 37), dt, 1)
+@pytest.mark.parametrize("k,st,pad,dil,width", [(3, 2, 1, 1, 37), (2, 2, 0, 1, 37), (3, 1, 1, 1, 37),
+                                                (3, 1, 1, 1, 150), (3, 3, 1, 2, 150), (2, 5, 1, 1, 90)], ids=str)
+def test_int8_maxpool(dt: np.dtype, k: int, st: int, pad: int, dil: int, width: int) -> None:
+    """MaxPool on 8-bit integers (the vectorized byte rows path: strides 1, 2..4 wide loads, 5 a gather;
+    outputs wider than a chunk): exact, range ends included."""
+    x = _q8((2, 3, 23, width), dt, 1)
     x[0, 0, :2, :2] = np.iinfo(dt).min  # a window of range ends next to the padding
-    attrs = {"kernel_shape": [k, k], "strides": [st, st], "pads": [pad] * 4, "dilations": [1, 1],
+    x[1, 2, 5:9, -4:] = np.iinfo(dt).max
+    attrs = {"kernel_shape": [k, k], "strides": [st, st], "pads": [pad] * 4, "dilations": [dil, dil],
              "ceil_mode": False}
     _compare("MaxPool", [x], attrs)
 
 
-def test_widening_path_without_vnni(tmp_path: Path) -> None:
-    """With AVX512-VNNI turned off (GLOW_CPU_FEATURES=avx2) the fused kernels multiply by widening: still exact."""
+@pytest.mark.parametrize("dt", [U8, I8], ids=str)
+def test_int8_maxpool_1d_ceil(dt: np.dtype) -> None:
+    x = _q8((2, 4, 71), dt, 3)
+    attrs = {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "dilations": [1], "ceil_mode": True}
+    _compare("MaxPool", [x], attrs)
+
+
+@pytest.mark.parametrize("level,isa", [("avx2", "avx2"), ("avx512-novnni", "bw"), ("generic", "widen")])
+def test_widening_path_without_vnni(tmp_path: Path, level: str, isa: str) -> None:
+    """Without VNNI the fused kernels multiply by vpmaddwd on 16-bit pairs (AVX512-BW: GLOW_CPU_FEATURES=
+    avx512-novnni; AVX2: two 256-bit halves) or, without AVX2 (generic), by plain widening; the grouped
+    IntConv / int8 MaxPool run on narrower vectors: still exact."""
+    from glow_backend_cpu.target import host_codegen
+
+    needs = {"bw": "+avx512bw", "avx2": "+avx2"}.get(isa)
+    if needs and needs not in host_codegen().features.split(","):
+        pytest.skip(f"the host has no {needs[1:]}")
     code = ("from glow_backend_cpu.target import host_codegen\n"
-            "assert '+avx512vnni' not in host_codegen().features.split(',')\n"
+            "from glow_backend_cpu.emit.qconv import dot_isa\n"
+            "class Ctx: target = host_codegen()\n"
+            f"assert dot_isa(Ctx) == {isa!r}, dot_isa(Ctx)\n"
             "from tests.cpu.test_quantized import QCONV_CASES, I8, U8, test_fused_qconv_fast, test_fused_qmatmul_fast\n"
-            "for i in (0, 1, 2):\n"
+            "for i in (0, 1, 2, 6):\n"
             "    for x, w, y in ((U8, I8, U8), (I8, I8, I8)):\n"
             "        test_fused_qconv_fast(x, w, y, QCONV_CASES[i])\n"
             "test_fused_qmatmul_fast(I8, (5, 33))\n"
+            "from tests.cpu.test_quantized import GROUPED_CASES, test_grouped_qconv_direct, test_int8_maxpool\n"
+            "for i in (0, 2):\n"
+            "    test_grouped_qconv_direct(U8, I8, U8, GROUPED_CASES[i])\n"
+            "test_int8_maxpool(I8, 3, 2, 1, 1, 37)\n"
+            "test_int8_maxpool(U8, 2, 5, 1, 1, 90)\n"
             "print('ok')\n")
-    env = {**os.environ, "GLOW_CPU_FEATURES": "avx2", "GLOW_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "GLOW_CPU_FEATURES": level, "GLOW_CACHE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+def test_own_quantized_matmul_keeps_the_fused_kernel() -> None:
+    """glow's own int8 conversion of a classifier head (MatMul by a constant, as a 1x1 QLinearConv) hands the
+    cpu backend a constant filter, so the product runs on the fused int8 kernel; same result as the interpreter."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import glow_core
+    from glow_core.quantization import QuantizationConfig
+
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((32, 10)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "head",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 10])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    calib = [{"x": rng.standard_normal((3, 32)).astype(np.float32)} for _ in range(4)]
+    feed = {"x": rng.standard_normal((3, 32)).astype(np.float32)}
+    outs = {}
+    for backend in ("cpu", "interpreter"):
+        config = QuantizationConfig(profile=glow_core.profile(model, calib, backend=backend))
+        net = glow_core.compile(model, backend=backend, threads=2, quantize=config)
+        if backend == "cpu":
+            kinds = {n.kind.name for n in net.function.nodes}
+            assert "FusedIntConv" in kinds and "IntConv" not in kinds, kinds
+        outs[backend] = net.run(feed)["y"]
+    np.testing.assert_array_equal(outs["cpu"], outs["interpreter"])
+    assert np.abs(outs["cpu"]).max() > 0

@@ -15,7 +15,7 @@ External symbols the generated code calls (libm functions, ``sched_yield``)
 are registered with LLVM explicitly (``llvm.add_symbol``), so resolving them
 never depends on how the process was linked.
 
-``GLOW_CPU_FEATURES`` (``avx512`` / ``avx2`` / ``generic``) restricts the
+``GLOW_CPU_FEATURES`` (``avx512`` / ``avx512-novnni`` / ``avx2`` / ``generic``) restricts the
 features used, to exercise the narrower paths on an AVX-512 host.
 """
 
@@ -79,12 +79,15 @@ def _register_externals() -> None:
 
 
 def _restrict_features(features: str, level: str) -> str:
-    """Turn off the feature families above ``level`` (``avx512``, ``avx2`` or ``generic``)."""
+    """Turn off the feature families above ``level`` (``avx512``, ``avx512-novnni``, ``avx2`` or ``generic``)."""
     if level in ("", "native", "avx512"):
         return features
     out = []
     for f in features.split(","):
         name = f[1:]
+        if level == "avx512-novnni":
+            out.append("-" + name if name == "avx512vnni" and f.startswith("+") else f)
+            continue
         off = name.startswith("avx512") or (level == "generic" and (
             name.startswith(("avx", "fma", "f16c", "vaes", "vpclmul", "gfni", "bmi")) or name == "xop"))
         out.append("-" + name if off and f.startswith("+") else f)

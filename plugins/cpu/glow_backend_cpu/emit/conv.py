@@ -33,6 +33,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
+from glow_backend_cpu.emit.conv_coords import conv_coords
 from glow_backend_cpu.emit.gemm import (
     F32P,
     KC_L1,
@@ -530,11 +531,8 @@ def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
     zero = ir.Constant(ct, 0.0)
     e0, e1 = partition(b, total, ctx.tid, ctx.nthreads)
     with for_range(b, e0, e1, name="o") as e:
-        o = b.urem(e, c64(OP))
-        nm = b.udiv(e, c64(OP))
-        oc = b.urem(nm, c64(M))
-        nb = b.udiv(nm, c64(M))
-        g = b.udiv(oc, c64(Mg))
+        cc = conv_coords(b, e, OP, M, Mg)
+        o, oc, nb, g = cc.pixel, cc.channel, cc.image, cc.group
         ocoord = unravel(b, o, sp_out)
         accp = b.alloca(ct)
         b.store(zero, accp)

@@ -15,7 +15,8 @@ The average divides by the per-position count, the product of the row count
 and the column count (compile-time tables), with a true division, so it
 matches the interpreter's ``total / counts``. The max is numpy's
 ``maximum(acc, x)`` in window order: NaN propagates, ties keep the earlier
-element. Other element kinds and 3+ spatial axes use a scalar loop.
+element. int8 / uint8 MaxPool with 1 or 2 spatial axes takes the same rows path on bytes
+(``emit_maxpool_q8``). Other element kinds and 3+ spatial axes use a scalar loop.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from llvmlite import ir
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.gemm import F32P, c64, gep, masked_store, strided_masked_load, vty
-from glow_backend_cpu.helpers import carried_loop, for_range, iota, partition, splat, unravel, window_tap
+from glow_backend_cpu.emit.qvec import lane_range, masked_store_int, strided_load_i8, vec
+from glow_backend_cpu.helpers import I8, carried_loop, for_range, iota, partition, splat, unravel, window_tap
 from glow_core.ir.defs.nn import MAXPOOL_KINDS
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
@@ -70,6 +72,11 @@ def emit_pool(ctx: EmitContext, instr: Instr) -> None:
     if y.type.size == 0:
         return
     nd = x.type.rank - 2
+    if instr.kind == "MaxPool" and y.type.elem in Q8 and nd in (1, 2) and ctx.target.vector_lanes >= 4:
+        g = _geometry(x.type.shape, y.type.shape, instr.attrs)
+        if g["KW"] <= MAX_UNROLLED_TAPS:
+            emit_maxpool_q8(ctx, instr, g)
+            return
     if y.type.elem is not ElemKind.FLOAT32 or nd not in (1, 2) or ctx.target.vector_lanes < 4:
         emit_pool_scalar(ctx, instr)
         return
@@ -167,6 +174,13 @@ def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
                 masked_store(b, val, gep(b, yrow, b.add(ow0, c64(v * W))), smask)
 
 
+def tap_row(b: ir.IRBuilder, g: dict[str, int], xc: ir.Value, ih0: ir.Value, kh: ir.Value, col: ir.Value,
+            lanes: int) -> tuple[ir.Value, ir.Value]:
+    """Window row ``kh``: (all lanes set when its input row lies inside the image, pointer to its column ``col``)."""
+    ih = b.add(ih0, b.mul(kh, c64(g["dh"])))
+    return splat(b, b.icmp_unsigned("<", ih, c64(g["H"])), lanes), gep(b, xc, b.add(b.mul(ih, c64(g["W"])), col))
+
+
 def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
     """Narrow output, wide window: reduce each window with vectors along its rows, then across lanes."""
     b = ctx.builder
@@ -199,9 +213,7 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
             masks.append(m)
 
         def row(b: ir.IRBuilder, kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-            ih = b.add(ih0, b.mul(kh, c64(g["dh"])))
-            vm = splat(b, b.icmp_unsigned("<", ih, c64(g["H"])), W)
-            src = gep(b, xc, b.add(b.mul(ih, c64(g["W"])), iw0))
+            vm, src = tap_row(b, g, xc, ih0, kh, iw0, W)
             out = list(acc)
             for v in range(nv):
                 m = b.and_(masks[v], vm)
@@ -220,6 +232,56 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
         if not is_max:
             s = b.fdiv(s, b.fmul(b.load(gep(b, cnt_h, oh), align=4), b.load(gep(b, cnt_w, ow), align=4)))
         b.store(s, gep(b, y.ptr, e), align=4)
+
+
+# -- 8-bit integer MaxPool ---------------------------------------------------------------------------------------
+
+Q8 = frozenset({ElemKind.INT8, ElemKind.UINT8})
+
+
+def emit_maxpool_q8(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
+    """int8 / uint8 MaxPool over the output width in bytes (4 float vectors' worth of lanes), no float round trip.
+
+    As the float rows path, per window tap one masked, possibly strided, byte load of the input row; lanes
+    outside the input read the type's minimum, which never wins (and is the interpreter's empty-window value).
+    """
+    b = ctx.builder
+    L = min(64, 4 * ctx.target.vector_lanes)
+    y, x = instr.outs[0], instr.ins[0]
+    assert x is not None
+    signed = y.type.elem is ElemKind.INT8
+    OW, OH, KH, KW = g["OW"], g["OH"], g["KH"], g["KW"]
+    nvo = -(-OW // L)
+    CH = min(nvo, 2)
+    nchunks = -(-nvo // CH)
+    ranges = [col_range(g["W"], OW, g["sw"], kw * g["dw"] - g["pw"]) for kw in range(KW)]
+    lowest = ir.Constant(vec(L, I8), [int(np.iinfo(y.type.elem.dtype).min)] * L)
+    cmp = b.icmp_signed if signed else b.icmp_unsigned
+    r0, r1 = partition(b, g["NC"] * OH, ctx.tid, ctx.nthreads)
+    with for_range(b, r0, r1, name="row") as r:
+        oh = b.urem(r, c64(OH))
+        xc = gep(b, x.ptr, b.mul(b.udiv(r, c64(OH)), c64(g["H"] * g["W"])))
+        yrow = gep(b, y.ptr, b.mul(r, c64(OW)))
+        ih0 = b.sub(b.mul(oh, c64(g["sh"])), c64(g["ph"]))
+        with for_range(b, 0, nchunks, name="chunk") as ch:
+            ow0 = b.mul(ch, c64(CH * L))
+            firsts = [b.add(ow0, c64(v * L)) for v in range(CH)]
+            lmask = [[lane_range(b, f, L, lo, hi) for f in firsts] for lo, hi in ranges]
+            src_col = b.sub(b.mul(ow0, c64(g["sw"])), c64(g["pw"]))
+
+            def taps(b: ir.IRBuilder, kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                vmask, src_row = tap_row(b, g, xc, ih0, kh, src_col, L)
+                out = list(acc)
+                for kw in range(KW):
+                    for v in range(CH):
+                        val = strided_load_i8(b, gep(b, src_row, v * L * g["sw"] + kw * g["dw"]),
+                                              b.and_(lmask[kw][v], vmask), g["sw"], lowest)
+                        out[v] = b.select(cmp(">", val, out[v]), val, out[v])
+                return out
+
+            acc = carried_loop(b, 0, KH, [lowest] * CH, taps)
+            for v in range(CH):
+                masked_store_int(b, acc[v], gep(b, yrow, firsts[v]), lane_range(b, firsts[v], L, 0, OW))
 
 
 # -- scalar path ------------------------------------------------------------------------------------------------

@@ -15,11 +15,16 @@ row of A):
   128``); convolution padding reads as ``InputZero_u`` so it contributes 0. A
   1x1 stride-1 unpadded convolution packs plain rows (vector loads); other
   convolutions and matrix products gather through a per-tile table of pixel
-  offsets (one per filter tap);
+  offsets (one per filter tap; a run along one input row is one, possibly
+  strided, vector load);
 - **micro-kernel** (an LLVM function per variant): MR x NV accumulators of 16
   int32, each K group one ``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.512``) per
-  accumulator with the weight word broadcast; without AVX512-VNNI the same
-  product by plain widening (zero-/sign-extend, multiply, add the 4 lanes);
+  accumulator with the weight word broadcast; with AVX512-BW but no VNNI, two
+  ``vpmaddwd`` (``llvm.x86.avx512.pmaddw.d.512``) on the bytes widened to 16
+  bits, pairs (t = 0, 1) and (2, 3): a u8 x s8 product fits i16 and a pair's sum
+  fits i32, so it is exact (unlike ``vpmaddubsw``, which saturates); with AVX2
+  the same on 256-bit halves; otherwise plain widening (zero-/sign-extend,
+  multiply, add the 4 lanes);
 - **epilogue**: ``clip(roundeven(float(acc + comp) * mult) + YZero, lo, hi)``
   in float32 (bit for bit the reference Requantize), stored as 16 bytes.
 
@@ -38,6 +43,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.conv import ConvShape, conv_shape
+from glow_backend_cpu.emit.qvec import strided_load_i8
 from glow_backend_cpu.helpers import (
     F32,
     I1,
@@ -70,8 +76,13 @@ def c64(v: int) -> ir.Constant:
     return i64(v)
 
 
-def has_vnni(ctx: EmitContext) -> bool:
-    return "+avx512vnni" in ctx.target.features.split(",")
+def dot_isa(ctx: EmitContext) -> str:
+    """How the micro-kernel multiplies bytes: ``vnni`` (vpdpbusd), ``bw`` (AVX512-BW: widen to 16 bits, vpmaddwd),
+    ``avx2`` (the same on two 256-bit halves) or ``widen`` (plain 32-bit widening, any target)."""
+    feats = ctx.target.features.split(",")
+    if "+avx512vnni" in feats:
+        return "vnni"
+    return "bw" if "+avx512bw" in feats else "avx2" if "+avx2" in feats else "widen"
 
 
 # -- what the fast kernels accept ----------------------------------------------------------------------------
@@ -150,11 +161,37 @@ def pack_weights(w_mk: np.ndarray, wz: np.ndarray, xz: np.ndarray, x_elem: ElemK
 
 # -- the micro-kernel -----------------------------------------------------------------------------------------
 
-def _dot(b: ir.IRBuilder, acc: ir.Value, xu8: ir.Value, ws8: ir.Value, vnni: bool) -> ir.Value:
+def _pairs(b: ir.IRBuilder, v: ir.Value, first: int, signed: bool) -> ir.Value:
+    """Bytes 4l+first and 4l+first+1 of each 32-bit lane l, widened to ``<32 x i16>``."""
+    idx = ir.Constant(ir.VectorType(I32, 32), [4 * (i // 2) + first + i % 2 for i in range(32)])
+    v = b.shuffle_vector(b.bitcast(v, V64I8), ir.Constant(V64I8, None), idx)
+    t = ir.VectorType(ir.IntType(16), 32)
+    return b.sext(v, t) if signed else b.zext(v, t)
+
+
+def _pmaddwd(b: ir.IRBuilder, x: ir.Value, w: ir.Value, isa: str) -> ir.Value:
+    """``<32 x i16>`` x ``<32 x i16>`` -> ``<16 x i32>`` sums of adjacent products (one zmm, or two ymm halves)."""
+    if isa == "bw":
+        v32 = ir.VectorType(ir.IntType(16), 32)
+        return b.call(intrinsic(b.module, "llvm.x86.avx512.pmaddw.d.512", V16I32, [v32, v32]), [x, w])
+    v16, v8 = ir.VectorType(ir.IntType(16), 16), ir.VectorType(I32, 8)
+    fn = intrinsic(b.module, "llvm.x86.avx2.pmadd.wd", v8, [v16, v16])
+    halves = []
+    for h in range(2):
+        idx = ir.Constant(ir.VectorType(I32, 16), list(range(16 * h, 16 * h + 16)))
+        halves.append(b.call(fn, [b.shuffle_vector(x, x, idx), b.shuffle_vector(w, w, idx)]))
+    return b.shuffle_vector(halves[0], halves[1], ir.Constant(ir.VectorType(I32, 16), list(range(16))))
+
+
+def _dot(b: ir.IRBuilder, acc: ir.Value, xu8: ir.Value, ws8: ir.Value, isa: str) -> ir.Value:
     """acc[l] += sum_t u8(xu8 byte 4l+t) * s8(ws8 byte 4l+t)."""
-    if vnni:
+    if isa == "vnni":
         fn = intrinsic(b.module, "llvm.x86.avx512.vpdpbusd.512", V16I32, [V16I32, V16I32, V16I32])
         return b.call(fn, [acc, xu8, ws8])
+    if isa in ("bw", "avx2"):  # u8 and s8 fit i16, and a pair's sum of products fits i32: vpmaddwd is exact
+        for first in (0, 2):
+            acc = b.add(acc, _pmaddwd(b, _pairs(b, xu8, first, False), _pairs(b, ws8, first, True), isa))
+        return acc
     v64 = ir.VectorType(I32, 64)
     prod = b.mul(b.zext(b.bitcast(xu8, V64I8), v64), b.sext(b.bitcast(ws8, V64I8), v64))
     for t in range(4):
@@ -175,13 +212,13 @@ def _splat_f(b: ir.IRBuilder, v: ir.Value | float) -> ir.Value:
     return b.shuffle_vector(vec, ir.Constant(V16F, None), ir.Constant(V16I32, [0] * 16))
 
 
-def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, vnni: bool) -> ir.Function:
+def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, isa: str) -> ir.Function:
     """``void k(i8* panel, i8* tile, i32* comp, float* mult, i8* out, i64 ld_m, i64 ld_p, i64 rows, i64 px)``.
 
     ``out`` points at (first channel of the panel, first pixel of the tile); channel r, pixel p is stored at
     ``out[r * ld_m + p * ld_p]`` (``ld_p`` is 1 when ``contiguous``); only ``rows`` channels and ``px`` pixels.
     """
-    name = f"glow_q8_ukernel_{next(_counter)}_{nv}"
+    name = f"glow_q8_ukernel_{next(_counter)}_{nv}_{isa}"
     fty = ir.FunctionType(VOID, [I8P, I8P, I32P, F32.as_pointer(), I8P, I64, I64, I64, I64])
     fn = ir.Function(module, fty, name=name)
     fn.linkage = "internal"
@@ -197,7 +234,7 @@ def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, vnni:
         for r in range(MR):
             wv = _splat_i32(b, b.load(b.gep(a32, [b.add(b.mul(q, c64(MR)), c64(r))]), align=4))
             for j in range(nv):
-                out_accs[r * nv + j] = _dot(b, out_accs[r * nv + j], xs[j], wv, vnni)
+                out_accs[r * nv + j] = _dot(b, out_accs[r * nv + j], xs[j], wv, isa)
         return out_accs
 
     zero = ir.Constant(V16I32, [0] * 16)
@@ -302,8 +339,12 @@ def _to_unsigned(b: ir.IRBuilder, v: ir.Value, pk: Packed) -> ir.Value:
 
 
 def gather_rows(pk: Packed, xbase: Callable[[ir.IRBuilder], ir.Value], cstride: int, taps: int,
-                table: ir.Value) -> Rows:
-    """Row k = channel k // taps at the tile's offsets for tap k % taps (``table[tap][j]``: -1 = padding)."""
+                table: ir.Value, step: int = 1) -> Rows:
+    """Row k = channel k // taps at the tile's offsets for tap k % taps (``table[tap][j]``: -1 = padding).
+
+    16 offsets ``first + step * lane`` (inside one input row, away from the padding) are one vector load
+    (``step`` 1) or one wide masked load and a lane shuffle (``step`` 2..4, a strided convolution); others
+    gather byte by byte."""
     tab = table
 
     def row(b: ir.IRBuilder, k: ir.Value, j: int) -> ir.Value:
@@ -313,14 +354,17 @@ def gather_rows(pk: Packed, xbase: Callable[[ir.IRBuilder], ir.Value], cstride: 
         base = b.gep(xbase(b), [b.mul(c, c64(cstride))])
         first = b.extract_element(offs, ir.Constant(I32, 0))
         # 16 consecutive in-bounds bytes (inside a row, away from the padding): one vector load
-        run = b.add(_splat_i32(b, first), ir.Constant(V16I32, list(range(16))))
+        run = b.add(_splat_i32(b, first), ir.Constant(V16I32, [step * i for i in range(16)]))
         same = b.bitcast(b.icmp_signed("==", offs, run), ir.IntType(16))
         contiguous = b.and_(b.icmp_signed(">=", first, ir.Constant(I32, 0)),
                             b.icmp_unsigned("==", same, ir.Constant(ir.IntType(16), 0xFFFF)))
 
         def vector(b: ir.IRBuilder) -> ir.Value:
-            p = b.bitcast(b.gep(base, [b.sext(first, I64)]), V16I8.as_pointer())
-            return _to_unsigned(b, b.load(p, align=1), pk)
+            p = b.gep(base, [b.sext(first, I64)])
+            if step > 1:
+                every = ir.Constant(ir.VectorType(I1, 16), [1] * 16)
+                return _to_unsigned(b, strided_load_i8(b, p, every, step, ir.Constant(V16I8, None)), pk)
+            return _to_unsigned(b, b.load(b.bitcast(p, V16I8.as_pointer()), align=1), pk)
 
         def gather(b: ir.IRBuilder) -> ir.Value:
             valid = b.icmp_signed(">=", offs, ir.Constant(V16I32, [0] * 16))
@@ -370,6 +414,7 @@ class Job:
     fill_table: Callable[[ir.IRBuilder, ir.Value, ir.Value], None] | None
     cstride: int            # elements between input rows of consecutive channels (gathered rows)
     plane: int              # pixels of one input channel (contiguous rows)
+    step: int = 1           # input offset between adjacent output pixels of a row (gathered rows: 1..4)
 
 
 def drive(ctx: EmitContext, job: Job) -> None:
@@ -387,9 +432,9 @@ def drive(ctx: EmitContext, job: Job) -> None:
     mult = b.bitcast(ctx.add_constant(pk.mult, f"{job.name}.q8mult"), F32.as_pointer())
     tile = b.bitcast(ctx.scratch(pk.KQ * NV_MAX * 64), I8P)
     table = b.bitcast(ctx.scratch(max(job.taps, 1) * NV_MAX * 64), I8P)
-    vnni = has_vnni(ctx)
-    kfull = micro_kernel(ctx.module, NV_MAX, pk, job.contiguous, vnni)
-    klast = kfull if nv_last == NV_MAX else micro_kernel(ctx.module, nv_last, pk, job.contiguous, vnni)
+    isa = dot_isa(ctx)
+    kfull = micro_kernel(ctx.module, NV_MAX, pk, job.contiguous, isa)
+    klast = kfull if nv_last == NV_MAX else micro_kernel(ctx.module, nv_last, pk, job.contiguous, isa)
     items = job.images * tiles * nchunks
     packed = b.alloca(I64)
     b.store(c64(-1), packed)
@@ -407,7 +452,7 @@ def drive(ctx: EmitContext, job: Job) -> None:
             if job.taps:
                 assert job.fill_table is not None
                 job.fill_table(b, p0, table)
-                row = gather_rows(pk, lambda b: xb, job.cstride, job.taps, table)
+                row = gather_rows(pk, lambda b: xb, job.cstride, job.taps, table, job.step)
             else:
                 row = contiguous_rows(pk, lambda b: xb, job.plane, p0)
             if nv_last == NV_MAX:
@@ -486,7 +531,8 @@ def emit_fused_qconv(ctx: EmitContext, instr: Instr) -> None:
               contiguous=True, ld_m=P, ld_p=1,
               x_image=lambda b, n: b.gep(xp, [b.mul(n, c64(s.C * HW))]),
               out_at=lambda b, n, m0, p0: b.gep(yp, [b.add(b.mul(b.add(b.mul(n, c64(s.M)), m0), c64(P)), p0)]),
-              fill_table=None if pointwise else _conv_table(s), cstride=HW, plane=HW)
+              fill_table=None if pointwise else _conv_table(s), cstride=HW, plane=HW,
+              step=s.sw if s.sw <= 4 else 1)
     drive(ctx, job)
 
 

@@ -4,7 +4,9 @@ These run every shape and attribute combination the kinds allow
 (``glow_core.ir.defs.nn_qprim``): any number of spatial axes, groups, batch
 broadcasting, per-row / per-column / broadcast zero points. The fast int8
 kernels (``qconv.py``: FusedIntConv and FusedIntMatMul on VNNI) take the common
-cases; what they decline is lowered onto these.
+cases; what they decline is lowered onto these. A grouped IntConv (depthwise
+included) with 1 or 2 spatial axes is vectorized over the output width
+(``qdirect.py``).
 
 Integer products accumulate in int64 and wrap to int32 once, as the reference
 kernels do (the exact sum modulo 2**32). Requantize is an element-wise
@@ -21,10 +23,13 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from glow_backend_cpu.emit.conv import conv_shape
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
+from glow_backend_cpu.emit.conv_coords import conv_coords
 from glow_backend_cpu.emit.dtypes import UNSIGNED
 from glow_backend_cpu.emit.elementwise import broadcast_strides, emit_single
 from glow_backend_cpu.emit.ew_ops import EW_ELEMS, EW_OPS
+from glow_backend_cpu.emit.qdirect import direct_fits, emit_intconv_direct
 from glow_backend_cpu.helpers import (
     F32,
     I32,
@@ -95,14 +100,14 @@ def emit_qconv(ctx: EmitContext, instr: Instr) -> None:
     total = ys[0] * M * OP
     if total == 0:
         return
+    if direct_fits(ctx, instr):
+        emit_intconv_direct(ctx, instr, conv_shape(xs, ws, ys, a))
+        return
     xzv = load_int(b, xz, 0)
     e0, e1 = partition(b, total, ctx.tid, ctx.nthreads)
     with for_range(b, e0, e1, name="o") as e:
-        o = b.urem(e, i64(OP))
-        nm = b.udiv(e, i64(OP))
-        oc = b.urem(nm, i64(M))
-        nb = b.udiv(nm, i64(M))
-        g = b.udiv(oc, i64(Mg))
+        cc = conv_coords(b, e, OP, M, Mg)
+        o, oc, nb, g = cc.pixel, cc.channel, cc.image, cc.group
         wzv = load_int(b, wz, oc if wz.type.size > 1 else 0)
         ocoord = unravel(b, o, sp_out)
         accp = b.alloca(I64)
