@@ -282,8 +282,9 @@ class Stage:
 
     def total_stats(self) -> CompileStats:
         """This stage's compile plus every stage compiled so far under it (subgraphs, the rest)."""
-        total = CompileStats(self.stats.import_s, self.stats.optimize_s, self.stats.backend_compile_s,
-                             dict(self.stats.nodes_by_kind))
+        total = CompileStats(import_s=self.stats.import_s, optimize_s=self.stats.optimize_s,
+                             backend_compile_s=self.stats.backend_compile_s,
+                             nodes_by_kind=dict(self.stats.nodes_by_kind))
         progs = list(self._subprograms.values()) + ([self.rest] if self.rest is not None else [])
         for prog in progs:
             for st in prog.compiled.entries():
