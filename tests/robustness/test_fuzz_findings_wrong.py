@@ -54,3 +54,19 @@ def test_causal_conv_overflowing_products_give_what_the_reference_gives(backend:
     assert want[1, 1, 4] == -np.inf
     got = glow_core.compile(m, backend=backend).run(feeds)["y"]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_reference_logsoftmax_runs_the_schema_function_body(backend: str) -> None:
+    """Case 8074 (LogSoftmax of 1e30): onnx.reference's kernel takes log(softmax(x)) and underflows to -inf;
+    the schema's function body (x - max - log(sum(exp(x - max)))), evaluated by the judge, gives -1e30, as
+    glow does."""
+    from glow_tools.fuzz.reference_fixes import new_ops
+    m = _model(helper.make_node("LogSoftmax", ["x"], ["y"], axis=1), {"x": (2, 4)}, {"y": (2, 4)}, 13)
+    x = np.array([[1e30, 0.0, 1.0, 2.0], [0.0, 1.0, 2.0, 3.0]], np.float32)
+    raw = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(13)).run(None, {"x": x})[0]
+    assert np.isneginf(raw[0, 1:]).all()  # the deviation: -inf where the spec's arithmetic is finite
+    np.testing.assert_array_equal(fixed[0], np.array([0.0, -1e30, -1e30, -1e30], np.float32))
+    got = glow_core.compile(m, backend=backend).run({"x": x})["y"]
+    np.testing.assert_allclose(got, fixed, rtol=1e-6, atol=1e-7)
