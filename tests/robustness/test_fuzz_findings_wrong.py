@@ -70,3 +70,25 @@ def test_reference_logsoftmax_runs_the_schema_function_body(backend: str) -> Non
     np.testing.assert_array_equal(fixed[0], np.array([0.0, -1e30, -1e30, -1e30], np.float32))
     got = glow_core.compile(m, backend=backend).run({"x": x})["y"]
     np.testing.assert_allclose(got, fixed, rtol=1e-6, atol=1e-7)
+
+
+def test_sequence_outputs_of_unequal_tensors_are_compared_not_an_internal_error() -> None:
+    """Cases 1465 and 8826 (SplitToSequence into unequal parts): the fuzzer's runner turned the output
+    sequence into one array (a numpy ValueError, counted as glow's internal error). Each tensor is now
+    compared with the reference's, and a differing one is still a difference."""
+    from glow_core import onnx_backend
+    from glow_tools.fuzz.runners import as_output, compare_outputs
+    x = np.arange(21, dtype=np.float32).reshape(3, 7)
+    g = helper.make_graph([helper.make_node("SplitToSequence", ["x"], ["s"], axis=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 7))],
+                          [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    g.node[0].input.append("split")
+    g.initializer.append(helper.make_tensor("split", TensorProto.INT64, [2], [3, 4]))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    ref = [as_output(o) for o in ReferenceEvaluator(m).run(None, {"x": x})]
+    got = [as_output(o) for o in onnx_backend.prepare(m, backend="interpreter").run([x])]
+    assert [t.shape for t in got[0]] == [(3, 3), (3, 4)]
+    assert compare_outputs(ref, got) == ""
+    got[0][1] = got[0][1] + 1
+    assert "tensor 1" in compare_outputs(ref, got)
+    assert "sequence" in compare_outputs(ref, [x])
