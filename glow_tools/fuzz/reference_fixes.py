@@ -21,6 +21,13 @@ every other channel is divided by ``bias ** beta`` alone (an LRN ``bias`` of
 ``1e-45`` then gives ``x * 1e33``; an input of ``1e30`` comes out unnormalized).
 The corrected LRN sums the squares of every channel's window in the input's
 float type, as the spec and onnxruntime do.
+
+Its LogSoftmax (opset 13 on) computes ``log(softmax(x))``: where a probability
+underflows to 0 it gives ``-inf`` where the spec's own function body for the op
+(``x - max - log(sum(exp(x - max)))``) gives a finite value (``-1e30`` for an
+input of ``1e30`` beside small ones). :class:`LogSoftmaxByFunction` evaluates the
+schema's function body (``OpSchema.get_context_dependent_function``) with
+``onnx.reference`` itself, rather than a formula of ours.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from onnx.reference.op_run import OpRun
 
 #: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
 COERCED_UNTIL = 13
+#: the opset whose LogSoftmax schema has the function body the judge evaluates
+FUNCTION_BODY_OPSET = 13
 #: the first opset whose BatchNormalization onnx.reference computes in inference mode for one output
 BATCHNORM_UNTIL = 14
 
@@ -68,6 +77,34 @@ class LogSoftmax(_Coerced2D):
     def _compute(self, f: np.ndarray) -> np.ndarray:
         t = f - f.max(axis=1, keepdims=True)
         return t - np.log(np.exp(t).sum(axis=1, keepdims=True))
+
+
+class LogSoftmaxByFunction(OpRun):
+    """LogSoftmax (opset 13 on) evaluated through the function body the op's schema defines."""
+
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        import onnx
+        from onnx import defs, helper
+        from onnx.reference import ReferenceEvaluator
+
+        schema = defs.get_schema("LogSoftmax", FUNCTION_BODY_OPSET)
+        node = helper.make_node("LogSoftmax", ["input"], ["output"])
+        node.attribute.extend(self.onnx_node.attribute)
+        in_type = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+        body = onnx.FunctionProto()
+        body.ParseFromString(schema.get_context_dependent_function(node.SerializeToString(),
+                                                                   [in_type.SerializeToString()]))
+        out_type = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(x.dtype), None)
+        graph = helper.make_graph(body.node, "LogSoftmax_body", [helper.make_value_info("input", in_type)],
+                                  [helper.make_value_info("output", out_type)])
+        model = helper.make_model(graph, opset_imports=list(body.opset_import))
+        return (np.asarray(ReferenceEvaluator(model).run(None, {"input": x})[0]),)
+
+
+#: the same class under the op's name (``onnx.reference`` looks ``new_ops`` up by class name)
+LogSoftmaxBody = type("LogSoftmax", (LogSoftmaxByFunction,), {"op_domain": ""})
 
 
 class Hardmax(_Coerced2D):
@@ -120,5 +157,5 @@ class LRN(OpRun):
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
     ops: list[type[OpRun]] = [GlobalMaxPool, LRN]
-    ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else []
+    ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

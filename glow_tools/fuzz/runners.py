@@ -75,7 +75,7 @@ def run_glow(case_dir: str, backend: str) -> dict[str, Any]:
     try:
         rep = onnx_backend.prepare(str(folder / MODEL_FILE), backend=backend, threads=1, options=GLOW_BUDGET)
         outs = rep.run(inputs)
-        return {"kind": "outputs", "outputs": [np.asarray(o) for o in outs]}
+        return {"kind": "outputs", "outputs": [as_output(o) for o in outs]}
     except GlowError as e:
         cause = e.__cause__
         foreign = cause is not None and not isinstance(cause, GlowError)
@@ -152,7 +152,7 @@ def run_reference(case_dir: str) -> ReferenceAnswer:
         raise ReferenceUnreliable(caveat)
     if len(names) != len(inputs):
         raise ValueError(f"{len(inputs)} inputs for {len(names)} model inputs")
-    outs = [np.asarray(o) for o in
+    outs = [as_output(o) for o in
             ReferenceEvaluator(model, new_ops=new_ops(default_opset(model))).run(None, dict(zip(names, inputs)))]
     caveat = overflow_caveat(model, outs)
     if caveat:
@@ -164,7 +164,8 @@ def run_reference(case_dir: str) -> ReferenceAnswer:
 def overflow_caveat(model: Any, outputs: Sequence[np.ndarray]) -> str:
     """Why the reference's non-finite ``outputs`` may be its own overflow ('' when they cannot be)."""
     ops = {n.op_type for n in model.graph.node} & LOG_OF_SOFTMAX_REFERENCE_OPS
-    finite = all(not (o.dtype.kind == "f" and not np.isfinite(o).all()) for o in outputs)
+    tensors = [t for o in outputs for t in (o if isinstance(o, list) else [o])]
+    finite = all(not (t.dtype.kind == "f" and not np.isfinite(t).all()) for t in tensors)
     if ops and not finite:
         return (f"onnx.reference computes {sorted(ops)[0]} as log(softmax) and overflows where a probability "
                 "underflows to 0; its output holds inf or NaN")
@@ -182,7 +183,24 @@ def run_onnxruntime(case_dir: str) -> list[np.ndarray]:
     sess = ort.InferenceSession(str(folder / MODEL_FILE), so, providers=["CPUExecutionProvider"])
     inputs = read_inputs(folder)
     outs = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), inputs)})
-    return [np.asarray(o) for o in outs]
+    return [as_output(o) for o in outs]
+
+
+def as_output(value: Any) -> Any:
+    """An output as an array, or a sequence output (a list or tuple of tensors) as a list of arrays."""
+    if isinstance(value, (list, tuple)):
+        return [np.asarray(t) for t in value]
+    return np.asarray(value)
+
+
+def _compare_sequences(k: int, e: list[np.ndarray], a: Any) -> str:
+    if not isinstance(a, list) or len(a) != len(e):
+        return f"output {k}: not a sequence of {len(e)} tensors like the reference's"
+    for j, (ej, aj) in enumerate(zip(e, a)):
+        ok, msg, _ = compare(ej, aj)
+        if not ok:
+            return f"output {k}, tensor {j}: {msg}"
+    return ""
 
 
 def compare_outputs(expected: list[np.ndarray], actual: list[np.ndarray]) -> str:
@@ -192,6 +210,11 @@ def compare_outputs(expected: list[np.ndarray], actual: list[np.ndarray]) -> str
         return f"{len(actual)} outputs, the reference has {len(expected)}"
     int_atol = getattr(expected, "int_atol", [0] * len(expected))
     for k, (e, a) in enumerate(zip(expected, actual)):
+        if isinstance(e, list) or isinstance(a, list):
+            diff = _compare_sequences(k, e, a) if isinstance(e, list) else f"output {k}: a sequence, not a tensor"
+            if diff:
+                return diff
+            continue
         if e.dtype == object or a.dtype == object:
             return f"output {k}: not a tensor"
         if int_atol[k] and e.dtype == a.dtype and e.shape == a.shape and e.dtype.kind in "iu":

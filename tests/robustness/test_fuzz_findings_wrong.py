@@ -54,3 +54,41 @@ def test_causal_conv_overflowing_products_give_what_the_reference_gives(backend:
     assert want[1, 1, 4] == -np.inf
     got = glow_core.compile(m, backend=backend).run(feeds)["y"]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_reference_logsoftmax_runs_the_schema_function_body(backend: str) -> None:
+    """Case 8074 (LogSoftmax of 1e30): onnx.reference's kernel takes log(softmax(x)) and underflows to -inf;
+    the schema's function body (x - max - log(sum(exp(x - max)))), evaluated by the judge, gives -1e30, as
+    glow does."""
+    from glow_tools.fuzz.reference_fixes import new_ops
+    m = _model(helper.make_node("LogSoftmax", ["x"], ["y"], axis=1), {"x": (2, 4)}, {"y": (2, 4)}, 13)
+    x = np.array([[1e30, 0.0, 1.0, 2.0], [0.0, 1.0, 2.0, 3.0]], np.float32)
+    raw = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(13)).run(None, {"x": x})[0]
+    assert np.isneginf(raw[0, 1:]).all()  # the deviation: -inf where the spec's arithmetic is finite
+    np.testing.assert_array_equal(fixed[0], np.array([0.0, -1e30, -1e30, -1e30], np.float32))
+    got = glow_core.compile(m, backend=backend).run({"x": x})["y"]
+    np.testing.assert_allclose(got, fixed, rtol=1e-6, atol=1e-7)
+
+
+def test_sequence_outputs_of_unequal_tensors_are_compared_not_an_internal_error() -> None:
+    """Cases 1465 and 8826 (SplitToSequence into unequal parts): the fuzzer's runner turned the output
+    sequence into one array (a numpy ValueError, counted as glow's internal error). Each tensor is now
+    compared with the reference's, and a differing one is still a difference."""
+    from glow_core import onnx_backend
+    from glow_tools.fuzz.runners import as_output, compare_outputs
+    x = np.arange(21, dtype=np.float32).reshape(3, 7)
+    g = helper.make_graph([helper.make_node("SplitToSequence", ["x"], ["s"], axis=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 7))],
+                          [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    g.node[0].input.append("split")
+    g.initializer.append(helper.make_tensor("split", TensorProto.INT64, [2], [3, 4]))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    ref = [as_output(o) for o in ReferenceEvaluator(m).run(None, {"x": x})]
+    got = [as_output(o) for o in onnx_backend.prepare(m, backend="interpreter").run([x])]
+    assert [t.shape for t in got[0]] == [(3, 3), (3, 4)]
+    assert compare_outputs(ref, got) == ""
+    got[0][1] = got[0][1] + 1
+    assert "tensor 1" in compare_outputs(ref, got)
+    assert "sequence" in compare_outputs(ref, [x])
