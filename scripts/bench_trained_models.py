@@ -289,7 +289,12 @@ def _glow_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]],
     feeds = model.parent / f"{model.stem}.inputs.npz"  # written by prepare(): the shapes symbolic inputs get
     shapes = {n: a.shape for n, a in np.load(feeds).items()} if feeds.is_file() else None
     net = glow_core.compile(str(model), "cpu", shapes, threads=threads)
-    return lambda feeds: [net.run(feeds)[n] for n in net.output_names]
+    names = list(net.output_names)
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        outs = net.run(feeds)  # one run per call, whatever the number of outputs (as the other engines)
+        return [outs[n] for n in names]
+    return run
 
 
 def _ort_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
