@@ -104,6 +104,8 @@ class Program:
         self.target = target
         self.name = name
         self._bound: set[str] = set()
+        #: the bound input names, sorted (replaced as a whole, so a run reads it without the lock)
+        self._bound_names: tuple[str, ...] = ()
         self._cache: OrderedDict[tuple[Any, ...], Stage] = OrderedDict()
         self._lock = threading.Lock()
         inputs = set(self.input_names)
@@ -120,10 +122,10 @@ class Program:
 
     def stage_for(self, feeds: Mapping[str, np.ndarray]) -> "Stage":
         while True:
-            with self._lock:
-                bound = sorted(self._bound)
-            key = (tuple((n, feeds[n].shape, str(feeds[n].dtype)) for n in self.input_names),
-                   tuple((n, _digest(feeds[n])) for n in bound))
+            bound = self._bound_names
+            # the signature: the inputs' shapes and dtypes (in input_names order), the bound values' digests
+            key = (tuple([(feeds[n].shape, feeds[n].dtype) for n in self.input_names]),
+                   tuple([_digest(feeds[n]) for n in bound]) if bound else ())
             with self._lock:
                 stage = self._cache.get(key)
                 if stage is not None:
@@ -139,6 +141,7 @@ class Program:
                     raise
                 with self._lock:
                     self._bound.update(new)
+                    self._bound_names = tuple(sorted(self._bound))
                 continue
             with self._lock:
                 self._cache[key] = stage
@@ -175,8 +178,11 @@ class Stage:
         self._lock = threading.Lock()
         #: this stage's own compile (import, optimize, backend); see :meth:`total_stats`
         self.stats = CompileStats()
+        #: the control-flow node's attributes (subgraphs, axes, ...), read once rather than every run
+        self.node_attrs: dict[str, Any] = {}
         if split is not None:
             self.node = model.graph.node[split.index]
+            self.node_attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.node.attribute}
             self.rest = self._rest_program()
 
     @staticmethod
