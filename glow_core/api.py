@@ -85,6 +85,25 @@ class CompiledNetwork:
         self.input_types: dict[str, TensorType] = {p.name: p.type for p in function.inputs}
         self.output_names: list[str] = [n for n, _ in function.outputs]
         self._lock = threading.Lock()
+        #: (the input_types dict it was made from, ((name, dtype, shape), ...)): see :meth:`_fast_feeds`
+        self._expected: tuple[dict[str, TensorType], tuple[tuple[str, np.dtype, tuple[int, ...]], ...]] | None = None
+
+    def _fast_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+        """The feeds when they are exactly the inputs as contiguous arrays of the right dtype and shape
+        (what a caller running the same network again passes); None: check them one by one."""
+        exp = self._expected
+        if exp is None or exp[0] is not self.input_types:
+            exp = self._expected = (self.input_types, tuple((n, np.dtype(t.dtype), tuple(t.shape))
+                                                            for n, t in self.input_types.items()))
+        if type(feeds) is not dict or len(feeds) != len(exp[1]):
+            return None
+        out: dict[str, np.ndarray] = {}
+        for name, dtype, shape in exp[1]:
+            a = feeds.get(name)
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
+                return None
+            out[name] = a
+        return out
 
     def describe_inputs(self) -> str:
         """``name: type, ...`` of the inputs, for messages."""
@@ -96,6 +115,9 @@ class CompiledNetwork:
         Python scalars and (nested) lists are converted when they convert
         exactly; numpy arrays must already have the input's dtype and shape.
         """
+        fast = self._fast_feeds(feeds)
+        if fast is not None:
+            return fast
         if not isinstance(feeds, Mapping):
             raise InputError(
                 f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}",

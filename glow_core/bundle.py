@@ -194,6 +194,8 @@ class LoadedBundle:
 
     # the checks of ``CompiledNetwork.run`` (names, dtypes, shapes), before native code sees anything
     check_feeds = CompiledNetwork.check_feeds
+    _fast_feeds = CompiledNetwork._fast_feeds
+    _expected = None
     describe_inputs = CompiledNetwork.describe_inputs
     _check_one = staticmethod(CompiledNetwork._check_one)
 

@@ -101,6 +101,7 @@ GRAPH_PASS_MODULES = (
     "glow_core.passes.batchnorm",
     "glow_core.passes.concat",
     "glow_core.passes.fusion",
+    "glow_core.passes.matmul_batch",
     "glow_core.passes.noop",
     "glow_core.passes.reshape",
     "glow_core.passes.transpose",

@@ -227,3 +227,12 @@ def test_backend_bugs_surface_as_glow_errors_naming_the_backend(monkeypatch: pyt
     net = glow_core.compile(add_relu_model(), "buggy")
     with pytest.raises(ExecutionError, match="backend 'buggy' failed while running: ZeroDivisionError: oops"):
         net.run({"x": X, "y": Y})
+
+
+def test_feed_check_follows_a_replaced_input_types() -> None:
+    """The checks of a repeated run (made once from input_types) are remade when input_types is replaced."""
+    n2 = glow_core.compile(add_relu_model(), "interpreter")
+    np.testing.assert_array_equal(n2.run({"x": X, "y": Y})["out"], EXPECTED)
+    n2.input_types = {k: t.with_shape((2, 10)) for k, t in n2.input_types.items()}
+    with pytest.raises(InputError, match=r"input 'x' has shape \[1, 10\], expected \[2, 10\]"):
+        n2.run({"x": X, "y": Y})

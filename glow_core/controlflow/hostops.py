@@ -30,6 +30,11 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+def _node_attrs(stage: Stage, node: onnx.NodeProto) -> dict[str, object]:
+    """``node``'s attributes: the stage's copy, read once, when it is the stage's node."""
+    return stage.node_attrs if node is stage.node else _attrs(node)
+
+
 def _where(node: onnx.NodeProto) -> str:
     return f"ONNX node '{node.name or node.output[0]}' ({node.op_type})"
 
@@ -60,7 +65,7 @@ def max_iterations() -> int:
 def run_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     cond = bool(_scalar(env[node.input[0]], node, "the condition"))
     attr = "then_branch" if cond else "else_branch"
-    graph = _attrs(node)[attr]
+    graph = _node_attrs(stage, node)[attr]
     assert isinstance(graph, onnx.GraphProto)
     if len(graph.output) != len(node.output):
         raise ModelError(f"{_where(node)}: {attr} has {len(graph.output)} outputs, the node {len(node.output)}")
@@ -109,7 +114,7 @@ def _empty_scan(graph: onnx.GraphProto, index: int, node: onnx.NodeProto,
 
 
 def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
-    body = _attrs(node)["body"]
+    body = _node_attrs(stage, node)["body"]
     assert isinstance(body, onnx.GraphProto)
     ins = list(node.input) + [""] * (2 - len(node.input))
     trip = int(_scalar(env[ins[0]], node, "the trip count M")) if ins[0] else None
@@ -191,7 +196,7 @@ def scan_loop(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodePro
 
 
 def run_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
-    attrs = _attrs(node)
+    attrs = _node_attrs(stage, node)
     body = attrs["body"]
     assert isinstance(body, onnx.GraphProto)
     n_scan = int(attrs["num_scan_inputs"])  # type: ignore[call-overload]
@@ -234,14 +239,14 @@ def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto,
 # -- compiling subgraphs ahead of their first run ------------------------------------------------------
 def warm_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     for attr in ("then_branch", "else_branch"):
-        graph = _attrs(node)[attr]
+        graph = _node_attrs(stage, node)[attr]
         assert isinstance(graph, onnx.GraphProto)
         prog = stage.subprogram(attr, graph)
         prog.stage_for(_feeds(prog, env, {}))
 
 
 def warm_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
-    body = _attrs(node)["body"]
+    body = _node_attrs(stage, node)["body"]
     assert isinstance(body, onnx.GraphProto)
     if len(body.input) != len(node.input):
         return  # an ill-formed loop: running it reports that
@@ -252,7 +257,7 @@ def warm_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
 
 
 def warm_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
-    attrs = _attrs(node)
+    attrs = _node_attrs(stage, node)
     body = attrs["body"]
     assert isinstance(body, onnx.GraphProto)
     if stage.opset_of(node) < 9 or len(body.input) != len(node.input):

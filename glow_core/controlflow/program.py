@@ -184,8 +184,11 @@ class Stage:
         self._lock = threading.Lock()
         #: this stage's own compile (import, optimize, backend); see :meth:`total_stats`
         self.stats = CompileStats()
+        #: the control-flow node's attributes (subgraphs, axes, ...), read once rather than every run
+        self.node_attrs: dict[str, Any] = {}
         if split is not None:
             self.node = model.graph.node[split.index]
+            self.node_attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.node.attribute}
             self.rest = self._rest_program()
 
     @staticmethod

@@ -55,8 +55,9 @@ def lowering_pipeline() -> list[Step]:
 
 
 def post_lowering_pipeline() -> list[Step]:
-    """After lowering: fuse activations (where the backend supports the fused kinds), the backend's rewrites."""
-    return ["fuse-activations", "backend-transforms", "dce"]
+    """After lowering: fuse activations (where the backend supports the fused kinds), batch the products
+    that share a large weight, the backend's rewrites."""
+    return ["fuse-activations", "batch-shared-matmuls", "backend-transforms", "dce"]
 
 
 def default_pipeline() -> list[Step]:

@@ -190,3 +190,23 @@ def test_minilm_builder_is_a_bert_encoder(tmp_path: Path) -> None:
     bad.write_bytes(st.read_bytes()[:200])
     with pytest.raises(ValueError, match="out of range|outside the file"):
         minilm.read_safetensors(bad)
+
+
+def test_glow_runner_runs_the_model_once_per_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model with several outputs is run once per timed call (not once per output)."""
+    import glow_core
+
+    calls: list[int] = []
+
+    class FakeNet:
+        output_names = ["a", "b", "c"]
+
+        def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            calls.append(1)
+            return {n: np.full(1, i, np.float32) for i, n in enumerate(self.output_names)}
+
+    monkeypatch.setattr(glow_core, "compile", lambda *a, **k: FakeNet())
+    run = bench._glow_runner(tmp_path / "m.onnx", 1)
+    outs = run({"x": np.zeros(1, np.float32)})
+    assert len(calls) == 1
+    assert [float(o[0]) for o in outs] == [0.0, 1.0, 2.0]

@@ -39,7 +39,7 @@ def test_pipelines_are_explicit_lists_of_registered_passes() -> None:
     assert set(used) <= set(registered)
     assert set(registered) <= set(used)  # every pass runs somewhere
     assert used.index("fold-batchnorm") < used.index("lower") < used.index("fuse-activations")
-    assert used[-3:] == ["fuse-activations", "backend-transforms", "dce"]
+    assert used[-4:] == ["fuse-activations", "batch-shared-matmuls", "backend-transforms", "dce"]
 
 
 def test_every_pass_is_documented() -> None:
