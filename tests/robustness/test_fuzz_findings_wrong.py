@@ -92,3 +92,39 @@ def test_sequence_outputs_of_unequal_tensors_are_compared_not_an_internal_error(
     got[0][1] = got[0][1] + 1
     assert "tensor 1" in compare_outputs(ref, got)
     assert "sequence" in compare_outputs(ref, [x])
+
+
+def _quantize_model(zp_type: int) -> object:
+    node = helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                                        helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+                          [helper.make_tensor_value_info("y", zp_type, [4])],
+                          [helper.make_tensor("zp", zp_type, [], [0])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_nan_scale_to_integer_is_unjudged_only_for_a_nan_scale() -> None:
+    """Case 8144 (QuantizeLinear to int4, NaN scale): the spec leaves NaN -> integer undefined; the
+    reference's answer (numpy's cast artefact) is no judge of glow's. A finite scale stays judged, and so
+    does a float8 output (NaN has a float8 value)."""
+    from glow_tools.fuzz.runners import reference_caveat
+
+    x = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+    m = _quantize_model(TensorProto.INT8)
+    raw = ReferenceEvaluator(m).run(None, {"x": x, "s": np.float32(np.nan)})[0]
+    assert raw.dtype.kind == "i"  # the reference answers integers for an undefined conversion
+    assert "NaN to an integer" in reference_caveat(m, [x, np.array(np.nan, np.float32)])
+    assert reference_caveat(m, [x, np.array(0.5, np.float32)]) == ""
+    assert reference_caveat(m, [np.full(4, np.nan, np.float32), np.array(0.5, np.float32)]) == ""
+    m8 = _quantize_model(TensorProto.FLOAT8E4M3FN)
+    assert reference_caveat(m8, [x, np.array(np.nan, np.float32)]) == ""
+
+
+def test_planted_wrong_quantized_answer_stays_wrong() -> None:
+    """The rule hides no wrong answer of a finite scale: glow's output off by 3 units is `wrong`."""
+    from glow_tools.fuzz.isolate import Outcome
+    from glow_tools.fuzz.runners import ReferenceAnswer, classify
+
+    ref = ReferenceAnswer([np.array([2, -4, 6, 1], np.int8)], [1])
+    glow = Outcome("ok", {"kind": "outputs", "outputs": [np.array([2, -4, 9, 1], np.int8)]})
+    assert classify(glow, Outcome("ok", ref))[0] == "wrong"
