@@ -28,6 +28,12 @@ underflows to 0 it gives ``-inf`` where the spec's own function body for the op
 input of ``1e30`` beside small ones). :class:`LogSoftmaxByFunction` evaluates the
 schema's function body (``OpSchema.get_context_dependent_function``) with
 ``onnx.reference`` itself, rather than a formula of ours.
+
+Its Loop stacks the scan outputs with ``np.vstack``, which makes scalars
+``[n, 1]`` and values of shape ``[1, 1]`` ``[n, 1]``; the spec concatenates the
+iterations' values along a new first axis: ``[n]`` for scalars (the expanded
+Range node tests expect it), ``[n, 1, 1]``. The corrected Loop records each
+iteration's scan values and stacks them with ``np.stack``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 
 import numpy as np
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 
 #: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
 COERCED_UNTIL = 13
@@ -154,8 +161,34 @@ class LRN(OpRun):
         return ((x / (bias + (alpha / x.dtype.type(size)) * square_sum) ** beta).astype(x.dtype),)
 
 
+class Loop(_ReferenceLoop):
+    """onnx.reference's Loop with the scan outputs stacked along a new first axis (``np.stack``)."""
+
+    op_domain = ""
+
+    def __init__(self, onnx_node: Any, run_params: Any) -> None:
+        super().__init__(onnx_node, run_params)
+        run_body = self._run_body  # (OpRun sets it on the instance, from the body attribute)
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            outs = run_body(*args, **kwargs)
+            for k in range(self.K):
+                self._scans[k].append(np.asarray(outs[len(outs) - self.K + k]))
+            return outs
+
+        self._run_body = recording
+
+    def _run(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        self._scans: list[list[np.ndarray]] = [[] for _ in range(self.K)]
+        res = list(super()._run(*args, **kwargs))
+        for k, values in enumerate(self._scans):
+            if values and self.N + k < len(res):
+                res[self.N + k] = np.stack(values)
+        return tuple(res)
+
+
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
-    ops: list[type[OpRun]] = [GlobalMaxPool, LRN]
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -122,10 +122,44 @@ class ReferenceUnreliable(Exception):
 WEIGHTED_TAP_REFERENCE_OPS = frozenset({"Resize", "Upsample"})
 
 
+#: ONNX element types that hold NaN (float8 / float4 outputs of QuantizeLinear define NaN's conversion)
+_FLOAT_TYPES = frozenset({1, 10, 11, 16, 17, 18, 19, 20, 23})
+
+
+def _elem_types(model: Any) -> dict[str, int]:
+    types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+    return types | {t.name: t.data_type for t in model.graph.initializer}
+
+
+def nan_to_integer_caveat(model: Any, inputs: Sequence[np.ndarray]) -> str:
+    """Why a QuantizeLinear's answer is undefined: a NaN scale converted to an integer type ('' if not).
+
+    The spec leaves the conversion of NaN to an integer undefined; onnx.reference gives numpy's cast
+    artefact (-8 for int4). Only a scale given as a graph input or initializer is looked at, and only an
+    integer output (no zero point, or an integer one): a float8 output has a NaN of its own."""
+    from onnx import numpy_helper
+
+    values = dict(zip(_real_input_names(model), inputs))
+    values |= {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == 1}
+    types = _elem_types(model)
+    for n in model.graph.node:
+        if n.op_type != "QuantizeLinear" or len(n.input) < 2:
+            continue
+        scale = values.get(n.input[1])
+        zp_type = types.get(n.input[2], 2) if len(n.input) > 2 and n.input[2] else 2
+        out_type = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), zp_type)
+        if scale is not None and scale.dtype.kind == "f" and np.isnan(scale).any() and out_type not in _FLOAT_TYPES:
+            return ("the spec does not define the conversion of NaN to an integer, and a QuantizeLinear's scale "
+                    "holds NaN (onnx.reference gives numpy's cast artefact)")
+    return ""
+
+
 def reference_caveat(model: Any, inputs: Sequence[np.ndarray] = ()) -> str:
     """Why ``onnx.reference`` cannot judge ``model`` on ``inputs`` ('' when it can)."""
     nan = any(a.dtype.kind == "f" and bool(np.isnan(a).any()) for a in inputs)
     inf = any(a.dtype.kind == "f" and bool(np.isinf(a).any()) for a in inputs)
+    if nan and nan_to_integer_caveat(model, inputs):
+        return nan_to_integer_caveat(model, inputs)
     for n in model.graph.node:
         if nan and n.op_type in NAN_SKIPPING_REFERENCE_OPS:
             return f"onnx.reference skips NaN in {n.op_type} windows, and an input holds NaN"

@@ -92,3 +92,69 @@ def test_sequence_outputs_of_unequal_tensors_are_compared_not_an_internal_error(
     got[0][1] = got[0][1] + 1
     assert "tensor 1" in compare_outputs(ref, got)
     assert "sequence" in compare_outputs(ref, [x])
+
+
+def _quantize_model(zp_type: int) -> object:
+    node = helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                                        helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+                          [helper.make_tensor_value_info("y", zp_type, [4])],
+                          [helper.make_tensor("zp", zp_type, [], [0])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_nan_scale_to_integer_is_unjudged_only_for_a_nan_scale() -> None:
+    """Case 8144 (QuantizeLinear to int4, NaN scale): the spec leaves NaN -> integer undefined; the
+    reference's answer (numpy's cast artefact) is no judge of glow's. A finite scale stays judged, and so
+    does a float8 output (NaN has a float8 value)."""
+    from glow_tools.fuzz.runners import reference_caveat
+
+    x = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+    m = _quantize_model(TensorProto.INT8)
+    raw = ReferenceEvaluator(m).run(None, {"x": x, "s": np.float32(np.nan)})[0]
+    assert raw.dtype.kind == "i"  # the reference answers integers for an undefined conversion
+    assert "NaN to an integer" in reference_caveat(m, [x, np.array(np.nan, np.float32)])
+    assert reference_caveat(m, [x, np.array(0.5, np.float32)]) == ""
+    assert reference_caveat(m, [np.full(4, np.nan, np.float32), np.array(0.5, np.float32)]) == ""
+    m8 = _quantize_model(TensorProto.FLOAT8E4M3FN)
+    assert reference_caveat(m8, [x, np.array(np.nan, np.float32)]) == ""
+
+
+def test_planted_wrong_quantized_answer_stays_wrong() -> None:
+    """The rule hides no wrong answer of a finite scale: glow's output off by 3 units is `wrong`."""
+    from glow_tools.fuzz.isolate import Outcome
+    from glow_tools.fuzz.runners import ReferenceAnswer, classify
+
+    ref = ReferenceAnswer([np.array([2, -4, 6, 1], np.int8)], [1])
+    glow = Outcome("ok", {"kind": "outputs", "outputs": [np.array([2, -4, 9, 1], np.int8)]})
+    assert classify(glow, Outcome("ok", ref))[0] == "wrong"
+
+
+def _loop_model(scan_shape: list[int]) -> object:
+    """A Loop of 3 iterations whose scan output is the iteration number, of shape ``scan_shape``."""
+    i64 = TensorProto.INT64
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Reshape", ["i", "shape"], ["scan"])],
+        "body", [helper.make_tensor_value_info("i", i64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("scan", i64, scan_shape)],
+        [helper.make_tensor("shape", i64, [len(scan_shape)], scan_shape)])
+    g = helper.make_graph([helper.make_node("Loop", ["M", "c"], ["out"], body=body)], "g",
+                          [helper.make_tensor_value_info("M", i64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("out", i64, [3] + scan_shape)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("scan_shape, spec_shape", [([], (3,)), ([1], (3, 1)), ([1, 1], (3, 1, 1))])
+def test_reference_loop_stacks_scalar_scan_outputs_as_the_spec(scan_shape: list[int], spec_shape: tuple) -> None:  # type: ignore[type-arg]
+    """Case 4003: onnx.reference's Loop stacks scalar scan outputs with np.vstack as [n, 1]; the spec
+    concatenates along a new first axis ([n]); values of shape [1, 1] come out [n, 1] too, [n, 1, 1] by the spec."""
+    from glow_tools.fuzz.reference_fixes import new_ops
+    m = _loop_model(scan_shape)
+    feeds = {"M": np.array(3, np.int64), "c": np.array(True)}
+    raw = ReferenceEvaluator(m).run(None, feeds)[0]
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(21)).run(None, feeds)[0]
+    assert fixed.shape == spec_shape and fixed.reshape(-1).tolist() == [0, 1, 2]
+    assert raw.shape == (3, 1)  # the deviation: np.vstack gives [n, 1] for scalars and [1, 1] values too
+    got = glow_core.compile(m, backend="interpreter").run(feeds)["out"]
+    np.testing.assert_array_equal(got, fixed)
