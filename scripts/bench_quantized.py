@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ENGINES = ("glow-fp32", "glow-int8", "glow-own8", "ort-fp32", "ort-int8")
 #: the model each engine runs
+#: untimed runs per engine once all have compiled (more than the cpu thread chooser's first trials)
+WARMUP_RUNS = 12
 MODEL_OF = {"glow-fp32": "fp32", "glow-int8": "int8", "glow-own8": "fp32", "ort-fp32": "fp32", "ort-int8": "int8"}
 
 
@@ -58,13 +60,17 @@ def _worker(engine: str, model: str, feed_path: str, threads: int, profile: str,
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         run = lambda: sess.run(None, feed)  # noqa: E731
-    for _ in range(3):
-        run()
+    run()
     conn.send("ready")
     while True:
         n = conn.recv()
         if n is None:
             break
+        if n < 0:  # untimed warm-up runs, one engine at a time once every engine has compiled
+            for _ in range(-n):
+                run()
+            conn.send("warm")
+            continue
         times = []
         for _ in range(n):
             t = time.perf_counter()
@@ -101,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         procs[eng], conns[eng] = p, parent
     for eng in ENGINES:
         assert conns[eng].recv() == "ready", eng
+    # warm up while the other engines are idle (not while they still compile): glow's cpu backend
+    # picks its thread count from measured runs (runtime.ThreadChooser), as any run would in steady state
+    for eng in ENGINES:
+        conns[eng].send(-WARMUP_RUNS)
+        assert conns[eng].recv() == "warm", eng
     times: dict[str, list[float]] = {e: [] for e in ENGINES}
     for _ in range(args.rounds):
         for eng in ENGINES:
