@@ -127,14 +127,6 @@ def _layout_from_json(d: dict[str, Any]) -> Layout:
     return Layout(**d)
 
 
-def packed_image(layout: Layout) -> bytes:
-    """The packed-constant region as the runtime lays it out (the emitters' constants at their offsets)."""
-    buf = bytearray(layout.packed_bytes)
-    for off, data in layout.packed:
-        buf[off:off + len(data)] = data
-    return bytes(buf)
-
-
 def load(k: str) -> tuple[bytes, Layout, Path] | None:
     """The object code and layout stored under ``k``, and the path of the packed-constant image; or None."""
     d = cache_dir()
