@@ -21,12 +21,7 @@ read by nothing else, and the merged constant may not be larger than the two):
 Integers: the merged constant is computed with the same wrapping arithmetic,
 which is exact (modular arithmetic is associative); integer division is never
 merged. Floats: the merged constant is computed in float64 and rounded once;
-the rewrite is refused when it is not finite or rounds a non-zero value to 0,
-and a Mul / Div chain is refused when its outer step can shrink a value
-(``* c2`` with some ``|c2| < 1``, ``/ c2`` with some ``|c2| > 1``, or NaN): the
-inner result is a float tensor, ``inf`` where its exact value is past the
-float range, and the merged step would bring it back to a finite value (fuzz
-case 2793: a BatchNormalization whose output overflows, then a scale of 0.28).
+the rewrite is refused when it is not finite or rounds a non-zero value to 0.
 """
 
 from __future__ import annotations
@@ -144,19 +139,7 @@ def _combine(family: str, inv_outer: bool, inv_inner: bool, c1: np.ndarray, c2: 
         back = rounded.astype(np.float64)
     if not np.isfinite(back).all() or ((back == 0) & (exact != 0)).any():
         return None
-    if family == "mul" and _may_shrink(inv_outer, c2):
-        return None
     return inverse, rounded
-
-
-def _may_shrink(inverse: bool, c2: np.ndarray) -> bool:
-    """Whether the outer step ``* c2`` (``/ c2``) can bring a value back from beyond the float range: the
-    inner result ``x * c1`` is a tensor of the model's float type, which is +-inf where its exact value
-    is past the range; ``x * (c1 * c2)`` would give a finite value there when ``|c2| < 1`` (``> 1`` for
-    a division), or 0 for ``c2 = 0`` where the model gives NaN."""
-    with np.errstate(all="ignore"):
-        mag = np.abs(c2.astype(np.float64))
-        return bool(((mag > 1) if inverse else (mag < 1)).any() or np.isnan(mag).any())
 
 
 def _merge_chain(fn: Function, node: Node) -> bool:
