@@ -75,34 +75,40 @@ def test_dft_of_cancelling_1e30_terms_is_not_determined_in_float32(index: int, s
         assert "not determined in float32" in why
 
 
-def _bn_scale_model(opset: int, w: float) -> Any:
-    """BatchNormalization (scale 1, bias 0, var 0.0067: a factor of 12.2), then a scale layer ``* w``."""
+def _bn_scale_model(opset: int, w: float, conv: bool = False) -> Any:
+    """BatchNormalization (scale 1, bias 0, var 0.0067: a factor of 12.2), then a scale layer ``* w``; with
+    ``conv``, after a 1x1 Conv of identity weights (into which glow folds both factors)."""
     inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
              (("s", [1.0, 1.0]), ("b", [0.0, 0.0]), ("m", [0.0873, 0.0]), ("v", [0.006708, 1.0]),
-              ("w", np.full((2, 1, 1), w)))]
-    g = helper.make_graph([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["t"]),
-                           helper.make_node("Mul", ["t", "w"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 1, 1])],
+              ("w", np.full((2, 1, 1), w)), ("k", np.eye(2).reshape(2, 2, 1, 1)))]
+    nodes = [helper.make_node("Conv", ["x", "k"], ["c"])] if conv else []
+    nodes += [helper.make_node("BatchNormalization", ["c" if conv else "x", "s", "b", "m", "v"], ["t"]),
+              helper.make_node("Mul", ["t", "w"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 1, 1])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 1, 1])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
-@pytest.mark.parametrize("opset", [9, 15])
-def test_batchnorm_past_the_range_then_a_small_scale_is_not_determined(backend: str, opset: int,
+@pytest.mark.parametrize("opset, conv", [(9, False), (15, False), (9, True)])
+def test_batchnorm_past_the_range_then_a_small_scale_is_not_determined(backend: str, opset: int, conv: bool,
                                                                        tmp_path: Path) -> None:
-    """Cases 2793 (densenet121) and 9026 (inception_v2), reduced: a BatchNormalization whose exact result
-    (3.8e37 * 12.2 = 4.6e38) is past float32's range, then a scale layer of 0.26: the reference gives inf;
-    glow's cpu lowering merges the two factors (simplify-arith) and gives the exact, finite 1.2e38, like
-    the float64 evaluation (the densenet case's 7.6e28). Either answer is a float32 evaluation order of the
-    graph: unjudged (or a match). A finite answer off the exact value stays wrong."""
+    """Cases 2793 (densenet121: after a MaxPool) and 9026 (inception_v2: after a Conv), reduced: a
+    BatchNormalization whose exact result (3.8e37 * 12.2 = 4.6e38) is past float32's range, then a scale
+    layer of 0.26: the reference gives inf; glow's cpu lowering merges the two factors (simplify-arith), and
+    after a Conv both backends fold them into its filter (fold-batchnorm, fold-conv-arith), giving the exact,
+    finite 1.2e38 of the float64 evaluation (the densenet case's 7.6e28, the inception case's 0.001). Either
+    answer is a float32 evaluation order of the graph: unjudged (or a match). A finite answer off the exact
+    value stays wrong."""
     x = np.array([3.8e37, 1.0], np.float32).reshape(1, 2, 1, 1)
-    case = _write(tmp_path / "case", _bn_scale_model(opset, 0.26), [x])
+    case = _write(tmp_path / "case", _bn_scale_model(opset, 0.26, conv), [x])
     ref = run_reference(case)
     v64, _ = run_reference_float64(case)
-    assert np.isposinf(ref[0].flat[0]) and v64[0].flat[0] == pytest.approx(3.8e37 / np.sqrt(0.006708 + 1e-5) * 0.26,
-                                                                          rel=1e-6)
+    exact = (3.8e37 - 0.0873) / np.sqrt(0.006708 + 1e-5) * 0.26
+    assert np.isposinf(ref[0].flat[0]) and v64[0].flat[0] == pytest.approx(exact, rel=1e-6)
     got = run_glow(case, backend)["outputs"]
+    if conv or backend == "cpu":
+        assert np.isfinite(got[0].flat[0])  # the folded or merged factor: the pattern of the two cases
     cls, why = _judge(case, got)
     assert cls == ("match" if np.isposinf(got[0].flat[0]) else "unjudged"), why
     planted = [v64[0].astype(np.float32)]
@@ -138,3 +144,25 @@ def test_models_with_float64_tensors_are_not_re_evaluated(tmp_path: Path) -> Non
                   [np.array([1.0, 2.0], np.float32)])
     with pytest.raises(ValueError, match="float64 tensors"):
         run_reference_float64(case)
+
+
+def _exact_times_0_9(case_dir: str, backend: str) -> dict[str, Any]:
+    """A planted glow: the float64 answer, 10% off."""
+    v64, _ = run_reference_float64(case_dir)
+    return {"kind": "outputs", "outputs": [(v * 0.9).astype(np.float32) for v in v64]}
+
+
+def test_the_campaign_applies_the_rule_and_keeps_a_planted_wrong_answer(tmp_path: Path) -> None:
+    """run_case (campaign and --replay): glow's real answers on case 9026's pattern are unjudged, with the
+    rule's message; a planted answer 10% off the exact value is still a `wrong` finding."""
+    from glow_tools.fuzz.campaign import Settings, replay
+    from glow_tools.fuzz.cases import write_meta
+
+    x = np.array([3.8e37, 1.0], np.float32).reshape(1, 2, 1, 1)
+    case = _write(tmp_path / "case", _bn_scale_model(9, 0.26, conv=True), [x])
+    write_meta(Path(case), {"index": 9026, "campaign_seed": 0, "seed_model": "reduced", "mutators": []})
+    rows = replay(Path(case), ["interpreter", "cpu"], Settings(out=tmp_path, onnxruntime=False))
+    assert [r["class"] for r in rows] == ["unjudged", "unjudged"], rows
+    assert all("not determined in float32" in r["message"] for r in rows)
+    planted = replay(Path(case), ["cpu"], Settings(out=tmp_path, onnxruntime=False, glow_runner=_exact_times_0_9))
+    assert planted[0]["class"] == "wrong", planted
