@@ -55,6 +55,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from glow_tools.fuzz.cases import MODEL_FILE, read_inputs
+from glow_tools.fuzz.runners import _real_input_names, default_opset
 from glow_tools.nodetests import ATOL, RTOL
 
 #: float32's unit roundoff: the relative size of the perturbation
@@ -190,8 +191,6 @@ def uses_double(g: Any) -> bool:
 def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(v64, s): the float64 reference's outputs and each element's float32 uncertainty (see the module)."""
     import onnx
-
-    from glow_tools.fuzz.runners import _real_input_names, default_opset
 
     folder = Path(case_dir)
     original = onnx.load(str(folder / MODEL_FILE))
