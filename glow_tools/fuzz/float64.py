@@ -33,7 +33,11 @@ tolerance) is **not determined in float32** when both hold:
    float32 values of its ends; a value beyond the float32 range rounds to
    ``±inf``, so an overflowing ``v64`` admits only the infinity unless the
    interval reaches back into range; NaN only where ``v64`` is NaN): glow gives
-   the exactly evaluated answer, up to the tolerance and float32 rounding;
+   the exactly evaluated answer, up to the tolerance and float32 rounding.
+   Where ``s`` itself is past the float32 range (operands of 3e38 cancelling:
+   the element's float32 evaluation overflows in some order), the interval is
+   not widened by ``s``: glow's value must be ``v64`` within the tolerance, or
+   not finite;
 2. and float32 cannot pin the element down: the float32 reference's own value
    is outside that interval (its float32 evaluation order overflowed or
    cancelled where the exact evaluation does not), or ``s`` exceeds the
@@ -63,6 +67,7 @@ UNIT_ROUNDOFF = 2.0**-24
 #: integer attributes that name an element type (1 = FLOAT becomes 11 = DOUBLE)
 TYPE_ATTRS = frozenset({"to", "dtype", "stash_type", "output_dtype"})
 FLOAT, DOUBLE = 1, 11
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: antithetic pairs of perturbed evaluations (each pair: + and - the same random perturbation)
 PAIRS = 3
 
@@ -234,6 +239,14 @@ def _interval_ok(v64: np.ndarray, s: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(v64), np.isnan(x), inside)
 
 
+def _glow_ok(v64: np.ndarray, s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Where glow's ``x`` is a float32 answer for the exact ``v64`` with uncertainty ``s``: in the interval, or,
+    where ``s`` is past the float32 range (the element's float32 evaluation overflows in some order), the
+    exact value within the tolerance or a non-finite value."""
+    huge = s > FLOAT32_MAX
+    return np.where(huge, _interval_ok(v64, np.zeros_like(s), x) | ~np.isfinite(x), _interval_ok(v64, s, x))
+
+
 def _disputed(ref32: np.ndarray, glow: np.ndarray) -> np.ndarray:
     """Where glow's float32 element differs from the float32 reference's (the judge's comparison)."""
     e, a = ref32.astype(np.float64), glow.astype(np.float64)
@@ -263,7 +276,7 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
         if not bad.any():
             continue
         v, s = v.astype(np.float64)[bad], s[bad]
-        if not _interval_ok(v, s, a[bad]).all():
+        if not _glow_ok(v, s, a[bad]).all():
             return ""
         ref_off = ~_interval_ok(v, s, e[bad])
         wide = s > ATOL + RTOL * np.abs(np.where(np.isfinite(v), v, 0.0))

@@ -166,3 +166,20 @@ def test_the_campaign_applies_the_rule_and_keeps_a_planted_wrong_answer(tmp_path
     assert all("not determined in float32" in r["message"] for r in rows)
     planted = replay(Path(case), ["cpu"], Settings(out=tmp_path, onnxruntime=False, glow_runner=_exact_times_0_9))
     assert planted[0]["class"] == "wrong", planted
+
+
+def test_an_uncertainty_past_the_range_admits_only_the_exact_value_or_a_non_finite_one(tmp_path: Path) -> None:
+    """Det of [[3e38, 3e38], [3e38, 3e38]] (the CI campaign's planted `wrong` case): exactly 0, but float32
+    rounding of the operands moves it by ~1e70, past the float32 range: a float32 evaluation gives 0 (LU) or
+    NaN (inf - inf). Those are unjudged or match; a finite 1 is wrong."""
+    g = helper.make_graph([helper.make_node("Det", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    case = _write(tmp_path / "case", helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]),
+                  [np.full((3, 2, 2), 3e38, np.float32)])
+    v64, spread = run_reference_float64(case)
+    assert v64[0].tolist() == [0.0] * 3 and (spread[0] > 1e60).all()
+    assert _judge(case, [np.zeros(3, np.float32)])[0] == "match"
+    assert _judge(case, [np.full(3, np.nan, np.float32)])[0] == "unjudged"
+    assert _judge(case, [np.ones(3, np.float32)])[0] == "wrong"
+    assert _judge(case, [np.full(3, 1e30, np.float32)])[0] == "wrong"
