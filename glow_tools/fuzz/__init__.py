@@ -7,6 +7,7 @@ forked children under CPU, wall-clock and memory limits, and a classification ju
 - :mod:`glow_tools.fuzz.cases`: a case from (campaign seed, index), written to a folder;
 - :mod:`glow_tools.fuzz.isolate`: a forked child under limits;
 - :mod:`glow_tools.fuzz.runners`: glow, the reference and onnxruntime in a child; the classes;
+- :mod:`glow_tools.fuzz.float64`: the float64 rule (is a disputed element determined in float32?);
 - :mod:`glow_tools.fuzz.campaign`: a resumable campaign, reproductions, replay, the table;
 - :mod:`glow_tools.fuzz.cli`: ``scripts/fuzz_campaign.py``.
 """

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from glow_tools.fuzz.cases import Case, generate, read_meta, write_case, write_meta
+from glow_tools.fuzz.float64 import run_reference_float64, undetermined_reason
 from glow_tools.fuzz.isolate import Limits, Outcome, run_forked
 from glow_tools.fuzz.runners import (
     CLASSES,
@@ -45,6 +46,8 @@ class Settings:
     limits: Limits = Limits()
     #: the reference gets its own limits (its Python kernels are slow on the zoo models)
     reference_limits: Limits = Limits(cpu_seconds=60, wall_seconds=300.0)
+    #: the float64 re-evaluation (seven evaluations of the model) when glow and the reference disagree
+    float64_limits: Limits = Limits(cpu_seconds=420, wall_seconds=900.0)
     onnxruntime: bool = True
     save_repros: bool = True
     glow_runner: GlowRunner = run_glow
@@ -62,15 +65,33 @@ def run_case(case: Case, folder: Path, settings: Settings, backends: Sequence[st
     if settings.onnxruntime and ref is not None and ref.status == "ok":
         ort = run_forked(run_onnxruntime, (str(folder),), settings.reference_limits)
     note = onnxruntime_note(ort, ref)
+    classes = {b: classify(outcome, ref) for b, outcome in glow.items()}
+    if ref is not None and any(c == "wrong" for c, _ in classes.values()):
+        classes = _rejudge_in_float64(classes, glow, ref, folder, settings)
     rows = []
     for b, outcome in glow.items():
-        cls, message = classify(outcome, ref)
+        cls, message = classes[b]
         row = {**case.meta(), "backend": b, "class": cls, "message": message[:1500],
                "seconds": round(outcome.seconds, 3), "onnxruntime": note}
         if cls == "unjudged":
             row["vs_interpreter"] = _vs_interpreter(glow, b)
         rows.append(row)
     return rows
+
+
+def _rejudge_in_float64(classes: dict[str, tuple[str, str]], glow: dict[str, Outcome], ref: Outcome, folder: Path,
+                        settings: Settings) -> dict[str, tuple[str, str]]:
+    """The ``wrong`` classes again, after the float64 rule (``glow_tools.fuzz.float64``): ``unjudged`` where
+    every disputed element is not determined in float32."""
+    wide = run_forked(run_reference_float64, (str(folder),), settings.float64_limits)
+    if wide.status != "ok":
+        return classes
+    out = dict(classes)
+    for b, (cls, message) in classes.items():
+        if cls == "wrong":
+            why = undetermined_reason(ref.value, glow[b].value["outputs"], *wide.value)
+            out[b] = ("unjudged", f"{why} (against the float32 reference: {message})") if why else (cls, message)
+    return out
 
 
 def _outputs(o: Outcome | None) -> list[Any] | None:

@@ -1,0 +1,291 @@
+"""The float64 rule: is a disputed float32 element determined in float32 at all?
+
+When glow's float32 outputs differ from the float32 reference's, the judge
+evaluates the model again with ``onnx.reference`` in float64
+(:func:`run_reference_float64`): every float32 input, initializer, constant,
+declared type and float32 type attribute (``Cast.to``, ``dtype``,
+``stash_type``, ...) of the model and its subgraphs becomes float64, and the
+float32 input values are widened exactly. Models with float64 tensors or
+functions of their own are not re-evaluated (they stay ``wrong``).
+
+The float64 value stands for the exact value of the whole graph on the given
+inputs. Intermediate tensors are not rounded to float32 between nodes: glow,
+like onnxruntime, folds constants across nodes (a BatchNormalization and the
+scale layer after it into one factor, into the Conv before them), and such a
+fold decides whether a node's float32 result would have overflowed; a judge
+rounding every node's result would call those folds wrong.
+
+It evaluates the model once as it is (``v64``), then :data:`PAIRS` antithetic
+pairs of times with every float input and initializer element ``a`` replaced by
+``a * (1 + f * 2**-24)`` and ``a * (1 - f * 2**-24)`` (``f`` random: a random
+sign times a magnitude in [0.5, 1]). An element's *float32 uncertainty* ``s`` is
+the largest, over the pairs, of the smaller of the pair's two changes of the
+element: how much float32 rounding of the operands moves it (the smaller of
+the two, so that a step function such as Floor of an exact integer, moved
+one way only, gets no uncertainty; 0 when a perturbed run fails or changes
+shapes).
+
+A disputed element (glow and the float32 reference differ beyond the judge's
+tolerance) is **not determined in float32** when both hold:
+
+1. glow's value is in the float32 rounding of the interval
+   ``v64 ± (atol + rtol * |v64| + s)`` (rounding is monotone, so: between the
+   float32 values of its ends; a value beyond the float32 range rounds to
+   ``±inf``, so an overflowing ``v64`` admits only the infinity unless the
+   interval reaches back into range; NaN only where ``v64`` is NaN): glow gives
+   the exactly evaluated answer, up to the tolerance and float32 rounding.
+   Where ``s`` itself is past the float32 range (operands of 3e38 cancelling:
+   the element's float32 evaluation overflows in some order), the interval is
+   not widened by ``s``: glow's value must be ``v64`` within the tolerance, or
+   not finite;
+2. and float32 cannot pin the element down: the float32 reference's own value
+   is outside that interval (its float32 evaluation order overflowed or
+   cancelled where the exact evaluation does not), or ``s`` exceeds the
+   tolerance ``atol + rtol * |v64|`` (float32 rounding of the operands alone
+   moves the element by more than the judge allows).
+
+A case whose disputed elements are all of that kind is ``unjudged``; any other
+disputed element (or a disputed integer, an output of another float type, shape
+or dtype, or a sequence output) keeps the case ``wrong``. A glow answer far from the float64 value stays
+wrong whatever the float32 reference gives.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from collections.abc import Sequence
+
+import numpy as np
+
+from glow_tools.fuzz.cases import MODEL_FILE, read_inputs
+from glow_tools.fuzz.runners import _real_input_names, default_opset
+from glow_tools.nodetests import ATOL, RTOL
+
+#: float32's unit roundoff: the relative size of the perturbation
+UNIT_ROUNDOFF = 2.0**-24
+#: integer attributes that name an element type (1 = FLOAT becomes 11 = DOUBLE)
+TYPE_ATTRS = frozenset({"to", "dtype", "stash_type", "output_dtype"})
+FLOAT, DOUBLE = 1, 11
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: antithetic pairs of perturbed evaluations (each pair: + and - the same random perturbation)
+PAIRS = 3
+
+
+def _widen_type(tp: Any) -> None:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type" and tp.tensor_type.elem_type == FLOAT:
+        tp.tensor_type.elem_type = DOUBLE
+    elif which in ("sequence_type", "optional_type"):
+        _widen_type(getattr(tp, which).elem_type)
+
+
+def _widen_tensor(t: Any) -> None:
+    from onnx import numpy_helper
+
+    if t.data_type != FLOAT:
+        return
+    wide = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name)
+    t.CopyFrom(wide)
+
+
+def _widen_attrs(node: Any) -> None:
+    from onnx import AttributeProto, helper
+
+    for a in list(node.attribute):
+        if a.type == AttributeProto.INT and a.name in TYPE_ATTRS and a.i == FLOAT:
+            a.i = DOUBLE
+        elif a.type == AttributeProto.TENSOR:
+            _widen_tensor(a.t)
+        elif a.type == AttributeProto.GRAPH:
+            _widen_graph(a.g)
+        elif a.type == AttributeProto.GRAPHS:
+            for g in a.graphs:
+                _widen_graph(g)
+        elif node.op_type == "Constant" and a.name in ("value_float", "value_floats"):
+            values = [a.f] if a.name == "value_float" else list(a.floats)
+            dims = [] if a.name == "value_float" else [len(values)]
+            wide = helper.make_attribute("value", helper.make_tensor("value", DOUBLE, dims, values))
+            node.attribute.remove(a)
+            node.attribute.append(wide)
+
+
+def _widen_graph(g: Any) -> None:
+    for v in (*g.input, *g.output, *g.value_info):
+        _widen_type(v.type)
+    for t in g.initializer:
+        _widen_tensor(t)
+    for n in g.node:
+        _widen_attrs(n)
+
+
+def widen_model(model: Any) -> Any:
+    """A copy of ``model`` computing in float64 where it computed in float32."""
+    import onnx
+
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    _widen_graph(wide.graph)
+    return wide
+
+
+def _perturbed(model: Any, factors: dict[str, np.ndarray], direction: float) -> Any:
+    """A copy of the widened ``model`` whose float64 initializers are multiplied by ``1 + direction * factors * u``."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for t in m.graph.initializer:
+        if t.name in factors:
+            a = numpy_helper.to_array(t) * (1.0 + direction * factors[t.name] * UNIT_ROUNDOFF)
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
+    return m
+
+
+def _evaluate(model: Any, names: Sequence[str], inputs: Sequence[np.ndarray], opset: int) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    from glow_tools.fuzz.reference_fixes import new_ops
+
+    with np.errstate(all="ignore"):
+        outs = ReferenceEvaluator(model, new_ops=new_ops(opset)).run(None, dict(zip(names, inputs)))
+    return [np.asarray(o) for o in outs]
+
+
+def _spread(base: list[np.ndarray], up: list[np.ndarray] | None, down: list[np.ndarray] | None) -> list[np.ndarray]:
+    """Per element, the smaller of the two antithetic runs' changes (0 where a run failed or changed shapes)."""
+    spreads = [np.zeros(b.shape) for b in base]
+    if up is None or down is None or not len(up) == len(down) == len(base):
+        return spreads
+    for k, (b, u, d) in enumerate(zip(base, up, down)):
+        if not (b.dtype.kind == u.dtype.kind == d.dtype.kind == "f" and b.shape == u.shape == d.shape):
+            continue
+        with np.errstate(all="ignore"):
+            b64 = b.astype(np.float64)
+            moved = np.fmin(np.abs(u.astype(np.float64) - b64), np.abs(d.astype(np.float64) - b64))
+        spreads[k] = np.where(np.isfinite(moved), moved, 0.0)
+    return spreads
+
+
+def _type_is_double(tp: Any) -> bool:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        return tp.tensor_type.elem_type == DOUBLE
+    return which in ("sequence_type", "optional_type") and _type_is_double(getattr(tp, which).elem_type)
+
+
+def uses_double(g: Any) -> bool:
+    """Whether graph ``g`` (or a subgraph) has float64 tensors of its own (the float64 rule then does not apply)."""
+    from onnx import AttributeProto
+
+    if any(_type_is_double(v.type) for v in (*g.input, *g.output, *g.value_info)):
+        return True
+    if any(t.data_type == DOUBLE for t in g.initializer):
+        return True
+    for n in g.node:
+        for a in n.attribute:
+            if (a.type == AttributeProto.INT and a.name in TYPE_ATTRS and a.i == DOUBLE) or \
+                    (a.type == AttributeProto.TENSOR and a.t.data_type == DOUBLE) or \
+                    (a.type == AttributeProto.GRAPH and uses_double(a.g)) or \
+                    (a.type == AttributeProto.GRAPHS and any(uses_double(x) for x in a.graphs)):
+                return True
+    return False
+
+
+def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(v64, s): the float64 reference's outputs and each element's float32 uncertainty (see the module)."""
+    import onnx
+
+    folder = Path(case_dir)
+    original = onnx.load(str(folder / MODEL_FILE))
+    if uses_double(original.graph) or original.functions:
+        raise ValueError("the model has float64 tensors or functions of its own: no float64 re-evaluation")
+    model = widen_model(original)
+    names = _real_input_names(model)
+    inputs = [a.astype(np.float64) if a.dtype == np.float32 else a for a in read_inputs(folder)]
+    opset = default_opset(model)
+    base = _evaluate(model, names, inputs, opset)
+    rng = np.random.default_rng(0)
+    spread = [np.zeros(b.shape) for b in base]
+    for _ in range(PAIRS):
+        factors = [_factors(rng, a.shape) for a in inputs]
+        init_factors = {t.name: _factors(rng, tuple(t.dims)) for t in model.graph.initializer if t.data_type == DOUBLE}
+        runs: list[list[np.ndarray] | None] = []
+        for direction in (1.0, -1.0):
+            moved = [a * (1.0 + direction * f * UNIT_ROUNDOFF) if a.dtype == np.float64 else a
+                     for a, f in zip(inputs, factors)]
+            try:
+                runs.append(_evaluate(_perturbed(model, init_factors, direction), names, moved, opset))
+            except Exception:  # noqa: BLE001  (a perturbed run that fails widens nothing)
+                runs.append(None)
+        spread = [np.fmax(a, b) for a, b in zip(spread, _spread(base, runs[0], runs[1]))]
+    return base, spread
+
+
+def _factors(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Random perturbation factors: a random sign times a magnitude in [0.5, 1]."""
+    return rng.choice(np.array([-1.0, 1.0]), size=shape) * rng.uniform(0.5, 1.0, size=shape)
+
+
+def _interval_ok(v64: np.ndarray, s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Where ``x`` (float32 values) lies in the float32 rounding of ``v64 ± (tolerance + s)``."""
+    with np.errstate(all="ignore"):
+        w = ATOL + RTOL * np.abs(np.where(np.isfinite(v64), v64, 0.0)) + s
+        lo = (v64 - w).astype(np.float32).astype(np.float64)
+        hi = (v64 + w).astype(np.float32).astype(np.float64)
+        x = x.astype(np.float64)
+        inside = (lo <= x) & (x <= hi)
+    return np.where(np.isnan(v64), np.isnan(x), inside)
+
+
+def _glow_ok(v64: np.ndarray, s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Where glow's ``x`` is a float32 answer for the exact ``v64`` with uncertainty ``s``: in the interval, or,
+    where ``s`` is past the float32 range (the element's float32 evaluation overflows in some order), the
+    exact value within the tolerance or a non-finite value."""
+    huge = s > FLOAT32_MAX
+    return np.where(huge, _interval_ok(v64, np.zeros_like(s), x) | ~np.isfinite(x), _interval_ok(v64, s, x))
+
+
+def _disputed(ref32: np.ndarray, glow: np.ndarray) -> np.ndarray:
+    """Where glow's float32 element differs from the float32 reference's (the judge's comparison)."""
+    e, a = ref32.astype(np.float64), glow.astype(np.float64)
+    with np.errstate(all="ignore"):
+        close = np.abs(e - a) <= ATOL + RTOL * np.abs(np.where(np.isfinite(e), e, 0.0))
+    same = (np.isnan(e) & np.isnan(a)) | (e == a) | (np.isfinite(e) & np.isfinite(a) & close)
+    return ~same
+
+
+def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence[np.ndarray],
+                        spread: Sequence[np.ndarray]) -> str:
+    """Why every disputed element of glow's outputs is not determined in float32 ('' when one is)."""
+    if not (len(ref32) == len(glow) == len(v64) == len(spread)):
+        return ""
+    counts = [0, 0]  # disputed elements explained by the reference missing v64, by a large uncertainty
+    for e, a, v, s in zip(ref32, glow, v64, spread):
+        if isinstance(e, list) or isinstance(a, list):
+            return ""
+        e, a = np.asarray(e), np.asarray(a)
+        if e.dtype != a.dtype or e.shape != a.shape or v.shape != e.shape:
+            return ""
+        if e.dtype != np.float32:  # integers must be equal; float16 / bfloat16 outputs are not judged here
+            if not (np.array_equal(e, a) or (e.dtype.kind == a.dtype.kind == "f" and not _disputed(e, a).any())):
+                return ""
+            continue
+        bad = _disputed(e, a)
+        if not bad.any():
+            continue
+        v, s = v.astype(np.float64)[bad], s[bad]
+        if not _glow_ok(v, s, a[bad]).all():
+            return ""
+        ref_off = ~_interval_ok(v, s, e[bad])
+        wide = s > ATOL + RTOL * np.abs(np.where(np.isfinite(v), v, 0.0))
+        if not (ref_off | wide).all():
+            return ""
+        counts[0] += int(ref_off.sum())
+        counts[1] += int((wide & ~ref_off).sum())
+    if counts == [0, 0]:
+        return ""
+    return (f"not determined in float32: glow gives the float64 evaluation's value on all {sum(counts)} disputed "
+            f"element(s); the float32 reference misses it on {counts[0]}, and float32 rounding of the operands "
+            f"moves {counts[1]} more by over the tolerance")
