@@ -3,6 +3,9 @@
 ``FusedConv`` -> Conv then the activation; ``FusedMatMul`` -> MatMul, Add of
 the bias, then the activation. The activation ``relu`` becomes a Relu node and
 ``clip`` a Clip with constant bounds (both lowered further when needed).
+``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
+Add (the exporters' pattern); ``FusedAttention`` -> MatMul, Mul / Div by the
+scale, Add of the mask, Softmax over the last axis, MatMul.
 """
 
 from __future__ import annotations
@@ -64,3 +67,26 @@ def _fused_matmul(b: Builder, node: Node) -> list[Value]:
     if bias is not None:
         y = b.add(y, bias)
     return [ACTIVATIONS[node.attrs["activation"]](b, node, y)]
+
+
+@lowering("FusedLayerNorm")
+def _fused_layernorm(b: Builder, node: Node) -> list[Value]:
+    x = b.input(0)
+    last = (x.type.rank - 1,)
+    d = b.sub(x, b.reduce("ReduceMean", x, last))
+    var = b.reduce("ReduceMean", b.mul(d, d), last)
+    y = b.mul(b.div(d, b.unary("Sqrt", b.add(var, b.scalar(node.attrs["epsilon"], x)))), b.input(1))
+    bias = b.opt_input(2)
+    return [b.add(y, bias) if bias is not None else y]
+
+
+@lowering("FusedAttention")
+def _fused_attention(b: Builder, node: Node) -> list[Value]:
+    scores = b.emit1("MatMul", [b.input(0), b.input(1)])
+    scale = b.scalar(node.attrs["scale"], scores)
+    scores = b.mul(scores, scale) if node.attrs["scale_op"] == "mul" else b.div(scores, scale)
+    mask = b.opt_input(3)
+    if mask is not None:
+        scores = b.add(scores, mask)
+    probs = b.emit1("Softmax", [scores], axes=(scores.type.rank - 1,))
+    return [b.emit1("MatMul", [probs, b.input(2)])]
