@@ -5,12 +5,12 @@ vector pass for the mean, a second pass over the row (in cache by then) for the
 biased variance of ``x - mean``, then one pass writing
 ``(x - mean) * (1 / sqrt(var + eps)) * scale + bias``.
 
-FusedAttention, per row of the scores (the rows of every (batch, head) block
-split over the threads):
+FusedAttention, per pair of rows of the scores (the rows of every (batch, head)
+block split over the threads by pairs):
 
-1. the scores row ``q_i . KT[:, j]`` (*|/ scale, + mask) into a per-thread
-   scratch row of N floats (it stays in L1): blocks of up to 4 vectors of
-   columns, each accumulated over D in registers with FMAs;
+1. the scores rows ``q_i . KT[:, j]`` (*|/ scale, + mask) into two per-thread
+   scratch rows of N floats (they stay in L1): blocks of up to 4 vectors of
+   columns for both rows, accumulated over D in registers with FMAs;
 2. its maximum, then ``exp(s - max)`` in place and their sum;
 3. ``y_i = sum_j p_j V[j, :]`` accumulated in registers (blocks of up to 4
    vectors of Dv), scaled by ``1 / sum`` once, stored.
@@ -171,59 +171,70 @@ def _mask_offsets(instr: Instr) -> tuple[list[int], list[int], int] | None:
 
 
 class _Attention:
-    """The code of one FusedAttention instruction (its shapes are compile-time constants)."""
+    """The code of one FusedAttention instruction (its shapes are compile-time constants).
+
+    Rows of scores go by pairs of one (batch, head) block (the last one alone when M is odd): each
+    key vector and each row of V loaded serves both rows, and the two rows' accumulators (up to
+    2 x UNROLL vectors) hide the FMA latency."""
 
     def __init__(self, ctx: EmitContext, instr: Instr) -> None:
         self.ctx, self.b = ctx, ctx.builder
-        self.q, self.kt, self.v = (instr.ins[i] for i in range(3))
+        q, kt, v = (instr.ins[i] for i in range(3))
+        assert q is not None and kt is not None and v is not None
+        self.q, self.kt, self.v = q, kt, v
         self.mask = instr.ins[3] if len(instr.ins) > 3 else None
         self.out = instr.outs[0]
-        assert self.q is not None and self.kt is not None and self.v is not None
-        self.m, self.d = self.q.type.shape[-2:]
-        self.n, self.dv = self.kt.type.shape[-1], self.v.type.shape[-1]
+        self.m, self.d = q.type.shape[-2:]
+        self.n, self.dv = kt.type.shape[-1], v.type.shape[-1]
         self.lanes = ctx.target.vector_lanes
+        self.padded = -(-self.n // self.lanes) * self.lanes
         self.vt = ir.VectorType(F32, self.lanes)
         self.scale = ir.Constant(F32, float(instr.attrs["scale"]))
         self.div = instr.attrs["scale_op"] == "div"
         self.mask_at = _mask_offsets(instr)
 
-    def scores(self, row: ir.Value, bh: ir.Value, s: ir.Value) -> None:
-        """The scaled, masked scores of ``row`` into the scratch row ``s``."""
+    def scores(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value]) -> None:
+        """The scaled, masked scores of each of ``rows`` into its scratch row."""
         b, lanes, n = self.b, self.lanes, self.n
-        qbase, kbase = b.mul(row, i64(self.d)), b.mul(bh, i64(self.d * n))
-        mbase = strided_offset(b, row, self.mask_at[0], self.mask_at[1]) if self.mask_at else None
+        qbase, kbase = [b.mul(r, i64(self.d)) for r in rows], b.mul(bh, i64(self.d * n))
+        mbase = [strided_offset(b, r, self.mask_at[0], self.mask_at[1]) for r in rows] if self.mask_at else None
 
         def block(col: ir.Value, widths: list[int]) -> None:
             def step(bb: ir.IRBuilder, k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-                qk = splat(bb, bb.load(bb.gep(self.q.ptr, [bb.add(qbase, k)])), lanes)  # type: ignore[union-attr]
                 krow = bb.add(kbase, bb.add(bb.mul(k, i64(n)), col))
-                return [ew_math.fmul_add(bb, qk, _load(bb, self.kt.ptr, bb.add(krow, i64(u * lanes)), w, lanes), a)
-                        for u, (w, a) in enumerate(zip(widths, accs))]
+                keys = [_load(bb, self.kt.ptr, bb.add(krow, i64(u * lanes)), w, lanes) for u, w in enumerate(widths)]
+                qs = [splat(bb, bb.load(bb.gep(self.q.ptr, [bb.add(qb, k)])), lanes) for qb in qbase]
+                return [ew_math.fmul_add(bb, qs[i // len(keys)], keys[i % len(keys)], a) for i, a in enumerate(accs)]
 
-            accs = carried_loop(b, 0, self.d, [const_like(self.vt, 0.0)] * len(widths), step, name="qk")
-            for u, (w, a) in enumerate(zip(widths, accs)):
-                j = b.add(col, i64(u * lanes))
-                a = b.fdiv(a, splat(b, self.scale, lanes)) if self.div else b.fmul(a, splat(b, self.scale, lanes))
-                if mbase is not None:
-                    a = b.fadd(a, self.mask_row(mbase, j, w))
-                if w < lanes:  # the padding lanes of the scratch row: -inf adds nothing to max or sum
-                    a = b.select(lane_mask(b, i64(w), lanes), a, const_like(self.vt, float("-inf")))
-                vstore(b, a, s, j, 4)
+            zero = const_like(self.vt, 0.0)
+            accs = carried_loop(b, 0, self.d, [zero] * (len(widths) * len(rows)), step, name="qk")
+            for i, a in enumerate(accs):
+                r, u = divmod(i, len(widths))
+                self.store_score(a, s[r], b.add(col, i64(u * lanes)), widths[u], mbase[r] if mbase else None)
 
         _blocked(b, n, lanes, block)
+
+    def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: int, mbase: ir.Value | None) -> None:
+        b, lanes = self.b, self.lanes
+        sc = splat(b, self.scale, lanes)
+        a = b.fdiv(a, sc) if self.div else b.fmul(a, sc)
+        if mbase is not None:
+            a = b.fadd(a, self.mask_row(mbase, j, w))
+        if w < lanes:  # the padding lanes of the scratch row: -inf adds nothing to max or sum
+            a = b.select(lane_mask(b, i64(w), lanes), a, const_like(self.vt, float("-inf")))
+        vstore(b, a, s, j, 4)
 
     def mask_row(self, mbase: ir.Value, j: ir.Value, w: int) -> ir.Value:
         b = self.b
         assert self.mask is not None and self.mask_at is not None
-        last = self.mask_at[2]
-        if last == 0:
+        if self.mask_at[2] == 0:
             return splat(b, b.load(b.gep(self.mask.ptr, [mbase])), self.lanes)
         return _load(b, self.mask.ptr, b.add(mbase, j), w, self.lanes)
 
     def softmax(self, s: ir.Value) -> ir.Value:
         """exp(s - max) in place over the padded row; returns 1 / their sum (a vector)."""
         b, lanes = self.b, self.lanes
-        nvec = -(-self.n // lanes)
+        nvec = self.padded // lanes
         (top,) = carried_loop(b, 0, nvec, [const_like(self.vt, float("-inf"))],
                               lambda bb, j, a: [_fmax(bb, a[0], vload(bb, s, bb.mul(j, i64(lanes)), lanes, 4))],
                               name="max")
@@ -238,36 +249,56 @@ class _Attention:
         (total,) = carried_loop(b, 0, nvec, [const_like(self.vt, 0.0)], expo, name="exp")
         return splat(b, b.fdiv(ir.Constant(F32, 1.0), hreduce(b, total, _fadd)), lanes)
 
-    def weighted(self, row: ir.Value, bh: ir.Value, s: ir.Value, inv: ir.Value) -> None:
-        """out[row, :] = inv * sum_j s[j] V[j, :]."""
+    def weighted(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value], inv: list[ir.Value]) -> None:
+        """out[row, :] = inv * sum_j s[j] V[j, :] for each of ``rows``."""
         b, lanes, dv = self.b, self.lanes, self.dv
-        vbase, obase = b.mul(bh, i64(self.n * dv)), b.mul(row, i64(dv))
+        vbase, obase = b.mul(bh, i64(self.n * dv)), [b.mul(r, i64(dv)) for r in rows]
 
         def block(col: ir.Value, widths: list[int]) -> None:
             def step(bb: ir.IRBuilder, j: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-                p = splat(bb, bb.load(bb.gep(s, [j])), lanes)
                 vrow = bb.add(vbase, bb.add(bb.mul(j, i64(dv)), col))
-                return [ew_math.fmul_add(bb, p, _load(bb, self.v.ptr, bb.add(vrow, i64(u * lanes)), w, lanes), a)  # type: ignore[union-attr]
-                        for u, (w, a) in enumerate(zip(widths, accs))]
+                vals = [_load(bb, self.v.ptr, bb.add(vrow, i64(u * lanes)), w, lanes) for u, w in enumerate(widths)]
+                ps = [splat(bb, bb.load(bb.gep(sr, [j])), lanes) for sr in s]
+                return [ew_math.fmul_add(bb, ps[i // len(vals)], vals[i % len(vals)], a) for i, a in enumerate(accs)]
 
-            accs = carried_loop(b, 0, self.n, [const_like(self.vt, 0.0)] * len(widths), step, name="pv")
-            for u, (w, a) in enumerate(zip(widths, accs)):
-                _store(b, b.fmul(a, inv), self.out.ptr, b.add(obase, b.add(col, i64(u * lanes))), w, lanes)
+            zero = const_like(self.vt, 0.0)
+            accs = carried_loop(b, 0, self.n, [zero] * (len(widths) * len(rows)), step, name="pv")
+            for i, a in enumerate(accs):
+                r, u = divmod(i, len(widths))
+                dst = b.add(obase[r], b.add(col, i64(u * lanes)))
+                _store(b, b.fmul(a, inv[r]), self.out.ptr, dst, widths[u], lanes)
 
         _blocked(b, dv, lanes, block)
 
+    def rows(self, first: ir.Value, count: int, bh: ir.Value, scratch: ir.Value) -> None:
+        """The ``count`` consecutive rows from ``first``, start to end."""
+        rows = [self.b.add(first, i64(r)) for r in range(count)]
+        s = [self.b.gep(scratch, [i64(r * self.padded)]) for r in range(count)]
+        self.scores(rows, bh, s)
+        inv = [self.softmax(sr) for sr in s]
+        self.weighted(rows, bh, s, inv)
+
     def emit(self) -> None:
-        rows = self.q.type.size // self.d if self.d else self.out.type.size // max(self.dv, 1)  # type: ignore[union-attr]
-        if rows == 0 or self.dv == 0:
+        b, m = self.b, self.m
+        blocks = self.q.type.size // (m * self.d) if m * self.d else 0
+        if blocks == 0 or self.dv == 0:
             return
-        b = self.b
-        padded = -(-self.n // self.lanes) * self.lanes
-        s = b.bitcast(self.ctx.scratch(max(padded, 1) * 4), F32.as_pointer())
-        start, end = _rows(self.ctx, rows, rows * max(self.n, 1) * max(self.d + self.dv, 1))
-        with for_range(b, start, end, name="arow") as row:
-            bh = b.udiv(row, i64(self.m))
-            self.scores(row, bh, s)
-            self.weighted(row, bh, s, self.softmax(s))
+        pairs = (m + 1) // 2
+        scratch = b.bitcast(self.ctx.scratch(2 * self.padded * 4), F32.as_pointer())
+        start, end = _rows(self.ctx, blocks * pairs, blocks * m * self.n * (self.d + self.dv))
+        with for_range(b, start, end, name="pair") as item:
+            bh = b.udiv(item, i64(pairs))
+            first = b.add(b.mul(bh, i64(m)), b.mul(b.urem(item, i64(pairs)), i64(2)))
+            if m % 2 == 0:
+                self.rows(first, 2, bh, scratch)
+            else:
+                last = b.icmp_signed("==", b.urem(item, i64(pairs)), i64(pairs - 1))
+                with b.if_else(last) as (alone, both):
+                    with alone:
+                        self.rows(first, 1, bh, scratch)
+                    with both:
+                        if m > 1:
+                            self.rows(first, 2, bh, scratch)
 
 
 def _attention_ok(node: object) -> bool:
