@@ -107,3 +107,25 @@ def feeds(model: onnx.ModelProto, seed: int = 1, mask: str = "random") -> dict[s
                     a[..., ::2, :] = -np.inf
         out[vi.name] = a
     return out
+
+
+def attention_op_model(b: int, h: int, m: int, n: int, d: int, dv: int, mask: str = "", causal: int = 0,
+                       scale: float | None = None) -> onnx.ModelProto:
+    """The Attention op (opset 23) on 4-D q [b,h,m,d], k [b,h,n,d], v [b,h,n,dv]; ``mask`` "bool" (a
+    boolean [m, n] mask) or "float" (an additive [b, 1, m, n] one)."""
+    from onnx import TensorProto as T
+
+    ins = [helper.make_tensor_value_info("q", T.FLOAT, (b, h, m, d)),
+           helper.make_tensor_value_info("k", T.FLOAT, (b, h, n, d)),
+           helper.make_tensor_value_info("v", T.FLOAT, (b, h, n, dv))]
+    names = ["q", "k", "v"]
+    if mask:
+        shape = (m, n) if mask == "bool" else (b, 1, m, n)
+        ins.append(helper.make_tensor_value_info("mask", T.BOOL if mask == "bool" else T.FLOAT, shape))
+        names.append("mask")
+    attrs: dict[str, Any] = {"is_causal": causal}
+    if scale is not None:
+        attrs["scale"] = scale
+    node = helper.make_node("Attention", names, ["y"], **attrs)
+    g = helper.make_graph([node], "attention", ins, [helper.make_tensor_value_info("y", T.FLOAT, (b, h, m, dv))])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])

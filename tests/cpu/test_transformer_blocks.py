@@ -11,7 +11,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
-from tests.transformer_models import attention_model, feeds, layernorm_model, layernorm_op_model
+from tests.transformer_models import attention_model, attention_op_model, feeds, layernorm_model, layernorm_op_model
 
 
 def _run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], backend: str = "cpu",
@@ -148,3 +148,37 @@ def test_attention_threads_agree() -> None:
     _, (one,) = _run(model, x, threads=1)
     _, (two,) = _run(model, x, threads=2)
     np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("dims,mask,causal", [
+    ((2, 3, 5, 7, 4, 6), "bool", 0),
+    ((1, 4, 9, 9, 8, 8), "", 1),
+    ((2, 2, 6, 10, 5, 3), "float", 0),
+])
+def test_attention_op_lowered_to_the_fused_kernel(dims: tuple[int, ...], mask: str, causal: int) -> None:
+    model = attention_op_model(*dims, mask=mask, causal=causal, scale=0.3)
+    rng = np.random.default_rng(7)
+    x = feeds(model)
+    if mask == "bool":
+        x["mask"] = rng.random(x["mask"].shape) < 0.6
+        x["mask"][::2] = False  # fully masked rows: zeros, as the Attention op gives
+    elif mask == "float":
+        x["mask"][..., 1::3, :] = -np.inf
+    kinds, (y,) = _run(model, x)
+    assert kinds.get("FusedAttention") == 1, kinds
+    want = _reference(model, x)[0]
+    _close(y, want, rtol=1e-4, atol=2e-5)
+    if mask == "bool":
+        assert np.all(y[:, :, ::2] == 0.0)
+
+
+def test_attention_op_fully_masked_rows_with_nan_scores_are_zero() -> None:
+    model = attention_op_model(1, 2, 4, 6, 3, 5, mask="bool")
+    x = feeds(model)
+    x["mask"] = np.ones((4, 6), bool)
+    x["mask"][1] = False
+    x["q"][0, 0, 1, 0] = np.nan  # a NaN score in a row the mask hides entirely
+    _, (y,) = _run(model, x)
+    want = _reference(model, x)[0]
+    _close(y, want, rtol=1e-4, atol=2e-5)
+    assert np.all(y[0, :, 1] == 0.0)

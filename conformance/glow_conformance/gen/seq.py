@@ -146,7 +146,7 @@ def _fused_layernorm(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> d
 
 
 def _attention_block(elem: ElemKind, dims: tuple[int, ...], mask: tuple[int, ...] | None, scale_op: str,
-                     dead_rows: bool = False) -> Build:
+                     dead_rows: bool = False, masked_rows: str = "nan") -> Build:
     def build(rng: np.random.Generator) -> Variant:
         *lead, m, n, d, dv = dims
         q, kt = arr(elem, (*lead, m, d), rng, "small"), arr(elem, (*lead, d, n), rng, "small")
@@ -157,7 +157,8 @@ def _attention_block(elem: ElemKind, dims: tuple[int, ...], mask: tuple[int, ...
             if dead_rows:  # every key of these rows masked: the rows are NaN, as Softmax gives
                 mk[..., ::2, :] = -np.inf
             ops[3] = mk.astype(elem.dtype)
-        return Variant(ops, {"scale": 2.0 if scale_op == "div" else 0.5, "scale_op": scale_op})
+        return Variant(ops, {"scale": 2.0 if scale_op == "div" else 0.5, "scale_op": scale_op,
+                             "masked_rows": masked_rows})
 
     return build
 
@@ -167,4 +168,6 @@ def _fused_attention(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> d
     return {"heads-key-mask": _attention_block(elem, (2, 3, 5, 7, 4, 6), (2, 1, 1, 7), "div"),
             "full-mask": _attention_block(elem, (1, 2, 6, 9, 3, 5), (1, 2, 6, 9), "mul"),
             "dead-rows": _attention_block(elem, (2, 4, 11, 3, 2), (2, 4, 11), "div", dead_rows=True),
+            "dead-rows-zero": _attention_block(elem, (2, 3, 4, 9, 5, 4), (1, 3, 4, 9), "mul", dead_rows=True,
+                                               masked_rows="zero"),
             "no-mask": _attention_block(elem, (3, 4, 10, 8, 8), None, "mul")}

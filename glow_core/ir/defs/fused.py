@@ -28,7 +28,8 @@ write and from the lowering of LayerNormalization)::
         Q [..., M, D], KT [..., D, N] (the keys already transposed), V [..., N, Dv] with the
         same leading axes; Mask (optional) broadcasts to the scores [..., M, N] without
         changing their shape; ``scale_op`` mul or div says how ``scale`` applies. A row whose
-        every score is -inf gives NaN, as Softmax does.
+        every score is -inf gives NaN, as Softmax does (``masked_rows`` nan), or zeros, as the
+        Attention op does (``masked_rows`` zero: also a row whose Mask masks every key).
 
 A backend computes them in any summation order (the accumulation tolerances
 apply), so they are not bit-identical to the separate nodes.
@@ -120,6 +121,8 @@ def _fused_layernorm_rule(types: Types, attrs: Attrs) -> list[TensorType]:
 
 #: how FusedAttention applies its scale to the scores
 SCALE_OPS = ("mul", "div")
+#: what FusedAttention gives for a row whose every score is -inf: NaN (Softmax) or zeros (Attention)
+MASKED_ROWS = ("nan", "zero")
 
 
 def _fused_attention_rule(types: Types, attrs: Attrs) -> list[TensorType]:
@@ -128,6 +131,8 @@ def _fused_attention_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     elem = same_elem(types, 0, 1, 2, 3)
     if attrs["scale_op"] not in SCALE_OPS or math.isnan(attrs["scale"]):
         raise GlowTypeError(f"FusedAttention scale_op must be one of {', '.join(SCALE_OPS)}, scale a number")
+    if attrs["masked_rows"] not in MASKED_ROWS:
+        raise GlowTypeError(f"FusedAttention masked_rows must be one of {', '.join(MASKED_ROWS)}")
     if not (q.rank == kt.rank == v.rank >= 2) or not (q.shape[:-2] == kt.shape[:-2] == v.shape[:-2]):
         raise GlowTypeError(f"FusedAttention Q {list(q.shape)}, KT {list(kt.shape)}, V {list(v.shape)} "
                             "must have the same rank (>= 2) and the same leading axes")
@@ -147,6 +152,7 @@ define_kind("FusedLayerNorm", inputs=("Input", "Scale", "Bias?"),
             doc="(Input - mean) / sqrt(var + epsilon) * Scale + Bias over the last axis (biased variance).")
 define_kind("FusedAttention", inputs=("Q", "KT", "V", "Mask?"),
             attrs=(attr("scale", A.FLOAT, 1.0, doc="the scores' scale"),
-                   attr("scale_op", A.STRING, "mul", doc=" / ".join(SCALE_OPS) + ": scores * scale or scores / scale")),
+                   attr("scale_op", A.STRING, "mul", doc=" / ".join(SCALE_OPS) + ": scores * scale or scores / scale"),
+                   attr("masked_rows", A.STRING, "nan", doc=" / ".join(MASKED_ROWS) + ": a fully masked row's result")),
             infer=_fused_attention_rule, categories=(C.LINEAR_ALGEBRA,), elems=FLOAT_KINDS,
             doc="Softmax(MatMul(Q, KT) (*|/) scale + Mask) @ V over the last axis; same leading axes.")

@@ -5,7 +5,8 @@ the bias, then the activation. The activation ``relu`` becomes a Relu node and
 ``clip`` a Clip with constant bounds (both lowered further when needed).
 ``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
 Add (the exporters' pattern); ``FusedAttention`` -> MatMul, Mul / Div by the
-scale, Add of the mask, Softmax over the last axis, MatMul.
+scale, Add of the mask, Softmax over the last axis (masked_rows zero: the
+Attention op's masked softmax, zeros for a fully masked row), MatMul.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from glow_core.ir.graph import Node, Value
 from glow_core.lowering.builder import Builder
+from glow_core.lowering.rules.nn_seq import masked_softmax
 from glow_core.lowering.table import lowering
 
 
@@ -88,5 +90,12 @@ def _fused_attention(b: Builder, node: Node) -> list[Value]:
     mask = b.opt_input(3)
     if mask is not None:
         scores = b.add(scores, mask)
-    probs = b.emit1("Softmax", [scores], axes=(scores.type.rank - 1,))
+    if node.attrs["masked_rows"] == "nan":
+        probs = b.emit1("Softmax", [scores], axes=(scores.type.rank - 1,))
+    else:  # the Attention op's rule: a row whose scores (or whose mask) are all -inf gives zeros
+        probs = masked_softmax(b, scores)
+        if mask is not None:
+            top = b.reduce("ReduceMax", mask, (mask.type.rank - 1,)) if mask.type.rank else mask
+            dead = b.emit1("IsInf", [top], detect_positive=False, detect_negative=True)
+            probs = b.where(dead, b.scalar(0.0, probs, probs.type.rank), probs)
     return [b.emit1("MatMul", [probs, b.input(2)])]

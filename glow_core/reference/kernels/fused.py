@@ -87,4 +87,14 @@ def _fused_attention(attrs: Attrs, out: Types, q: np.ndarray, kt: np.ndarray, v:
     s = _run("Mul" if attrs["scale_op"] == "mul" else "Div", st, s, np.asarray(attrs["scale"], dtype=s.dtype))
     if mask is not None:
         s = _run("Add", st, s, mask)
-    return _run("MatMul", out, _run("Softmax", st, s, axes=(s.ndim - 1,)), v)
+    if attrs["masked_rows"] == "nan":
+        return _run("MatMul", out, _run("Softmax", st, s, axes=(s.ndim - 1,)), v)
+    # the Attention op's rule: a row whose scores (or whose mask) are all -inf gives zeros
+    with np.errstate(invalid="ignore", divide="ignore"):
+        top = np.max(s, axis=-1, keepdims=True)
+        dead = np.isneginf(top)
+        e = np.exp(s - np.where(dead, 0, top).astype(s.dtype))
+        p = np.where(dead, 0, e / np.where(dead, 1, np.sum(e, axis=-1, keepdims=True))).astype(s.dtype)
+        if mask is not None:
+            p = np.where(np.isneginf(np.max(mask, axis=-1, keepdims=True) if mask.ndim else mask), 0, p)
+    return _run("MatMul", out, p.astype(s.dtype), v)

@@ -191,11 +191,19 @@ class _Attention:
         self.vt = ir.VectorType(F32, self.lanes)
         self.scale = ir.Constant(F32, float(instr.attrs["scale"]))
         self.div = instr.attrs["scale_op"] == "div"
+        self.zero = instr.attrs["masked_rows"] == "zero"
         self.mask_at = _mask_offsets(instr)
+        #: per row, the running maximum of its mask (masked_rows zero: a fully masked row gives zeros)
+        self.mask_top: list[ir.Value] = []
 
     def scores(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value]) -> None:
         """The scaled, masked scores of each of ``rows`` into its scratch row."""
         b, lanes, n = self.b, self.lanes, self.n
+        if self.zero and self.mask_at:
+            with b.goto_entry_block():
+                self.mask_top = [b.alloca(self.vt) for _ in rows]
+            for t in self.mask_top:
+                b.store(const_like(self.vt, float("-inf")), t)
         qbase, kbase = [b.mul(r, i64(self.d)) for r in rows], b.mul(bh, i64(self.d * n))
         mbase = [strided_offset(b, r, self.mask_at[0], self.mask_at[1]) for r in rows] if self.mask_at else None
 
@@ -210,16 +218,23 @@ class _Attention:
             accs = carried_loop(b, 0, self.d, [zero] * (len(widths) * len(rows)), step, name="qk")
             for i, a in enumerate(accs):
                 r, u = divmod(i, len(widths))
-                self.store_score(a, s[r], b.add(col, i64(u * lanes)), widths[u], mbase[r] if mbase else None)
+                self.store_score(a, s[r], b.add(col, i64(u * lanes)), widths[u], mbase[r] if mbase else None,
+                                 self.mask_top[r] if self.mask_top else None)
 
         _blocked(b, n, lanes, block)
 
-    def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: int, mbase: ir.Value | None) -> None:
+    def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: int, mbase: ir.Value | None,
+                    mask_top: ir.Value | None) -> None:
         b, lanes = self.b, self.lanes
         sc = splat(b, self.scale, lanes)
         a = b.fdiv(a, sc) if self.div else b.fmul(a, sc)
         if mbase is not None:
-            a = b.fadd(a, self.mask_row(mbase, j, w))
+            mk = self.mask_row(mbase, j, w)
+            a = b.fadd(a, mk)
+            if mask_top is not None:
+                if w < lanes:
+                    mk = b.select(lane_mask(b, i64(w), lanes), mk, const_like(self.vt, float("-inf")))
+                b.store(_fmax(b, b.load(mask_top), mk), mask_top)
         if w < lanes:  # the padding lanes of the scratch row: -inf adds nothing to max or sum
             a = b.select(lane_mask(b, i64(w), lanes), a, const_like(self.vt, float("-inf")))
         vstore(b, a, s, j, 4)
@@ -231,23 +246,38 @@ class _Attention:
             return splat(b, b.load(b.gep(self.mask.ptr, [mbase])), self.lanes)
         return _load(b, self.mask.ptr, b.add(mbase, j), w, self.lanes)
 
-    def softmax(self, s: ir.Value) -> ir.Value:
-        """exp(s - max) in place over the padded row; returns 1 / their sum (a vector)."""
+    def softmax(self, s: ir.Value, r: int) -> ir.Value:
+        """exp(s - max) in place over the padded row ``r``; returns 1 / their sum (a vector).
+
+        masked_rows zero: a row whose scores (or whose mask) are all -inf gets zeros in place and 1."""
         b, lanes = self.b, self.lanes
         nvec = self.padded // lanes
         (top,) = carried_loop(b, 0, nvec, [const_like(self.vt, float("-inf"))],
                               lambda bb, j, a: [_fmax(bb, a[0], vload(bb, s, bb.mul(j, i64(lanes)), lanes, 4))],
                               name="max")
-        m = splat(b, hreduce(b, top, _fmax), lanes)
+        m = hreduce(b, top, _fmax)
+        dead = None
+        if self.zero:
+            ninf = ir.Constant(F32, float("-inf"))
+            dead = b.fcmp_ordered("==", m, ninf)
+            if self.mask_top:
+                dead = b.or_(dead, b.fcmp_ordered("==", hreduce(b, b.load(self.mask_top[r]), _fmax), ninf))
+            m = b.select(dead, ir.Constant(F32, 0.0), m)
+        mv = splat(b, m, lanes)
 
         def expo(bb: ir.IRBuilder, j: ir.Value, a: list[ir.Value]) -> list[ir.Value]:
             pos = bb.mul(j, i64(lanes))
-            e = ew_math.exp(bb, bb.fsub(vload(bb, s, pos, lanes, 4), m))
+            e = ew_math.exp(bb, bb.fsub(vload(bb, s, pos, lanes, 4), mv))
+            if dead is not None:
+                e = bb.select(dead, const_like(self.vt, 0.0), e)
             vstore(bb, e, s, pos, 4)
             return [bb.fadd(a[0], e)]
 
         (total,) = carried_loop(b, 0, nvec, [const_like(self.vt, 0.0)], expo, name="exp")
-        return splat(b, b.fdiv(ir.Constant(F32, 1.0), hreduce(b, total, _fadd)), lanes)
+        inv = b.fdiv(ir.Constant(F32, 1.0), hreduce(b, total, _fadd))
+        if dead is not None:
+            inv = b.select(dead, ir.Constant(F32, 1.0), inv)
+        return splat(b, inv, lanes)
 
     def weighted(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value], inv: list[ir.Value]) -> None:
         """out[row, :] = inv * sum_j s[j] V[j, :] for each of ``rows``."""
@@ -275,7 +305,7 @@ class _Attention:
         rows = [self.b.add(first, i64(r)) for r in range(count)]
         s = [self.b.gep(scratch, [i64(r * self.padded)]) for r in range(count)]
         self.scores(rows, bh, s)
-        inv = [self.softmax(sr) for sr in s]
+        inv = [self.softmax(sr, r) for r, sr in enumerate(s)]
         self.weighted(rows, bh, s, inv)
 
     def emit(self) -> None:
