@@ -5,12 +5,12 @@ vector pass for the mean, a second pass over the row (in cache by then) for the
 biased variance of ``x - mean``, then one pass writing
 ``(x - mean) * (1 / sqrt(var + eps)) * scale + bias``.
 
-FusedAttention, per pair of rows of the scores (the rows of every (batch, head)
-block split over the threads by pairs):
+FusedAttention, per group of rows of the scores (4 with AVX-512, else 2; the
+groups of every (batch, head) block split over the threads):
 
-1. the scores rows ``q_i . KT[:, j]`` (*|/ scale, + mask) into two per-thread
+1. the scores rows ``q_i . KT[:, j]`` (*|/ scale, + mask) into per-thread
    scratch rows of N floats (they stay in L1): blocks of up to 4 vectors of
-   columns for both rows, accumulated over D in registers with FMAs;
+   columns for every row of the group, accumulated over D in registers with FMAs;
 2. its maximum, then ``exp(s - max)`` in place and their sum;
 3. ``y_i = sum_j p_j V[j, :]`` accumulated in registers (blocks of up to 4
    vectors of Dv), scaled by ``1 / sum`` once, stored.
@@ -173,9 +173,9 @@ def _mask_offsets(instr: Instr) -> tuple[list[int], list[int], int] | None:
 class _Attention:
     """The code of one FusedAttention instruction (its shapes are compile-time constants).
 
-    Rows of scores go by pairs of one (batch, head) block (the last one alone when M is odd): each
-    key vector and each row of V loaded serves both rows, and the two rows' accumulators (up to
-    2 x UNROLL vectors) hide the FMA latency."""
+    Rows of scores go by groups of one (batch, head) block (4 rows with AVX-512, else 2; the last
+    group of a block may be shorter): each key vector and each row of V loaded serves every row of
+    the group, and the rows' accumulators (up to group x UNROLL vectors) hide the FMA latency."""
 
     def __init__(self, ctx: EmitContext, instr: Instr) -> None:
         self.ctx, self.b = ctx, ctx.builder
@@ -187,6 +187,8 @@ class _Attention:
         self.m, self.d = q.type.shape[-2:]
         self.n, self.dv = kt.type.shape[-1], v.type.shape[-1]
         self.lanes = ctx.target.vector_lanes
+        #: rows of scores per step: 4 with 32 vector registers (AVX-512), else 2
+        self.group = 4 if self.lanes >= 16 else 2
         self.padded = -(-self.n // self.lanes) * self.lanes
         self.vt = ir.VectorType(F32, self.lanes)
         self.scale = ir.Constant(F32, float(instr.attrs["scale"]))
@@ -313,22 +315,22 @@ class _Attention:
         blocks = self.q.type.size // (m * self.d) if m * self.d else 0
         if blocks == 0 or self.dv == 0:
             return
-        pairs = (m + 1) // 2
-        scratch = b.bitcast(self.ctx.scratch(2 * self.padded * 4), F32.as_pointer())
-        start, end = _rows(self.ctx, blocks * pairs, blocks * m * self.n * (self.d + self.dv))
-        with for_range(b, start, end, name="pair") as item:
-            bh = b.udiv(item, i64(pairs))
-            first = b.add(b.mul(bh, i64(m)), b.mul(b.urem(item, i64(pairs)), i64(2)))
-            if m % 2 == 0:
-                self.rows(first, 2, bh, scratch)
+        group = min(self.group, m)
+        groups, rest = -(-m // group), m % group
+        scratch = b.bitcast(self.ctx.scratch(group * self.padded * 4), F32.as_pointer())
+        start, end = _rows(self.ctx, blocks * groups, blocks * m * self.n * (self.d + self.dv))
+        with for_range(b, start, end, name="group") as item:
+            bh = b.udiv(item, i64(groups))
+            first = b.add(b.mul(bh, i64(m)), b.mul(b.urem(item, i64(groups)), i64(group)))
+            if not rest:
+                self.rows(first, group, bh, scratch)
             else:
-                last = b.icmp_signed("==", b.urem(item, i64(pairs)), i64(pairs - 1))
-                with b.if_else(last) as (alone, both):
-                    with alone:
-                        self.rows(first, 1, bh, scratch)
-                    with both:
-                        if m > 1:
-                            self.rows(first, 2, bh, scratch)
+                last = b.icmp_signed("==", b.urem(item, i64(groups)), i64(groups - 1))
+                with b.if_else(last) as (tail, full):
+                    with tail:
+                        self.rows(first, rest, bh, scratch)
+                    with full:
+                        self.rows(first, group, bh, scratch)
 
 
 def _attention_ok(node: object) -> bool:
