@@ -112,15 +112,22 @@ def _gemm_flops(n: Node) -> int:
     return 2 * math.prod(n.outputs[0].type.shape) * k
 
 
+def _attention_flops(n: Node) -> int:
+    q, kt, v = (n.inputs[i] for i in range(3))
+    if q is None or kt is None or v is None:
+        return 0
+    return 2 * math.prod(q.type.shape[:-1]) * kt.type.shape[-1] * (q.type.shape[-1] + v.type.shape[-1])
+
+
 #: node kind -> FLOPs of one node (2 x multiply-accumulates)
 FLOP_COUNTERS: Mapping[str, Callable[[Node], int]] = {
     "Conv": _conv_flops, "FusedConv": _conv_flops, "MatMul": _matmul_flops, "FusedMatMul": _matmul_flops,
-    "Gemm": _gemm_flops,
+    "Gemm": _gemm_flops, "FusedAttention": _attention_flops,
 }
 
 
 def count_flops(fn: Function) -> int:
-    """2 x the multiply-accumulates of the Conv / MatMul / Gemm nodes (fused kinds included) of ``fn``."""
+    """2 x the multiply-accumulates of the Conv / MatMul / Gemm / attention nodes (fused kinds included) of ``fn``."""
     return sum(FLOP_COUNTERS[n.kind.name](n) for n in fn.nodes if n.kind.name in FLOP_COUNTERS)
 
 

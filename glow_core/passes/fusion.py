@@ -5,7 +5,10 @@
     Conv(x, W, B) -> act                    into  FusedConv(x, W, B){activation}
     MatMul(a, b) [-> Add(bias)] [-> act]    into  FusedMatMul(a, b, bias){activation}
 
-where ``act`` is any of the forms an activation takes before or after lowering:
+(and the transformer blocks of ``fusion_blocks``: layer normalization over the
+last axis into FusedLayerNorm, scaled dot-product attention into FusedAttention;
+a MatMul is tried as attention scores first), where ``act`` is any of the forms an activation takes
+before or after lowering:
 ``Relu``, ``Max(y, 0)`` (relu), ``Clip(y, lo, hi)`` with constant bounds,
 ``Min(Max(y, lo), hi)``, ``Max(y, lo)``, ``Min(y, hi)`` and ``Max(Min(y, hi), lo)``
 (clip; the last one only when lo <= hi, where both orders agree).
@@ -25,7 +28,7 @@ It fuses only
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +36,8 @@ import numpy as np
 
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import KindTable
-from glow_core.passes.rewrite import create_before, erase_if_dead, is_private_to, splat
+from glow_core.passes.fusion_blocks import attention_fusion, layernorm_fusion
+from glow_core.passes.rewrite import Fusion, create_before, erase_if_dead, is_private_to, splat
 from glow_core.passinfra import PassContext, graph_pass
 
 
@@ -125,16 +129,6 @@ def match_activation(fn: Function, y: Value) -> Activation | None:
 
 # -- fusing ---------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Fusion:
-    """What a producer fuses into: the fused kind, its operands, the nodes it replaces."""
-
-    kind: str
-    inputs: tuple[Value | None, ...]
-    attrs: Mapping[str, Any]
-    nodes: tuple[Node, ...]  # producer first, the node whose result the fused node replaces last
-
-
 def _conv_fusion(fn: Function, conv: Node) -> Fusion | None:
     act = match_activation(fn, conv.result)
     if act is None:
@@ -158,10 +152,13 @@ def _matmul_fusion(fn: Function, mm: Node) -> Fusion | None:
 
 
 FusionRule = Callable[[Function, Node], "Fusion | None"]
-#: producer kind -> how it fuses with what follows it
-FUSIONS = KindTable("activation fusions")
-FUSIONS.add("Conv", _conv_fusion)
-FUSIONS.add("MatMul", _matmul_fusion)
+#: producer kind -> the rules of how it fuses with what follows it, tried in order (the first that
+#: the backend accepts wins)
+FUSIONS = KindTable("fusions")
+FUSIONS.add("Conv", (_conv_fusion,))
+FUSIONS.add("MatMul", (attention_fusion, _matmul_fusion))
+FUSIONS.add("ReduceMean", (layernorm_fusion,))
+FUSIONS.add("ReduceSum", (layernorm_fusion,))
 
 
 def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
@@ -179,18 +176,20 @@ def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
 @graph_pass("fuse-activations")
 def fuse_activations(fn: Function, ctx: PassContext) -> bool:
     """Fuse Conv / MatMul (+ bias Add) with a following Relu or clip into FusedConv / FusedMatMul,
-    when the backend supports the fused kind."""
+    layer normalizations into FusedLayerNorm, attention blocks into FusedAttention, when the backend
+    supports the fused kind."""
     if ctx.backend is None:
         return False
     supported = ctx.backend.supported_kinds()
     changed = False
     for node in list(fn.nodes):
-        rule = FUSIONS.get(node.kind.name)
-        if node.function is not fn or rule is None:
-            continue
-        fusion = rule(fn, node)
-        if fusion is not None and fusion.kind in supported and _apply(fn, fusion, ctx):
-            changed = True
+        for rule in FUSIONS.get(node.kind.name, ()):
+            if node.function is not fn:
+                break
+            fusion = rule(fn, node)
+            if fusion is not None and fusion.kind in supported and _apply(fn, fusion, ctx):
+                changed = True
+                break
     if changed:
         fn.erase_unused_constants()
     return changed

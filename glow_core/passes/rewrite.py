@@ -18,6 +18,7 @@ other reader, or the caller, would lose it or see it computed twice).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -135,3 +136,13 @@ def padded_shape(shape: Sequence[int], rank: int) -> tuple[int, ...]:
 def live_nodes(fn: Function) -> list[Node]:
     """A snapshot of the nodes; skip the ones a rewrite erased meanwhile with ``node.function is fn``."""
     return list(fn.nodes)
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """What a fusion rule found: the fused kind, its operands, the nodes it replaces."""
+
+    kind: str
+    inputs: tuple[Value | None, ...]
+    attrs: Mapping[str, Any]
+    nodes: tuple[Node, ...]  # producer first, the node whose result the fused node replaces last

@@ -125,3 +125,49 @@ def _causal_conv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[
         return b
 
     return {"basic": build(False, "none"), "state-silu": build(True, "silu")}
+
+
+# -- the fused transformer blocks -------------------------------------------------------------------------
+
+def _layernorm(elem: ElemKind, shape: tuple[int, ...], param: tuple[int, ...], bias: bool, eps: float) -> Build:
+    def build(rng: np.random.Generator) -> Variant:
+        ops: list[np.ndarray | None] = [arr(elem, shape, rng), arr(elem, param, rng),
+                                        arr(elem, param, rng) if bias else None]
+        return Variant(ops, {"epsilon": eps})
+
+    return build
+
+
+@generator("FusedLayerNorm", elems=FLOATS)
+def _fused_layernorm(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    return {"odd-rows": _layernorm(elem, (3, 5, 37), (37,), True, 1e-5),
+            "no-bias": _layernorm(elem, (4, 19), (1, 19), False, 1e-3),
+            "one-value-params": _layernorm(elem, (2, 3, 2, 8), (1,), True, 0.0)}
+
+
+def _attention_block(elem: ElemKind, dims: tuple[int, ...], mask: tuple[int, ...] | None, scale_op: str,
+                     dead_rows: bool = False, masked_rows: str = "nan") -> Build:
+    def build(rng: np.random.Generator) -> Variant:
+        *lead, m, n, d, dv = dims
+        q, kt = arr(elem, (*lead, m, d), rng, "small"), arr(elem, (*lead, d, n), rng, "small")
+        ops: list[np.ndarray | None] = [q, kt, arr(elem, (*lead, n, dv), rng, "small"), None]
+        if mask is not None:
+            mk = np.where(rng.random(mask) < 0.3, -np.inf, 0.0)
+            mk[..., 0] = 0.0
+            if dead_rows:  # every key of these rows masked: the rows are NaN, as Softmax gives
+                mk[..., ::2, :] = -np.inf
+            ops[3] = mk.astype(elem.dtype)
+        return Variant(ops, {"scale": 2.0 if scale_op == "div" else 0.5, "scale_op": scale_op,
+                             "masked_rows": masked_rows})
+
+    return build
+
+
+@generator("FusedAttention", elems=FLOATS)
+def _fused_attention(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    return {"heads-key-mask": _attention_block(elem, (2, 3, 5, 7, 4, 6), (2, 1, 1, 7), "div"),
+            "full-mask": _attention_block(elem, (1, 2, 6, 9, 3, 5), (1, 2, 6, 9), "mul"),
+            "dead-rows": _attention_block(elem, (2, 4, 11, 3, 2), (2, 4, 11), "div", dead_rows=True),
+            "dead-rows-zero": _attention_block(elem, (2, 3, 4, 9, 5, 4), (1, 3, 4, 9), "mul", dead_rows=True,
+                                               masked_rows="zero"),
+            "no-mask": _attention_block(elem, (3, 4, 10, 8, 8), None, "mul")}

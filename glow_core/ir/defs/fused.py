@@ -1,4 +1,5 @@
-"""Fused kinds: a convolution or matrix product with its bias and activation in one node.
+"""Fused kinds: a convolution or matrix product with its bias and activation in one node,
+a layer normalization over the last axis, a scaled dot-product attention block.
 
 They are made only by the ``fuse-activations`` pass after lowering, and only
 for a backend that declares it supports them; every other backend sees (and
@@ -16,6 +17,22 @@ the lowering table turns them back into) the unfused kinds::
 
 Each is applied to the unfused result in its element kind, so the fused kinds
 compute exactly what the separate nodes compute.
+
+The two transformer blocks (made by the same pass from the patterns exporters
+write and from the lowering of LayerNormalization)::
+
+    FusedLayerNorm(X, Scale, Bias)  = (X - mean) / sqrt(var + epsilon) * Scale + Bias
+        mean and the biased var over the last axis of X; Scale / Bias (optional) vary
+        along the last axis only ([L] or [1, ..., L], or one value)
+    FusedAttention(Q, KT, V, Mask)  = Softmax(MatMul(Q, KT) (*|/) scale + Mask, last axis) @ V
+        Q [..., M, D], KT [..., D, N] (the keys already transposed), V [..., N, Dv] with the
+        same leading axes; Mask (optional) broadcasts to the scores [..., M, N] without
+        changing their shape; ``scale_op`` mul or div says how ``scale`` applies. A row whose
+        every score is -inf gives NaN, as Softmax does (``masked_rows`` nan), or zeros, as the
+        Attention op does (``masked_rows`` zero: also a row whose Mask masks every key).
+
+A backend computes them in any summation order (the accumulation tolerances
+apply), so they are not bit-identical to the separate nodes.
 """
 
 from __future__ import annotations
@@ -79,3 +96,63 @@ define_kind("FusedConv", inputs=("Input", "Filter", "Bias?"), attrs=_CONV_ATTRS 
 define_kind("FusedMatMul", inputs=("LHS", "RHS", "Bias?"), attrs=_ACT_ATTRS, infer=_fused_matmul_rule,
             categories=(C.LINEAR_ALGEBRA,), elems=MATMUL_KINDS,
             doc="act(MatMul(LHS, RHS) + Bias): Bias broadcasts to the product without changing its shape.")
+
+
+def _row_param(p: TensorType, x: TensorType, name: str, kind: str) -> None:
+    """``p`` varies along the last axis of ``x`` only and broadcasts without changing x's shape."""
+    last = x.shape[-1]
+    if p.rank > x.rank or any(d != 1 for d in p.shape[:-1]) or (p.rank and p.shape[-1] not in (1, last)):
+        raise GlowTypeError(f"{kind} {name} {list(p.shape)} must be [{last}], [1, ..., {last}] or one value")
+
+
+def _fused_layernorm_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+    x, scale = req(types, 0), req(types, 1)
+    bias = types[2] if len(types) > 2 else None
+    elem = same_elem(types, 0, 1, 2)
+    if x.rank < 1:
+        raise GlowTypeError("FusedLayerNorm needs an input of rank >= 1")
+    _row_param(scale, x, "Scale", "FusedLayerNorm")
+    if bias is not None:
+        _row_param(bias, x, "Bias", "FusedLayerNorm")
+    if not attrs["epsilon"] >= 0.0:
+        raise GlowTypeError(f"FusedLayerNorm epsilon {attrs['epsilon']} must be a number >= 0")
+    return [TensorType(elem, x.shape)]
+
+
+#: how FusedAttention applies its scale to the scores
+SCALE_OPS = ("mul", "div")
+#: what FusedAttention gives for a row whose every score is -inf: NaN (Softmax) or zeros (Attention)
+MASKED_ROWS = ("nan", "zero")
+
+
+def _fused_attention_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+    q, kt, v = req(types, 0), req(types, 1), req(types, 2)
+    mask = types[3] if len(types) > 3 else None
+    elem = same_elem(types, 0, 1, 2, 3)
+    if attrs["scale_op"] not in SCALE_OPS or math.isnan(attrs["scale"]):
+        raise GlowTypeError(f"FusedAttention scale_op must be one of {', '.join(SCALE_OPS)}, scale a number")
+    if attrs["masked_rows"] not in MASKED_ROWS:
+        raise GlowTypeError(f"FusedAttention masked_rows must be one of {', '.join(MASKED_ROWS)}")
+    if not (q.rank == kt.rank == v.rank >= 2) or not (q.shape[:-2] == kt.shape[:-2] == v.shape[:-2]):
+        raise GlowTypeError(f"FusedAttention Q {list(q.shape)}, KT {list(kt.shape)}, V {list(v.shape)} "
+                            "must have the same rank (>= 2) and the same leading axes")
+    m, d = q.shape[-2:]
+    if kt.shape[-2] != d or v.shape[-2] != kt.shape[-1]:
+        raise GlowTypeError(f"FusedAttention Q {list(q.shape)}, KT {list(kt.shape)}, V {list(v.shape)}: "
+                            "need Q [..., M, D], KT [..., D, N], V [..., N, Dv]")
+    scores = q.shape[:-1] + (kt.shape[-1],)
+    if mask is not None and (mask.rank > len(scores) or broadcast_shapes(scores, mask.shape) != scores):
+        raise GlowTypeError(f"FusedAttention Mask {list(mask.shape)} does not broadcast to the scores {list(scores)}")
+    return [TensorType(elem, q.shape[:-1] + (v.shape[-1],))]
+
+
+define_kind("FusedLayerNorm", inputs=("Input", "Scale", "Bias?"),
+            attrs=(attr("epsilon", A.FLOAT, 1e-5, doc="added to the variance"),),
+            infer=_fused_layernorm_rule, categories=(C.NORMALIZATION,), elems=FLOAT_KINDS,
+            doc="(Input - mean) / sqrt(var + epsilon) * Scale + Bias over the last axis (biased variance).")
+define_kind("FusedAttention", inputs=("Q", "KT", "V", "Mask?"),
+            attrs=(attr("scale", A.FLOAT, 1.0, doc="the scores' scale"),
+                   attr("scale_op", A.STRING, "mul", doc=" / ".join(SCALE_OPS) + ": scores * scale or scores / scale"),
+                   attr("masked_rows", A.STRING, "nan", doc=" / ".join(MASKED_ROWS) + ": a fully masked row's result")),
+            infer=_fused_attention_rule, categories=(C.LINEAR_ALGEBRA,), elems=FLOAT_KINDS,
+            doc="Softmax(MatMul(Q, KT) (*|/) scale + Mask) @ V over the last axis; same leading axes.")

@@ -3,6 +3,10 @@
 ``FusedConv`` -> Conv then the activation; ``FusedMatMul`` -> MatMul, Add of
 the bias, then the activation. The activation ``relu`` becomes a Relu node and
 ``clip`` a Clip with constant bounds (both lowered further when needed).
+``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
+Add (the exporters' pattern); ``FusedAttention`` -> MatMul, Mul / Div by the
+scale, Add of the mask, Softmax over the last axis (masked_rows zero: the
+Attention op's masked softmax, zeros for a fully masked row), MatMul.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import numpy as np
 
 from glow_core.ir.graph import Node, Value
 from glow_core.lowering.builder import Builder
+from glow_core.lowering.rules.nn_seq import masked_softmax
 from glow_core.lowering.table import lowering
 
 
@@ -64,3 +69,33 @@ def _fused_matmul(b: Builder, node: Node) -> list[Value]:
     if bias is not None:
         y = b.add(y, bias)
     return [ACTIVATIONS[node.attrs["activation"]](b, node, y)]
+
+
+@lowering("FusedLayerNorm")
+def _fused_layernorm(b: Builder, node: Node) -> list[Value]:
+    x = b.input(0)
+    last = (x.type.rank - 1,)
+    d = b.sub(x, b.reduce("ReduceMean", x, last))
+    var = b.reduce("ReduceMean", b.mul(d, d), last)
+    y = b.mul(b.div(d, b.unary("Sqrt", b.add(var, b.scalar(node.attrs["epsilon"], x)))), b.input(1))
+    bias = b.opt_input(2)
+    return [b.add(y, bias) if bias is not None else y]
+
+
+@lowering("FusedAttention")
+def _fused_attention(b: Builder, node: Node) -> list[Value]:
+    scores = b.emit1("MatMul", [b.input(0), b.input(1)])
+    scale = b.scalar(node.attrs["scale"], scores)
+    scores = b.mul(scores, scale) if node.attrs["scale_op"] == "mul" else b.div(scores, scale)
+    mask = b.opt_input(3)
+    if mask is not None:
+        scores = b.add(scores, mask)
+    if node.attrs["masked_rows"] == "nan":
+        probs = b.emit1("Softmax", [scores], axes=(scores.type.rank - 1,))
+    else:  # the Attention op's rule: a row whose scores (or whose mask) are all -inf gives zeros
+        probs = masked_softmax(b, scores)
+        if mask is not None:
+            top = b.reduce("ReduceMax", mask, (mask.type.rank - 1,)) if mask.type.rank else mask
+            dead = b.emit1("IsInf", [top], detect_positive=False, detect_negative=True)
+            probs = b.where(dead, b.scalar(0.0, probs, probs.type.rank), probs)
+    return [b.emit1("MatMul", [probs, b.input(2)])]

@@ -132,6 +132,13 @@ def _attention(b: Builder, node: Node) -> list[Value]:
     k4, v4 = _repeat_heads(b, k4, group), _repeat_heads(b, v4, group)
     total = k4.type.shape[2]
     root = float(np.sqrt(wt.dtype.type(node.attrs["scale"])))
+    qk_used = bool(node.outputs[3].users) or b.fn.is_output(node.outputs[3])
+    if node.attrs["softcap"] <= 0 and not qk_used:  # the block in one node (what a backend may run fused)
+        y = b.emit1("FusedAttention", [b.mul(q4, _c(b, root, q4)),
+                                       b.transpose(b.mul(k4, _c(b, root, k4)), (0, 1, 3, 2)), v4,
+                                       _attention_bias(b, node, wt, bsz, sq, total)],
+                    scale=1.0, scale_op="mul", masked_rows="zero")
+        return _attention_results(b, node, q, y, (present_k, present_v, zeros(b, wt, b.out_type(3).shape)))
     scores = matmul(b, b.mul(q4, _c(b, root, q4)), b.transpose(b.mul(k4, _c(b, root, k4)), (0, 1, 3, 2)))
     qk = [scores]
     cap = node.attrs["softcap"]
@@ -149,10 +156,16 @@ def _attention(b: Builder, node: Node) -> list[Value]:
         probs = b.where(dead, _c(b, 0.0, probs), probs)
     qk.append(probs)
     y = matmul(b, probs, v4)  # B, Hq, Sq, Dv
-    if q.type.rank == 3:
-        y = b.reshape(b.transpose(y, (0, 2, 1, 3)), (bsz, sq, hq * v4.type.shape[3]))
     qk_out = b.broadcast(qk[node.attrs["qk_mode"]], b.out_type(3).shape)
-    return [b.cast(a, b.out_type(i).elem) for i, a in enumerate((y, present_k, present_v, qk_out))]
+    return _attention_results(b, node, q, y, (present_k, present_v, qk_out))
+
+
+def _attention_results(b: Builder, node: Node, q: Value, y: Value, rest: tuple[Value, ...]) -> list[Value]:
+    """The four results of Attention in their kinds: y [B, Hq, Sq, Dv] (3-D when q is), then ``rest``."""
+    bsz, hq, sq, dv = y.type.shape
+    if q.type.rank == 3:
+        y = b.reshape(b.transpose(y, (0, 2, 1, 3)), (bsz, sq, hq * dv))
+    return [b.cast(a, b.out_type(i).elem) for i, a in enumerate((y, *rest))]
 
 
 # -- RotaryEmbedding ---------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Kernels of the fused kinds (FusedConv, FusedMatMul): the unfused kernels run back to back.
+"""Kernels of the fused kinds (FusedConv, FusedMatMul, FusedLayerNorm, FusedAttention): the unfused
+kernels run back to back.
 
 Each step runs the kernel of the kind it replaces on the previous step's
 result, so a fused node gives bit for bit what the separate nodes give.
@@ -59,3 +60,41 @@ def _fused_matmul(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, bias: 
     if bias is not None:
         y = np.asarray(KERNELS["Add"]({}, out, y, bias))
     return ACTIVATION_KERNELS[attrs["activation"]](attrs, out, y)
+
+
+def _run(kind: str, out: Types, *args: np.ndarray | None, **attrs: Any) -> np.ndarray:
+    return np.asarray(KERNELS[kind](attrs, out, *args))
+
+
+@KERNELS.register("FusedLayerNorm")
+def _fused_layernorm(attrs: Attrs, out: Types, x: np.ndarray, scale: np.ndarray,
+                     bias: np.ndarray | None) -> np.ndarray:
+    last = (x.ndim - 1,)
+    kd = {"axes": last, "keepdims": 1}
+    row = [TensorType(out[0].elem, out[0].shape[:-1] + (1,))]
+    d = _run("Sub", out, x, _run("ReduceMean", row, x, **kd))
+    var = _run("ReduceMean", row, _run("Mul", out, d, d), **kd)
+    std = _run("Sqrt", row, _run("Add", row, var, np.asarray(attrs["epsilon"], dtype=x.dtype)))
+    y = _run("Mul", out, _run("Div", out, d, std), scale)
+    return _run("Add", out, y, bias) if bias is not None else y
+
+
+@KERNELS.register("FusedAttention")
+def _fused_attention(attrs: Attrs, out: Types, q: np.ndarray, kt: np.ndarray, v: np.ndarray,
+                     mask: np.ndarray | None) -> np.ndarray:
+    st = [TensorType(out[0].elem, q.shape[:-1] + (kt.shape[-1],))]
+    s = _run("MatMul", st, q, kt)
+    s = _run("Mul" if attrs["scale_op"] == "mul" else "Div", st, s, np.asarray(attrs["scale"], dtype=s.dtype))
+    if mask is not None:
+        s = _run("Add", st, s, mask)
+    if attrs["masked_rows"] == "nan":
+        return _run("MatMul", out, _run("Softmax", st, s, axes=(s.ndim - 1,)), v)
+    # the Attention op's rule: a row whose scores (or whose mask) are all -inf gives zeros
+    with np.errstate(invalid="ignore", divide="ignore"):
+        top = np.max(s, axis=-1, keepdims=True)
+        dead = np.isneginf(top)
+        e = np.exp(s - np.where(dead, 0, top).astype(s.dtype))
+        p = np.where(dead, 0, e / np.where(dead, 1, np.sum(e, axis=-1, keepdims=True))).astype(s.dtype)
+        if mask is not None:
+            p = np.where(np.isneginf(np.max(mask, axis=-1, keepdims=True) if mask.ndim else mask), 0, p)
+    return _run("MatMul", out, p.astype(s.dtype), v)

@@ -78,11 +78,18 @@ def _recurrent(ins: Any) -> int:  # input projection and recurrent product of ev
     return 2 * seq * batch * dirs * gh * (inp + hid)
 
 
+def _attention(ins: Any) -> int:  # the two products: scores Q KT and the weighted sum with V
+    if len(ins.ins) < 3:
+        return 0
+    q, kt, v = (_shape(ins.ins[i]) for i in range(3))
+    return 2 * math.prod(q[:-1]) * kt[-1] * (q[-1] + v[-1]) if q and kt and v else 0
+
+
 #: LIR instruction kind -> FLOPs of one instruction (2 x multiply-accumulates); other kinds have none
 FLOP_RULES: Mapping[str, Callable[[Any], int]] = {
     "Conv": _conv, "FusedConv": _conv, "ConvTranspose": _conv_transpose,
     "MatMul": _matmul, "FusedMatMul": _matmul, "Gemm": _gemm, "FusedGemm": _gemm,
-    "GRU": _recurrent, "LSTM": _recurrent, "RNN": _recurrent,
+    "GRU": _recurrent, "LSTM": _recurrent, "RNN": _recurrent, "FusedAttention": _attention,
 }
 
 

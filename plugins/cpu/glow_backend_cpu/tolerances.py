@@ -43,7 +43,8 @@ CLASSES: Mapping[str, Tolerance] = MappingProxyType({
 
 _MATH = ("Exp", "Log", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
          "Tanh", "Erf", "Sigmoid", "Pow")
-_ACCUMULATE = ("ReduceSum", "MatMul", "FusedMatMul", "Gemm", "Conv", "FusedConv", "AvgPool")
+_ACCUMULATE = ("ReduceSum", "MatMul", "FusedMatMul", "Gemm", "Conv", "FusedConv", "AvgPool", "FusedLayerNorm",
+               "FusedAttention")
 
 #: node kind -> tolerance class (kinds not listed: exact)
 KIND_CLASSES: Mapping[str, str] = MappingProxyType({

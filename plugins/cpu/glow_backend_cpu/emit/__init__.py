@@ -18,7 +18,7 @@ import threading
 log = logging.getLogger("glow.cpu")
 
 FAST_MODULES = ("gemm", "matmul", "conv", "pool", "recurrent", "qconv")
-MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "detection", "qgeneric")
+MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "transformer", "detection", "qgeneric")
 FALLBACK_MODULES = ("naive_linalg",)
 
 _lock = threading.Lock()
