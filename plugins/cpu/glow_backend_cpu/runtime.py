@@ -115,55 +115,113 @@ class ThreadChooser:
     """Picks, run after run, between all the threads and the calling thread alone, by measured time.
 
     On an idle machine a parallel run is faster; when other processes keep the cores busy a worker
-    may be descheduled and every barrier then waits for it, so one thread can be faster. The chooser
-    runs ``TRIAL`` measured runs with each count (the first run of each is a warm-up), then keeps the faster (by the median of the last runs of
-    each) and every ``EXPLORE`` runs tries the other again for ``TRIAL`` runs, since the load changes.
+    may be descheduled and every barrier then waits for it, so one thread can be faster. The policy:
+
+    - *first trial*: each count runs ``TRIAL`` measured runs (after one unmeasured warm-up run); the
+      faster by median is picked, and the median of the pick is its *reference* latency;
+    - *re-trial*: the other count runs ``TRIAL`` runs again, and replaces the pick only if its median
+      beats the pick's recent median by more than ``MARGIN`` (no flapping between near-equal counts);
+      every trial decides on fresh samples only, so a trial taken during a burst of load does not
+      weigh on the next one;
+    - *when*: a re-trial starts when the median of the last ``DRIFT_RUNS`` runs of the pick leaves
+      ``[reference / DRIFT, reference * DRIFT]`` (the load changed: a burst ending makes a one-thread
+      run faster too), and otherwise after ``EXPLORE`` runs of a parallel pick. A one-thread pick is
+      re-tried after ``EXPLORE_MIN`` runs, an interval that doubles (up to ``EXPLORE``) each time the
+      re-trial confirms it, so a burst of load is left soon after it ends while a machine that stays
+      busy pays few trials; the idle case (a parallel pick, steady latency) re-tries exactly as often
+      as with a fixed interval.
+
     Results do not depend on the thread count (kernels split their outputs, never a sum).
     """
 
     TRIAL = 4
     EXPLORE = 64
-    KEEP = 9
+    EXPLORE_MIN = 8
+    DRIFT = 1.5
+    DRIFT_RUNS = 3
+    MARGIN = 0.05
 
     def __init__(self, many: int) -> None:
         self.counts = (many, 1)
+        #: samples of the current trial (per count) and of the pick since it was made
         self.times: dict[int, list[float]] = {many: [], 1: []}
-        self.runs = 0
         self.best = many
+        self.reference = math.inf
+        self.switches = 0
         self._trying: int | None = None
-        self._left = 0
+        self._interval = self.EXPLORE_MIN
+        self._until = 0
+        self._decided = False
         #: the first run of a count is not measured (it starts the worker threads, touches fresh pages)
         self._warm: set[int] = set()
 
-    def _median(self, n: int) -> float:
-        t = sorted(self.times[n])
+    @staticmethod
+    def _median(times: list[float]) -> float:
+        t = sorted(times)
         return t[len(t) // 2] if t else math.inf
 
     def next(self) -> int:
         """The thread count of the next run."""
-        if self._left > 0 and self._trying is not None:
-            return self._trying
-        for n in self.counts:  # measure each count first
-            if len(self.times[n]) < self.TRIAL:
-                return n
-        if self.runs % self.EXPLORE == 0:
-            self._trying = self.counts[1] if self.best == self.counts[0] else self.counts[0]
-            self._left = self.TRIAL
-            return self._trying
-        return self.best
+        if not self._decided:  # measure each count first
+            for n in self.counts:
+                if len(self.times[n]) < self.TRIAL:
+                    return n
+        if self._trying is None and self._until <= 0:
+            self._start_trial()
+        return self._trying if self._trying is not None else self.best
+
+    def _other(self) -> int:
+        return self.counts[1] if self.best == self.counts[0] else self.counts[0]
+
+    def _start_trial(self) -> None:
+        self._trying = self._other()
+        self.times[self._trying] = []
 
     def record(self, n: int, seconds: float) -> None:
         if n not in self._warm:
             self._warm.add(n)
             return
-        self.runs += 1
-        times = self.times[n]
-        times.append(seconds)
-        if len(times) > self.KEEP:
-            del times[0]
-        if self._left > 0:
-            self._left -= 1
-        self.best = min(self.counts, key=self._median)
+        self.times[n].append(seconds)
+        if not self._decided:
+            if all(len(self.times[c]) >= self.TRIAL for c in self.counts):
+                self._decided = True
+                self._pick(min(self.counts, key=lambda c: self._median(self.times[c])))
+            return
+        if n == self._trying:
+            if len(self.times[n]) >= self.TRIAL:
+                self._end_trial()
+            return
+        if n == self.best:
+            self._until -= 1
+            times = self.times[n]
+            if len(times) > 2 * self.TRIAL:
+                del times[0]
+            if len(times) >= self.DRIFT_RUNS:
+                m = self._median(times[-self.DRIFT_RUNS:])
+                if m > self.reference * self.DRIFT or m * self.DRIFT < self.reference:
+                    self._interval = self.EXPLORE_MIN
+                    self._start_trial()
+
+    def _end_trial(self) -> None:
+        challenger = self._trying
+        assert challenger is not None
+        self._trying = None
+        kept = self._median(self.times[self.best][-self.TRIAL:])
+        if self._median(self.times[challenger]) < kept * (1.0 - self.MARGIN):
+            self.switches += 1
+            self._interval = self.EXPLORE_MIN
+            self._pick(challenger)
+            return
+        self._interval = min(self._interval * 2, self.EXPLORE)
+        self._pick(self.best, self.times[self.best][-self.TRIAL:])
+
+    def _pick(self, n: int, samples: list[float] | None = None) -> None:
+        """Keep ``n``, its reference latency from ``samples`` (default: its trial), until the next re-trial."""
+        self.best = n
+        kept = samples if samples is not None else self.times[n]
+        self.reference = self._median(kept)
+        self.times[n] = []  # the drift check looks at runs after the pick only
+        self._until = self.EXPLORE if n == self.counts[0] else self._interval
 
 
 def _close_pool(pool: WorkerPool | None) -> None:
