@@ -117,19 +117,21 @@ class ThreadChooser:
     On an idle machine a parallel run is faster; when other processes keep the cores busy a worker
     may be descheduled and every barrier then waits for it, so one thread can be faster. The policy:
 
-    - *first trial*: each count runs ``TRIAL`` measured runs (after one unmeasured warm-up run); the
-      faster by median is picked, and the median of the pick is its *reference* latency;
-    - *re-trial*: the other count runs ``TRIAL`` runs again, and replaces the pick only if its median
-      beats the pick's recent median by more than ``MARGIN`` (no flapping between near-equal counts);
-      every trial decides on fresh samples only, so a trial taken during a burst of load does not
-      weigh on the next one;
-    - *when*: a re-trial starts when the median of the last ``DRIFT_RUNS`` runs of the pick leaves
-      ``[reference / DRIFT, reference * DRIFT]`` (the load changed: a burst ending makes a one-thread
-      run faster too), and otherwise after ``EXPLORE`` runs of a parallel pick. A one-thread pick is
-      re-tried after ``EXPLORE_MIN`` runs, an interval that doubles (up to ``EXPLORE``) each time the
-      re-trial confirms it, so a burst of load is left soon after it ends while a machine that stays
-      busy pays few trials; the idle case (a parallel pick, steady latency) re-tries exactly as often
-      as with a fixed interval.
+    - *start*: the very first run is a warm-up (it starts the worker threads and touches fresh pages)
+      and is not measured; ``TRIAL`` measured runs with every thread make the first pick, and a trial
+      of one thread follows at once;
+    - *trial*: the other count runs up to ``TRIAL`` runs and replaces the pick only if its median beats
+      the median of the pick's last ``TRIAL`` runs by more than ``MARGIN`` (near-equal counts do not
+      flap). A one-thread trial whose first run is slower than ``REJECT`` times that median ends there:
+      on an idle machine it costs one run (a parallel trial always runs ``TRIAL`` runs: its first run
+      may wake sleeping workers). Each trial decides on its own fresh runs, so a
+      trial taken during a burst of load does not weigh on the next one;
+    - *when*: a trial starts when the median of the pick's last ``DRIFT_RUNS`` runs leaves
+      ``[reference / DRIFT, reference * DRIFT]``, the reference being the pick's median when it was
+      made (the load changed: a burst ending makes a one-thread run faster too), and otherwise after
+      ``EXPLORE`` runs of a parallel pick. A one-thread pick is re-tried after ``EXPLORE_MIN`` runs, an
+      interval that doubles (up to ``EXPLORE``) each time a trial confirms it, so a burst of load is
+      left soon after it ends while a machine that stays busy pays few trials.
 
     Results do not depend on the thread count (kernels split their outputs, never a sum).
     """
@@ -140,10 +142,11 @@ class ThreadChooser:
     DRIFT = 1.5
     DRIFT_RUNS = 3
     MARGIN = 0.05
+    REJECT = 1.25
 
     def __init__(self, many: int) -> None:
         self.counts = (many, 1)
-        #: samples of the current trial (per count) and of the pick since it was made
+        #: recent run times per count (the challenger's: of the current trial only)
         self.times: dict[int, list[float]] = {many: [], 1: []}
         self.best = many
         self.reference = math.inf
@@ -151,9 +154,9 @@ class ThreadChooser:
         self._trying: int | None = None
         self._interval = self.EXPLORE_MIN
         self._until = 0
-        self._decided = False
-        #: the first run of a count is not measured (it starts the worker threads, touches fresh pages)
-        self._warm: set[int] = set()
+        self._since_pick = 0
+        self._picked = False
+        self._warm = False
 
     @staticmethod
     def _median(times: list[float]) -> float:
@@ -162,65 +165,58 @@ class ThreadChooser:
 
     def next(self) -> int:
         """The thread count of the next run."""
-        if not self._decided:  # measure each count first
-            for n in self.counts:
-                if len(self.times[n]) < self.TRIAL:
-                    return n
-        if self._trying is None and self._until <= 0:
-            self._start_trial()
+        if self._picked and self._trying is None and self._until <= 0:
+            self._trying = self.counts[1] if self.best == self.counts[0] else self.counts[0]
+            self.times[self._trying] = []
         return self._trying if self._trying is not None else self.best
 
-    def _other(self) -> int:
-        return self.counts[1] if self.best == self.counts[0] else self.counts[0]
-
-    def _start_trial(self) -> None:
-        self._trying = self._other()
-        self.times[self._trying] = []
-
     def record(self, n: int, seconds: float) -> None:
-        if n not in self._warm:
-            self._warm.add(n)
+        if not self._warm:
+            self._warm = True
             return
-        self.times[n].append(seconds)
-        if not self._decided:
-            if all(len(self.times[c]) >= self.TRIAL for c in self.counts):
-                self._decided = True
-                self._pick(min(self.counts, key=lambda c: self._median(self.times[c])))
-            return
+        times = self.times[n]
+        times.append(seconds)
         if n == self._trying:
-            if len(self.times[n]) >= self.TRIAL:
-                self._end_trial()
+            kept = self._median(self.times[self.best][-self.TRIAL:])
+            # only a one-thread trial ends early: the first parallel run after a while wakes sleeping workers
+            if len(times) >= self.TRIAL or (n == 1 and times[0] > kept * self.REJECT):
+                self._end_trial(kept)
             return
-        if n == self.best:
-            self._until -= 1
-            times = self.times[n]
-            if len(times) > 2 * self.TRIAL:
-                del times[0]
-            if len(times) >= self.DRIFT_RUNS:
-                m = self._median(times[-self.DRIFT_RUNS:])
-                if m > self.reference * self.DRIFT or m * self.DRIFT < self.reference:
-                    self._interval = self.EXPLORE_MIN
-                    self._start_trial()
+        if len(times) > 2 * self.TRIAL:
+            del times[0]
+        if not self._picked:
+            if len(times) >= self.TRIAL:
+                self._picked = True
+                self._pick(n)  # every thread first; the trial of one thread starts with the next run
+                self._until = 0
+            return
+        self._until -= 1
+        self._since_pick += 1
+        if self._since_pick >= self.DRIFT_RUNS:
+            m = self._median(times[-self.DRIFT_RUNS:])
+            if m > self.reference * self.DRIFT or m * self.DRIFT < self.reference:
+                self._interval = self.EXPLORE_MIN
+                self._until = 0
 
-    def _end_trial(self) -> None:
+    def _end_trial(self, kept: float) -> None:
         challenger = self._trying
         assert challenger is not None
         self._trying = None
-        kept = self._median(self.times[self.best][-self.TRIAL:])
-        if self._median(self.times[challenger]) < kept * (1.0 - self.MARGIN):
+        runs = self.times[challenger]
+        if len(runs) >= self.TRIAL and self._median(runs) < kept * (1 - self.MARGIN):
             self.switches += 1
             self._interval = self.EXPLORE_MIN
             self._pick(challenger)
             return
-        self._interval = min(self._interval * 2, self.EXPLORE)
-        self._pick(self.best, self.times[self.best][-self.TRIAL:])
+        if self.best == self.counts[1]:
+            self._interval = min(self._interval * 2, self.EXPLORE)
+        self._pick(self.best)
 
-    def _pick(self, n: int, samples: list[float] | None = None) -> None:
-        """Keep ``n``, its reference latency from ``samples`` (default: its trial), until the next re-trial."""
+    def _pick(self, n: int) -> None:
+        """Keep ``n`` until the next trial; its reference latency is the median of its last runs."""
         self.best = n
-        kept = samples if samples is not None else self.times[n]
-        self.reference = self._median(kept)
-        self.times[n] = []  # the drift check looks at runs after the pick only
+        self.reference = self._median(self.times[n][-self.TRIAL:])
+        self._since_pick = 0
         self._until = self.EXPLORE if n == self.counts[0] else self._interval
 
 
