@@ -189,6 +189,18 @@ def matmul_cases() -> list[Any]:
     return [
         mm("fc-gemv", (1, 300), (300, 70)),
         mm("fc-gemv-wide", (1, 96), (96, 1000), bias=(1000,), act="relu"),
+        # M = 1 with a constant weight: narrow panels for few columns (gemv_geometry), odd K and N
+        mm("gemv-1x1", (1, 1), (1, 1)),
+        mm("gemv-tiny", (1, 3), (3, 5), bias=(5,), act="relu"),
+        mm("gemv-k1", (1, 1), (1, 50), bias=(1, 50)),
+        mm("gemv-n20-odd-k", (1, 37), (37, 20), bias=(20,), act="clip", lo=-0.3, hi=0.4),
+        mm("gemv-n64-one-vector-panels", (1, 1000), (1000, 64), bias=(64,)),
+        mm("gemv-n100-tail", (1, 333), (333, 100), bias=(100,), act="relu"),
+        mm("gemv-n130-two-vector-panels", (1, 77), (77, 130), act="clip", lo=-1.0, hi=0.5),
+        mm("gemv-n255-three-vector-panels", (1, 17), (17, 255), bias=(255,)),
+        mm("gemv-m3-narrow", (3, 41), (41, 40), bias=(3, 1), act="relu"),
+        mm("gemv-batched", (2, 1, 50), (2, 50, 70), bias=(70,)),
+        mm("gemv-large", (1, 3001), (3001, 700), bias=(700,), act="relu"),
         mm("small", (7, 33), (33, 100)),
         mm("runtime-b-direct", (5, 40), (40, 50), const=()),
         mm("runtime-b-packed", (37, 40), (40, 70), const=()),
@@ -321,6 +333,23 @@ def test_pool(cid: str, nthreads: int) -> None:
     err = np.abs(y.astype(np.float64) - ref.astype(np.float64))
     bound = (2.0 ** -10 * np.abs(ref.astype(np.float64)) if ref.dtype == np.float16 else 0) + 1e-5 * mag
     assert np.all(err <= bound), f"max error {err.max()}"
+
+
+def test_gemv_panels_are_narrow_only_for_few_columns_of_a_constant_weight() -> None:
+    from glow_backend_cpu.emit.gemm import geometry
+    from glow_backend_cpu.emit.matmul import gemv_geometry, matmul_shape
+
+    geo = geometry(16)
+
+    def nr(a: tuple[int, ...], b: tuple[int, ...], const: bool = True) -> int:
+        s = matmul_shape(a, b, (*a[:-1], b[-1]), None)
+        return gemv_geometry(geo, s, const).nr
+
+    assert nr((1, 500), (500, 64)) == 16  # 4 panels: every thread of 2 or 4 streams some weights
+    assert nr((1, 500), (500, 130)) == 32
+    assert nr((1, 25088), (25088, 4096)) == geo.nr  # enough panels already
+    assert nr((1, 500), (500, 64), const=False) == geo.nr  # a run-time B keeps the GEMM geometry
+    assert nr((7, 500), (500, 64)) == geo.nr  # several M panels reuse each B panel
 
 
 def test_pack_layouts() -> None:

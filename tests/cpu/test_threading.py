@@ -140,25 +140,6 @@ def test_results_do_not_depend_on_the_thread_count() -> None:
     assert np.array_equal(net.run(x)["y"], two)
 
 
-def test_the_thread_chooser_keeps_the_faster_count_and_tries_the_other_again() -> None:
-    from glow_backend_cpu.runtime import ThreadChooser
-
-    c = ThreadChooser(2)
-    cost = {2: 1.0, 1: 3.0}  # an idle machine: two threads win
-    seen = []
-    for _ in range(200):
-        n = c.next()
-        seen.append(n)
-        c.record(n, cost[n])
-    assert seen[:10].count(1) == seen[:10].count(2) == 5  # each measured first (after one warm-up run)
-    assert c.best == 2 and seen[100:].count(1) < 20  # then mostly the faster, with a few trials of the other
-    cost = {2: 5.0, 1: 3.0}  # the machine got busy: a descheduled worker makes two threads slower
-    for _ in range(200):
-        n = c.next()
-        c.record(n, cost[n])
-    assert c.best == 1
-
-
 def test_a_fixed_thread_count_turns_the_chooser_off() -> None:
     net = glow_core.compile(_mixed(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 1})
     assert net.executable._chooser is not None

@@ -21,7 +21,8 @@ core, and what still cannot run is reported at compile time, every node at once.
   unless ``solo_ns`` is given;
 - ``adaptive_threads`` (bool; default true unless ``parallel_threshold=0``): runs
   alternate between every thread and the calling thread alone until the faster is
-  known, then keep it, trying the other again now and then (``runtime.ThreadChooser``):
+  known, then keep it, trying the other again when the latency drifts and now and then
+  (``runtime.ThreadChooser``):
   on a busy machine a descheduled worker makes every barrier wait, and one thread wins.
 """
 

@@ -115,55 +115,109 @@ class ThreadChooser:
     """Picks, run after run, between all the threads and the calling thread alone, by measured time.
 
     On an idle machine a parallel run is faster; when other processes keep the cores busy a worker
-    may be descheduled and every barrier then waits for it, so one thread can be faster. The chooser
-    runs ``TRIAL`` measured runs with each count (the first run of each is a warm-up), then keeps the faster (by the median of the last runs of
-    each) and every ``EXPLORE`` runs tries the other again for ``TRIAL`` runs, since the load changes.
+    may be descheduled and every barrier then waits for it, so one thread can be faster. The policy:
+
+    - *start*: the very first run is a warm-up (it starts the worker threads and touches fresh pages)
+      and is not measured; ``TRIAL`` measured runs with every thread make the first pick, and a trial
+      of one thread follows at once;
+    - *trial*: the other count runs up to ``TRIAL`` runs and replaces the pick only if its median beats
+      the median of the pick's last ``TRIAL`` runs by more than ``MARGIN`` (near-equal counts do not
+      flap). A one-thread trial whose first run is slower than ``REJECT`` times that median ends there:
+      on an idle machine it costs one run (a parallel trial always runs ``TRIAL`` runs: its first run
+      may wake sleeping workers). Each trial decides on its own fresh runs, so a
+      trial taken during a burst of load does not weigh on the next one;
+    - *when*: a trial starts when the median of the pick's last ``DRIFT_RUNS`` runs leaves
+      ``[reference / DRIFT, reference * DRIFT]``, the reference being the pick's median when it was
+      made (the load changed: a burst ending makes a one-thread run faster too), and otherwise after
+      ``EXPLORE`` runs of a parallel pick. A one-thread pick is re-tried after ``EXPLORE_MIN`` runs, an
+      interval that doubles (up to ``EXPLORE``) each time a trial confirms it, so a burst of load is
+      left soon after it ends while a machine that stays busy pays few trials.
+
     Results do not depend on the thread count (kernels split their outputs, never a sum).
     """
 
     TRIAL = 4
     EXPLORE = 64
-    KEEP = 9
+    EXPLORE_MIN = 8
+    DRIFT = 1.5
+    DRIFT_RUNS = 3
+    MARGIN = 0.05
+    REJECT = 1.25
 
     def __init__(self, many: int) -> None:
         self.counts = (many, 1)
+        #: recent run times per count (the challenger's: of the current trial only)
         self.times: dict[int, list[float]] = {many: [], 1: []}
-        self.runs = 0
         self.best = many
+        self.reference = math.inf
+        self.switches = 0
         self._trying: int | None = None
-        self._left = 0
-        #: the first run of a count is not measured (it starts the worker threads, touches fresh pages)
-        self._warm: set[int] = set()
+        self._interval = self.EXPLORE_MIN
+        self._until = 0
+        self._since_pick = 0
+        self._picked = False
+        self._warm = False
 
-    def _median(self, n: int) -> float:
-        t = sorted(self.times[n])
+    @staticmethod
+    def _median(times: list[float]) -> float:
+        t = sorted(times)
         return t[len(t) // 2] if t else math.inf
 
     def next(self) -> int:
         """The thread count of the next run."""
-        if self._left > 0 and self._trying is not None:
-            return self._trying
-        for n in self.counts:  # measure each count first
-            if len(self.times[n]) < self.TRIAL:
-                return n
-        if self.runs % self.EXPLORE == 0:
+        if self._picked and self._trying is None and self._until <= 0:
             self._trying = self.counts[1] if self.best == self.counts[0] else self.counts[0]
-            self._left = self.TRIAL
-            return self._trying
-        return self.best
+            self.times[self._trying] = []
+        return self._trying if self._trying is not None else self.best
 
     def record(self, n: int, seconds: float) -> None:
-        if n not in self._warm:
-            self._warm.add(n)
+        if not self._warm:
+            self._warm = True
             return
-        self.runs += 1
         times = self.times[n]
         times.append(seconds)
-        if len(times) > self.KEEP:
+        if n == self._trying:
+            kept = self._median(self.times[self.best][-self.TRIAL:])
+            # only a one-thread trial ends early: the first parallel run after a while wakes sleeping workers
+            if len(times) >= self.TRIAL or (n == 1 and times[0] > kept * self.REJECT):
+                self._end_trial(kept)
+            return
+        if len(times) > 2 * self.TRIAL:
             del times[0]
-        if self._left > 0:
-            self._left -= 1
-        self.best = min(self.counts, key=self._median)
+        if not self._picked:
+            if len(times) >= self.TRIAL:
+                self._picked = True
+                self._pick(n)  # every thread first; the trial of one thread starts with the next run
+                self._until = 0
+            return
+        self._until -= 1
+        self._since_pick += 1
+        if self._since_pick >= self.DRIFT_RUNS:
+            m = self._median(times[-self.DRIFT_RUNS:])
+            if m > self.reference * self.DRIFT or m * self.DRIFT < self.reference:
+                self._interval = self.EXPLORE_MIN
+                self._until = 0
+
+    def _end_trial(self, kept: float) -> None:
+        challenger = self._trying
+        assert challenger is not None
+        self._trying = None
+        runs = self.times[challenger]
+        if len(runs) >= self.TRIAL and self._median(runs) < kept * (1 - self.MARGIN):
+            self.switches += 1
+            self._interval = self.EXPLORE_MIN
+            self._pick(challenger)
+            return
+        if self.best == self.counts[1]:
+            self._interval = min(self._interval * 2, self.EXPLORE)
+        self._pick(self.best)
+
+    def _pick(self, n: int) -> None:
+        """Keep ``n`` until the next trial; its reference latency is the median of its last runs."""
+        self.best = n
+        self.reference = self._median(self.times[n][-self.TRIAL:])
+        self._since_pick = 0
+        self._until = self.EXPLORE if n == self.counts[0] else self._interval
 
 
 def _close_pool(pool: WorkerPool | None) -> None:

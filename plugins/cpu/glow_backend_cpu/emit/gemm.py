@@ -428,6 +428,8 @@ class GemmPlan:
     act: str = "none"
     lo: float = -math.inf
     hi: float = math.inf
+    #: k steps per iteration of the micro-kernel's loop (a narrow block also keeps that many partial sums)
+    unroll: int = 2
 
     def blocks(self) -> list[int]:
         if self.k_blocks is not None:
@@ -469,7 +471,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
             ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
-            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi))
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll))
 
     # variants by (n tail?, m tail?)
     variants = {}

@@ -5,7 +5,8 @@ index:
 
 - a constant right operand (an FC weight) is packed at compile time into
   NR-column panels, so an M = 1 product streams each weight once, in order, and
-  the threads split the N panels;
+  the threads split the N panels (narrower panels when N is small, so every
+  thread gets a share: ``gemv_geometry``);
 - a run-time right operand is read in place when the left operand has a
   single M panel (nothing to reuse) and packed per tile otherwise;
 - the left operand is packed at compile time when constant, else read in place;
@@ -31,6 +32,7 @@ from glow_backend_cpu.emit.conv import act_of
 from glow_backend_cpu.emit.gemm import (
     F32P,
     GemmPlan,
+    Geometry,
     activation,
     c64,
     emit_gemm,
@@ -131,9 +133,30 @@ def emit_matmul(ctx: EmitContext, instr: Instr) -> None:
         emit_matmul_gemm(ctx, s, a, bm, bias, y, act, lo, hi, instr.name)
 
 
+#: a row of C (M = 1) is split into at least this many column panels, so every thread streams some weights
+GEMV_MIN_PANELS = 4
+#: independent partial sums of the M = 1 micro-kernel (enough FMAs in flight to hide their latency)
+GEMV_PARTIAL_SUMS = 8
+
+
+def gemv_geometry(geo: Geometry, s: MatMulShape, b_const: bool) -> Geometry:
+    """Narrower column panels for ``M <= MR`` products with a constant weight and few columns.
+
+    Such a product streams each weight once and the threads split its column panels: with the
+    default panel width (4 vectors) a layer of 64 columns is one panel, which one thread streams
+    alone while the others wait. Panels of one or two vectors give every thread a share; the
+    micro-kernel unrolls k further to keep ``GEMV_PARTIAL_SUMS`` partial sums (``GemmPlan.unroll``).
+    """
+    if not b_const or s.M > geo.mr:
+        return geo
+    nvec = max(1, min(geo.nvec, s.N // (GEMV_MIN_PANELS * geo.lanes)))
+    return Geometry(geo.lanes, geo.mr, nvec)
+
+
 def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias: Operand | None, y: Operand,
                      act: str, lo: float, hi: float, name: str = "") -> None:
-    geo = geometry(ctx.target.vector_lanes)
+    base = geometry(ctx.target.vector_lanes)
+    geo = gemv_geometry(base, s, bm.const_value is not None)
     MR, NR = geo.mr, geo.nr
     M, N, K = s.M, s.N, s.K
     bld = ctx.builder
@@ -166,7 +189,7 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
         return gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(M)), m0), c64(N)), n0))
 
     plan = GemmPlan(geo=geo, BG=s.BG, M=M, N=N, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr, ldc=N,
-                    act=act, lo=lo, hi=hi)
+                    act=act, lo=lo, hi=hi, unroll=2 if geo == base else max(2, GEMV_PARTIAL_SUMS // geo.nvec))
 
     if bm.const_value is not None:
         bv = np.asarray(bm.const_value, dtype=np.float32).reshape(-1, K, N)
