@@ -13,7 +13,9 @@ process reports, per compile, the wall time of ``glow_core.compile`` and its pha
     key         the backend's object-cache key (hash of the prepared function) and lookup
     lir         LIR generation + memory plan (cache miss only)
     irgen       LLVM IR generation from the LIR (cache miss only)
-    parse / llvm-opt / codegen   LLVM: parse + verify, the optimization pipeline, object emission
+    parse / llvm-opt / codegen   LLVM: parse + verify, the optimization pipeline, object emission (a parallel
+                compile: this process's part)
+    wait        a parallel compile: waiting for the worker processes' parts (docs/cpu-backend.md)
     load        loading the object code into the JIT and building the executable
 
 and, once per process, ``python-import`` (``import glow_core.api``) and ``plugin`` (loading the
@@ -33,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PHASES = ("import", "optimize", "lowering", "key", "lir", "irgen", "parse", "llvm-opt", "codegen", "load")
+PHASES = ("import", "optimize", "lowering", "key", "lir", "irgen", "parse", "llvm-opt", "codegen", "wait", "load")
 
 CHILD = r"""
 import json, sys, time
@@ -55,7 +57,7 @@ for label in ("cold", "cached"):
         "total": total, "import": st.import_s, "optimize": st.optimize_s - lower, "lowering": lower,
         "key": be.get("key", 0.0), "lir": be.get("lir", 0.0), "irgen": be.get("irgen", 0.0),
         "parse": be.get("parse", 0.0), "llvm-opt": be.get("optimize", 0.0), "codegen": be.get("codegen", 0.0),
-        "load": be.get("load", 0.0), "hit": bool(be.get("cached", False)),
+        "wait": be.get("wait", 0.0), "load": be.get("load", 0.0), "hit": bool(be.get("cached", False)),
     }
 print("RESULT " + json.dumps(out))
 """

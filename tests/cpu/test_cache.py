@@ -33,7 +33,7 @@ def _layout(image_bytes: int = 0) -> Layout:
 
 def _put(key: str, size: int, last_use: float | None = None) -> int:
     """Store an entry of about ``size`` bytes (object code) stamped as last used at ``last_use``; its total bytes."""
-    assert cache.store(key, b"\x90" * size, _layout(64))
+    assert cache.store(key, [b"\x90" * size], _layout(64))
     d = cache.cache_dir()
     if last_use is not None:
         os.utime(d / f"{key}.json", (last_use, last_use))
@@ -78,8 +78,8 @@ def test_store_keeps_the_folder_under_the_limit(cdir: Path, monkeypatch: pytest.
 def test_an_entry_larger_than_the_limit_is_not_stored(cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = _put("small", 1 * KIB)
     monkeypatch.setenv("GLOW_CACHE_MAX_BYTES", "20K")
-    assert not cache.store("huge", b"\x90" * (21 * KIB), _layout())
-    assert not cache.store("huge2", b"\x90" * KIB, _layout(20 * KIB))  # the packed image counts too
+    assert not cache.store("huge", [b"\x90" * (21 * KIB)], _layout())
+    assert not cache.store("huge2", [b"\x90" * KIB], _layout(20 * KIB))  # the packed image counts too
     assert _keys(cdir) == {"small"} and _bytes(cdir) == small  # nothing written, nothing evicted for it
     assert not list(cdir.glob("*.tmp"))
 

@@ -19,6 +19,10 @@ core, and what still cannot run is reported at compile time, every node at once.
   whose kernels all do never wakes a worker. ``GLOW_CPU_SOLO_NS`` changes the
   default; ``parallel_threshold=0`` (every function on every thread) also makes it 0
   unless ``solo_ns`` is given;
+- ``compile_jobs`` (default: the cores this process may run on, at most 4;
+  ``GLOW_CPU_COMPILE_JOBS``): a function of at least ``SPLIT_MIN_NODES`` nodes
+  whose IR is big is split into that many parts, compiled by worker processes and
+  this one in parallel (``split.py``, ``objworker.py``); 1 compiles in one process;
 - ``adaptive_threads`` (bool; default true unless ``parallel_threshold=0``): runs
   alternate between every thread and the calling thread alone until the faster is
   known, then keep it, trying the other again when the latency drifts and now and then
@@ -38,6 +42,7 @@ from typing import Any
 
 from glow_backend_cpu import __version__
 from glow_backend_cpu import cache as object_cache
+from glow_backend_cpu import objworker
 from glow_backend_cpu.emit import load_all
 from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
@@ -58,6 +63,8 @@ from glow_sdk.backend import (
 )
 
 DEFAULT_PARALLEL_THRESHOLD = 32768
+#: a function with fewer nodes is compiled in one process (starting workers would cost more than they save)
+SPLIT_MIN_NODES = 48
 #: overrides the default parallel threshold (0: every function runs on every thread; for tests)
 THRESHOLD_ENV = "GLOW_CPU_PARALLEL_THRESHOLD"
 
@@ -68,6 +75,16 @@ def _work_elements(function: Function) -> int:
     for n in function.nodes:
         total += sum(v.type.size for v in n.inputs if v is not None) + sum(o.type.size for o in n.outputs)
     return total
+
+
+def compile_jobs(extra: Mapping[str, Any]) -> int:
+    """Processes a big function's LLVM compile is split over (``compile_jobs`` option, else ``objworker.default_jobs``)."""
+    jobs = extra.get("compile_jobs")
+    if jobs is None:
+        return objworker.default_jobs()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise BackendError(f"cpu backend: compile_jobs must be a positive integer, got {jobs!r}")
+    return jobs
 
 
 def thread_options(extra: Mapping[str, Any]) -> tuple[int, float]:
@@ -129,12 +146,13 @@ class CpuBackend(Backend):
         return DeviceInfo(name="cpu", memory_bytes=int(mem))
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        from glow_backend_cpu.codegen import generate, module_text
+        from glow_backend_cpu.codegen import generate, module_text, printed_texts
 
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
         use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
         threshold, solo_ns = thread_options(extra)
+        compile_jobs(extra)  # checked on a cache hit too
         profile = bool(extra.get("profile", False))
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}
@@ -146,20 +164,27 @@ class CpuBackend(Backend):
         lir = None
         image: str | None = None
         if hit is not None:
-            obj, layout, path = hit
-            lib = Library(function.name, obj)
+            objects, layout, path = hit
+            lib = Library(function.name, objects[0], more_objects=objects[1:])
             image = str(path)
             timings["cached"] = True
         else:
+            # a big function compiles in parts in parallel: the workers start now, while the IR is generated
+            jobs = compile_jobs(extra) if len(function.nodes) >= SPLIT_MIN_NODES else 1
+            workers = objworker.start(jobs - 1)
             t1 = time.perf_counter()
             lir = options.build_lir(function, debug=options.debug)
             timings["lir"] = time.perf_counter() - t1
             t2 = time.perf_counter()
-            module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
+            try:
+                module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
+            except BaseException:
+                objworker.release(workers)
+                raise
             timings["irgen"] = time.perf_counter() - t2
-            lib = cg.compile_module(module, text=module_text(module))
+            lib = cg.compile_parallel(module, module_text(module), printed_texts(module), workers)
             timings.update(lib.timings)
-            if use_cache and object_cache.store(key, lib.object_code, layout) and layout.packed_bytes:
+            if use_cache and object_cache.store(key, lib.objects, layout) and layout.packed_bytes:
                 image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()
         cg.load(lib)

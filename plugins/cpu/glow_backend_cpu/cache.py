@@ -13,12 +13,14 @@ The key is a SHA-256 over everything the object code depends on:
 
 An entry is three files named by the key in the backend's cache folder,
 ``glow_sdk.backend.cache_root() / "cpu"`` (``$GLOW_CACHE_DIR/cpu``, default
-``~/.cache/glow/cpu``): ``KEY.o`` (object code), ``KEY.json`` (the region
-layout) and ``KEY.bin`` (the constants emitters packed at compile time, an
+``~/.cache/glow/cpu``): ``KEY.o`` (the object code: the objects of the parts
+of a parallel compile back to back), ``KEY.json`` (the region layout, the size of
+each object, a SHA-256 of the object code and one of the metadata itself) and ``KEY.bin`` (the constants emitters packed at compile time, an
 image of the packed-constant region, mapped read-only into memory on a hit).
 Files are written to a temporary name and renamed, the metadata last, so a
-reader never sees a half-written entry; an unreadable or vanished entry is a
-miss. ``GLOW_CPU_CACHE=0`` disables the cache.
+reader never sees a half-written entry; an unreadable, vanished, truncated or
+otherwise damaged entry (a digest or size that does not match) is a miss: the
+object code is checked before LLVM's loader sees it. ``GLOW_CPU_CACHE=0`` disables the cache.
 
 Bound: the folder is kept under ``GLOW_CACHE_MAX_BYTES`` (default 1 GiB) by
 evicting the least recently used entries (a hit touches ``KEY.json``, whose
@@ -54,7 +56,8 @@ from glow_sdk.backend import CACHE_DIR_ENV, CacheInfo, cache_max_bytes, cache_ro
 
 ENV_DIR = CACHE_DIR_ENV
 ENV_ENABLE = "GLOW_CPU_CACHE"
-FORMAT = 2
+#: 3: several objects per entry (the parts of a parallel compile) and digests of the object code and metadata
+FORMAT = 3
 #: the files of one entry; the metadata (written last, removed first) marks a complete entry
 META, OBJECT, IMAGE = ".json", ".o", ".bin"
 SUFFIXES = (META, OBJECT, IMAGE)
@@ -127,20 +130,44 @@ def _layout_from_json(d: dict[str, Any]) -> Layout:
     return Layout(**d)
 
 
-def load(k: str) -> tuple[bytes, Layout, Path] | None:
-    """The object code and layout stored under ``k``, and the path of the packed-constant image; or None."""
+def _meta_check(meta: Mapping[str, Any]) -> str:
+    """The digest of the metadata (every field but ``check``), stored in it: a damaged file is a miss."""
+    body = json.dumps({k: v for k, v in meta.items() if k != "check"}, sort_keys=True).encode()
+    return hashlib.sha256(body).hexdigest()
+
+
+def _split_objects(meta: Mapping[str, Any], code: bytes) -> list[bytes] | None:
+    """The objects of an entry's object file, when its sizes and digest match the metadata; else None."""
+    sizes = meta.get("objects")
+    if not isinstance(sizes, list) or not sizes or not all(type(n) is int and n > 0 for n in sizes):
+        return None
+    if sum(sizes) != len(code) or hashlib.sha256(code).hexdigest() != meta.get("sha256"):
+        return None
+    out, off = [], 0
+    for n in sizes:
+        out.append(code[off:off + n])
+        off += n
+    return out
+
+
+def load(k: str) -> tuple[list[bytes], Layout, Path] | None:
+    """The objects and layout stored under ``k``, and the path of the packed-constant image; or None."""
     d = cache_dir()
     try:
         meta_path = d / f"{k}{META}"
         meta = json.loads(meta_path.read_text())
-        obj = (d / f"{k}{OBJECT}").read_bytes()
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("check") != _meta_check(meta):
+            return None
+        objects = _split_objects(meta, (d / f"{k}{OBJECT}").read_bytes())
+        if objects is None:
+            return None
         image = d / f"{k}{IMAGE}"
-        layout = _layout_from_json(meta)
+        layout = _layout_from_json(meta["layout"])
         if image.stat().st_size != layout.packed_bytes:
             return None
         os.utime(meta_path)  # the entry's last use, for LRU eviction
-        return obj, layout, image
-    except (OSError, ValueError, KeyError, TypeError):  # a vanished (evicted) or damaged entry is a miss
+        return objects, layout, image
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # a vanished (evicted) or damaged entry
         return None
 
 
@@ -170,21 +197,25 @@ def image_path(k: str) -> Path:
     return cache_dir() / f"{k}{IMAGE}"
 
 
-def store(k: str, object_code: bytes, layout: Layout) -> bool:
+def store(k: str, objects: list[bytes], layout: Layout) -> bool:
     """Store an entry (the metadata last, so a complete .json means a complete entry); False when it is not stored.
 
     An entry larger than the limit is not stored; storing may evict the least
     recently used entries of the folder.
     """
     d = cache_dir()
-    meta = json.dumps(_layout_to_json(layout)).encode()
-    size = len(object_code) + layout.packed_bytes + len(meta)
+    code = b"".join(objects)
+    meta_d: dict[str, Any] = {"format": FORMAT, "layout": _layout_to_json(layout),
+                              "objects": [len(o) for o in objects], "sha256": hashlib.sha256(code).hexdigest()}
+    meta_d["check"] = _meta_check(meta_d)
+    meta = json.dumps(meta_d).encode()
+    size = len(code) + layout.packed_bytes + len(meta)
     limit = max_bytes()
     if size > limit:
         return False
     try:
         d.mkdir(parents=True, exist_ok=True)
-        _write(d / f"{k}{OBJECT}", object_code)
+        _write(d / f"{k}{OBJECT}", code)
         _write(image_path(k), layout)
         _write(d / f"{k}{META}", meta)
     except OSError:

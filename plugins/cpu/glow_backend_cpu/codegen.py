@@ -509,15 +509,20 @@ _TEXTS: weakref.WeakKeyDictionary[ir.Module, dict[str, str]] = weakref.WeakKeyDi
 
 def module_text(module: ir.Module) -> str:
     """``str(module)``, reusing the text of every kernel that ``_dedup`` printed (kernels are final by then):
-    printing IR with llvmlite is slow, and each kernel would otherwise be printed twice."""
-    known = _TEXTS.get(module, {})
-    if module.metadata or module.namedmetadata:
-        return str(module)  # metadata numbering is the module's: print it whole
+    printing IR with llvmlite is slow, and each kernel would otherwise be printed twice. (Metadata is numbered
+    when it is added, so a kernel's text stays valid; the metadata lines come last, as ``str`` prints them.)"""
+    known = printed_texts(module)
     lines = ['; ModuleID = "%s"' % (module.name,), 'target triple = "%s"' % (module.triple,),
              'target datalayout = "%s"' % (module.data_layout,), '']
     lines += [it.get_declaration() for it in module.get_identified_types().values()]
     lines += [known.get(v.name) or str(v) for v in module.globals.values()]
+    lines += module._get_metadata_lines()
     return "\n".join(lines)
+
+
+def printed_texts(module: ir.Module) -> dict[str, str]:
+    """The text of the kernels of ``module`` that its generator printed already, by name."""
+    return _TEXTS.get(module, {})
 
 
 def used_arguments(fn: ir.Function) -> set[int]:
@@ -566,4 +571,4 @@ def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *,
     return g.build(), g.layout
 
 
-__all__ = ["ENTRY", "LIRCodegen", "Layout", "Loc", "generate", "module_text"]
+__all__ = ["ENTRY", "LIRCodegen", "Layout", "Loc", "generate", "module_text", "printed_texts"]

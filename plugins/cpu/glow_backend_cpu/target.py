@@ -32,6 +32,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from glow_backend_cpu import objworker
 from glow_backend_cpu.emit.context import CpuTarget
 from glow_core.errors import BackendError
 
@@ -101,8 +102,15 @@ class Library:
     name: str
     object_code: bytes
     engine: llvm.ExecutionEngine | None = None
-    #: seconds per stage (parse, optimize, codegen)
+    #: seconds per stage (parse, optimize, codegen; a parallel compile: this process's part, and the wait)
     timings: dict[str, float] = field(default_factory=dict)
+    #: the object code of the other parts of a parallel compile (``compile_parallel``), loaded with it
+    more_objects: list[bytes] = field(default_factory=list)
+
+    @property
+    def objects(self) -> list[bytes]:
+        """Every object of the library, the first part first."""
+        return [self.object_code, *self.more_objects]
 
     def address(self, symbol: str) -> int:
         assert self.engine is not None
@@ -166,40 +174,58 @@ class Codegen:
 
     def compile_module(self, module: ir.Module, *, optimize: bool = True, text: str | None = None) -> Library:
         """add IR -> parse -> verify -> optimize -> verify -> object code (``text``: ``str(module)`` if known)."""
+        return self._compile_text(module.name, str(module) if text is None else text, optimize=optimize)
+
+    def _compile_text(self, name: str, text: str, *, optimize: bool = True) -> Library:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        text = str(module) if text is None else text
         try:
             mod = llvm.parse_assembly(text)
             mod.verify()
         except RuntimeError as e:
-            raise BackendError(f"generated LLVM IR of {module.name} is invalid: {e}",
+            raise BackendError(f"generated LLVM IR of {name} is invalid: {e}",
                                hint="this is a bug in the cpu backend") from e
         timings["parse"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         if optimize:
             with self._lock:
-                pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
-                pto.loop_vectorization = True
-                pto.slp_vectorization = True
-                pb = llvm.create_pass_builder(self.tm, pto)
-                pb.getModulePassManager().run(mod, pb)
+                objworker.run_pipeline(self.tm, mod, self.opt_level)
             try:
                 mod.verify()
             except RuntimeError as e:  # pragma: no cover
-                raise BackendError(f"LLVM IR of {module.name} is invalid after optimization: {e}") from e
+                raise BackendError(f"LLVM IR of {name} is invalid after optimization: {e}") from e
         timings["optimize"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         obj = self.tm.emit_object(mod)
         timings["codegen"] = time.perf_counter() - t2
-        return Library(module.name, bytes(obj), timings=timings)
+        return Library(name, bytes(obj), timings=timings)
+
+    def compile_parallel(self, module: ir.Module, text: str, printed: dict[str, str],
+                         workers: list[objworker.Worker]) -> Library:
+        """Like :meth:`compile_module`, split into parts compiled by ``workers`` and this process (``split.py``);
+        whole when the module is small or there are no workers. ``printed``: the text of globals already printed."""
+        from glow_backend_cpu.split import split_module
+
+        parts = split_module(module, printed, len(workers) + 1) if workers else None
+        if parts is None:
+            objworker.release(workers)
+            return self.compile_module(module, text=text)
+        target = objworker.Target(self.triple, self.cpu_name, self.features, self.opt_level, self.reloc,
+                                  self.codemodel)
+        for w, part in zip(workers, parts[1:]):
+            objworker.submit(w, target, part)
+        lib = self._compile_text(module.name, parts[0])
+        t0 = time.perf_counter()
+        lib.more_objects = objworker.finish(workers, parts[1:],
+                                            lambda part: self._compile_text(module.name, part).object_code)
+        lib.timings["wait"] = time.perf_counter() - t0
+        lib.timings["parts"] = len(parts)
+        return lib
 
     def assembly(self, module: ir.Module) -> str:
         """Optimized assembly of a module (debugging)."""
         mod = llvm.parse_assembly(str(module))
-        pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
-        pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        objworker.run_pipeline(self.tm, mod, self.opt_level)
         return str(self.tm.emit_assembly(mod))
 
     def load(self, lib: Library) -> Library:
@@ -207,7 +233,8 @@ class Codegen:
         empty = llvm.parse_assembly(f'target triple = "{self.triple}"\ntarget datalayout = "{self.data_layout}"\n')
         # the engine owns (and frees) its target machine: give it one of its own
         ee = llvm.create_mcjit_compiler(empty, self._target_machine())
-        ee.add_object_file(llvm.ObjectFileRef.from_data(lib.object_code))
+        for obj in lib.objects:  # the parts of a parallel compile refer to each other by name
+            ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
         ee.finalize_object()
         lib.engine = ee
         return lib
