@@ -287,18 +287,10 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     scratch = b.bitcast(ctx.scratch((kc_max * TR + NTc * cs_tile) * 4), F32P)
     tile, cs = scratch, gep(b, scratch, kc_max * TR)
     oc_tail = Mg - (NTc - 1) * NR
-    tail_vec = -(-oc_tail // W)
     m_tail = N - (MPp - 1) * MR
-    act_kw = {"bias": "col" if bias is not None else "none", "act": act, "lo": lo, "hi": hi}
-
     pf_lines = -(-2 * NR // (16 * MPp))  # the next filter panel's K block, spread over the pixel panels
-    variants = {}
-    for last_ot in (False, True):
-        for last_mp in (False, True):
-            nvec, tail = (tail_vec, oc_tail - (tail_vec - 1) * W) if last_ot else (cgeo.nvec, W)
-            variants[(last_ot, last_mp)] = get_ukernel(ctx.module, UKernel(
-                lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
-                ldb=NR, b_align=64, a_cols=True, prefetch=pf_lines, **act_kw))
+    variants = _transposed_variants(ctx.module, cgeo, oc_tail, m_tail, pf_lines,
+                                    {"bias": "col" if bias is not None else "none", "act": act, "lo": lo, "hi": hi})
 
     # work items: (image/group, channel panel, pixel panel), pixel panels innermost, so a filter panel's K
     # block is read from memory once and reused from cache by every pixel panel; a thread packs the im2col
@@ -334,19 +326,42 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                             flags, bias_p, c64(0), pf]
                     dispatch_variant(b, variants, b.icmp_signed("==", ot, c64(NTc - 1)),
                                      b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
-            # transposed store of each item: Y[bg * Mg + oc0 + j][p0 + i] = cs[ot][p0 + i][j]
-            with for_range(b, it_lo, it_hi, name="st") as it:
-                ot = b.udiv(it, c64(MPp))
-                mp = b.urem(it, c64(MPp))
-                p0 = b.mul(mp, c64(MR))
-                rows = smin(b, c64(MR), b.sub(c64(N), p0))
-                mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
-                src = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
-                oc0 = b.mul(ot, c64(NR))
-                ydst = gep(b, y.ptr, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0))
-                with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
-                    val = strided_masked_load(b, gep(b, src, j), mask, NR)
-                    masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
+            _store_transposed(b, cgeo, W, N, Mg, MPp, cs, y.ptr, bg, it_lo, it_hi)
+
+
+def _transposed_variants(mod: ir.Module, cgeo: Geometry, oc_tail: int, m_tail: int, pf_lines: int,
+                         act_kw: dict[str, Any]) -> dict[tuple[bool, bool], ir.Function]:
+    """The transposed path's micro-kernels by (last channel panel?, last pixel panel?)."""
+    W, MR, NR = cgeo.lanes, cgeo.mr, cgeo.nr
+    tail_vec = -(-oc_tail // W)
+    variants = {}
+    for last_ot in (False, True):
+        for last_mp in (False, True):
+            nvec, tail = (tail_vec, oc_tail - (tail_vec - 1) * W) if last_ot else (cgeo.nvec, W)
+            variants[(last_ot, last_mp)] = get_ukernel(mod, UKernel(
+                lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
+                ldb=NR, b_align=64, a_cols=True, prefetch=pf_lines, **act_kw))
+    return variants
+
+
+def _store_transposed(b: ir.IRBuilder, cgeo: Geometry, W: int, N: int, Mg: int, MPp: int, cs: ir.Value,
+                      yp: ir.Value, bg: ir.Value, it_lo: ir.Value, it_hi: ir.Value) -> None:
+    """Store the result blocks of items ``[it_lo, it_hi)`` transposed: ``Y[bg * Mg + oc0 + j][p0 + i] =
+    cs[ot][p0 + i][j]`` (one strided gather per channel)."""
+    MR, NR = cgeo.mr, cgeo.nr
+    cs_tile = MPp * MR * NR
+    with for_range(b, it_lo, it_hi, name="st") as it:
+        ot = b.udiv(it, c64(MPp))
+        mp = b.urem(it, c64(MPp))
+        p0 = b.mul(mp, c64(MR))
+        rows = smin(b, c64(MR), b.sub(c64(N), p0))
+        mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
+        src = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
+        oc0 = b.mul(ot, c64(NR))
+        ydst = gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0))
+        with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
+            val = strided_masked_load(b, gep(b, src, j), mask, NR)
+            masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
 
 
 def _pixel_span(b: ir.IRBuilder, it_lo: ir.Value, it_hi: ir.Value, MPp: int, MR: int,
