@@ -207,7 +207,8 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
 
     b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
     return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
-                    ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, bias="row" if bias is not None else "none",
+                    ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, prefetch_a=a_packed,
+                    bias="row" if bias is not None else "none",
                     bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
 
 
@@ -286,17 +287,10 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     scratch = b.bitcast(ctx.scratch((kc_max * TR + NTc * cs_tile) * 4), F32P)
     tile, cs = scratch, gep(b, scratch, kc_max * TR)
     oc_tail = Mg - (NTc - 1) * NR
-    tail_vec = -(-oc_tail // W)
     m_tail = N - (MPp - 1) * MR
-    act_kw = {"bias": "col" if bias is not None else "none", "act": act, "lo": lo, "hi": hi}
-
-    variants = {}
-    for last_ot in (False, True):
-        for last_mp in (False, True):
-            nvec, tail = (tail_vec, oc_tail - (tail_vec - 1) * W) if last_ot else (cgeo.nvec, W)
-            variants[(last_ot, last_mp)] = get_ukernel(ctx.module, UKernel(
-                lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
-                ldb=NR, b_align=64, a_cols=True, **act_kw))
+    pf_lines = -(-2 * NR // (16 * MPp))  # the next filter panel's K block, spread over the pixel panels
+    variants = _transposed_variants(ctx.module, cgeo, oc_tail, m_tail, pf_lines,
+                                    {"bias": "col" if bias is not None else "none", "act": act, "lo": lo, "hi": hi})
 
     # work items: (image/group, channel panel, pixel panel), pixel panels innermost, so a filter panel's K
     # block is read from memory once and reused from cache by every pixel panel; a thread packs the im2col
@@ -323,23 +317,51 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                         else ir.Constant(F32P, None)
                     bpanel = gep(b, bt, b.mul(b.add(b.mul(b.add(b.mul(g, c64(NTc)), ot), c64(K)), c64(k0)), c64(NR)))
                     cblk = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
+                    # prefetch this pass's share of the filter block the next channel panel streams
+                    k0n = kbs[kb + 1] if kb + 1 < len(kbs) - 1 else k0
+                    nxt = b.select(b.icmp_signed("==", ot, c64(NTc - 1)), c64((k0n - k0 - (NTc - 1) * K) * NR),
+                                   c64(K * NR))
+                    pf = gep(b, bpanel, b.add(nxt, b.mul(mp, c64(pf_lines * 8 * kc))))
                     args = [gep(b, tile, b.sub(b.mul(mp, c64(MR)), px0)), c64(TR), bpanel, cblk, c64(NR), c64(kc),
-                            flags, bias_p, c64(0)]
+                            flags, bias_p, c64(0), pf]
                     dispatch_variant(b, variants, b.icmp_signed("==", ot, c64(NTc - 1)),
                                      b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
-            # transposed store of each item: Y[bg * Mg + oc0 + j][p0 + i] = cs[ot][p0 + i][j]
-            with for_range(b, it_lo, it_hi, name="st") as it:
-                ot = b.udiv(it, c64(MPp))
-                mp = b.urem(it, c64(MPp))
-                p0 = b.mul(mp, c64(MR))
-                rows = smin(b, c64(MR), b.sub(c64(N), p0))
-                mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
-                src = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
-                oc0 = b.mul(ot, c64(NR))
-                ydst = gep(b, y.ptr, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0))
-                with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
-                    val = strided_masked_load(b, gep(b, src, j), mask, NR)
-                    masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
+            _store_transposed(b, cgeo, W, N, Mg, MPp, cs, y.ptr, bg, it_lo, it_hi)
+
+
+def _transposed_variants(mod: ir.Module, cgeo: Geometry, oc_tail: int, m_tail: int, pf_lines: int,
+                         act_kw: dict[str, Any]) -> dict[tuple[bool, bool], ir.Function]:
+    """The transposed path's micro-kernels by (last channel panel?, last pixel panel?)."""
+    W, MR, NR = cgeo.lanes, cgeo.mr, cgeo.nr
+    tail_vec = -(-oc_tail // W)
+    variants = {}
+    for last_ot in (False, True):
+        for last_mp in (False, True):
+            nvec, tail = (tail_vec, oc_tail - (tail_vec - 1) * W) if last_ot else (cgeo.nvec, W)
+            variants[(last_ot, last_mp)] = get_ukernel(mod, UKernel(
+                lanes=W, rows=m_tail if last_mp else MR, nvec=nvec, tail=tail, a_packed=False, mr_panel=MR,
+                ldb=NR, b_align=64, a_cols=True, prefetch=pf_lines, **act_kw))
+    return variants
+
+
+def _store_transposed(b: ir.IRBuilder, cgeo: Geometry, W: int, N: int, Mg: int, MPp: int, cs: ir.Value,
+                      yp: ir.Value, bg: ir.Value, it_lo: ir.Value, it_hi: ir.Value) -> None:
+    """Store the result blocks of items ``[it_lo, it_hi)`` transposed: ``Y[bg * Mg + oc0 + j][p0 + i] =
+    cs[ot][p0 + i][j]`` (one strided gather per channel)."""
+    MR, NR = cgeo.mr, cgeo.nr
+    cs_tile = MPp * MR * NR
+    with for_range(b, it_lo, it_hi, name="st") as it:
+        ot = b.udiv(it, c64(MPp))
+        mp = b.urem(it, c64(MPp))
+        p0 = b.mul(mp, c64(MR))
+        rows = smin(b, c64(MR), b.sub(c64(N), p0))
+        mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
+        src = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
+        oc0 = b.mul(ot, c64(NR))
+        ydst = gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0))
+        with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
+            val = strided_masked_load(b, gep(b, src, j), mask, NR)
+            masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
 
 
 def _pixel_span(b: ir.IRBuilder, it_lo: ir.Value, it_hi: ir.Value, MPp: int, MR: int,

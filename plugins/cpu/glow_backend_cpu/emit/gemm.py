@@ -194,6 +194,14 @@ def activation(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> 
 
 # -- addressing --------------------------------------------------------------------------------------------
 
+def prefetch_lines(b: ir.IRBuilder, p: ir.Value, lines: int) -> None:
+    """Prefetch ``lines`` 64-byte lines from ``p`` into L2 (a hint: never faults, whatever the address)."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = intrinsic(module_of(b), "llvm.prefetch.p0i8", ir.VoidType(), [i8p, I32, I32, I32])
+    for i in range(lines):
+        b.call(fn, [b.bitcast(gep(b, p, 16 * i), i8p), i32(0), i32(2), i32(1)])
+
+
 def gep(b: ir.IRBuilder, p: ir.Value, off: ir.Value | int) -> ir.Value:
     return b.gep(p, [c64(off) if isinstance(off, int) else off])
 
@@ -225,7 +233,7 @@ def geometry(lanes: int) -> Geometry:
 class UKernel:
     """One micro-kernel variant; emitted once per module as an internal function.
 
-    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs)`` with flags bit 0
+    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf)`` with flags bit 0
     "first K block" (start from 0 instead of loading C) and bit 1 "last K block"
     (apply bias and activation). A element (i, k): ``a[(i // mr_panel) * a_stride +
     k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
@@ -249,9 +257,13 @@ class UKernel:
     unroll: int = 2
     #: A element (i, k) at ``a[i + k * a_stride]`` (a packed B tile read transposed); overrides a_packed
     a_cols: bool = False
+    #: cache lines of ``pf`` to prefetch into L2 per ``unroll`` k steps (0: none): the operand the next call
+    #: streams from memory, fetched while this call computes
+    prefetch: int = 0
 
 
-UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64]
+UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P]
+
 
 
 def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
@@ -270,7 +282,7 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     fn.attributes.add("noinline")  # shared by every call site of the module: compiled once
     for i in (0, 2, 3, 7):
         fn.args[i].add_attribute("noalias")
-    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs = fn.args
+    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs, pf = fn.args
     W, R, V = s.lanes, s.rows, s.nvec
     vt = vty(W)
     entry = fn.append_basic_block("entry")
@@ -331,6 +343,8 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
 
         def body(b: ir.IRBuilder, k: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
             cur = nested(vals)
+            if s.prefetch and step > 1:
+                prefetch_lines(b, gep(b, pf, b.mul(k, c64(s.prefetch * 16 // step))), s.prefetch)
             for u in range(step):
                 cur[u % S] = k_step(b, b.add(k, c64(u)) if u else k, cur[u % S])
             return flat(cur)
@@ -422,6 +436,8 @@ class GemmPlan:
     pack_ld: int = 0
     #: K block boundaries (k0 values, strictly increasing, first 0); default: even blocks of at most KC_MAX
     k_blocks: list[int] | None = None
+    #: (packed A) each micro-kernel call prefetches the next M panel's A block into L2
+    prefetch_a: bool = False
     bias: str = "none"
     bias_ptr: CPtr | None = None
     bias_rs: int = 0
@@ -465,13 +481,14 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     n_tail_vec = -(-n_tail // W)
     kbs = plan.blocks() + [K]
     mod = module_of(b)
+    pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0  # 2 k steps of a panel: 2 * MR floats
 
     def uk(rows: int, nvec: int, tail: int) -> ir.Function:
         return get_ukernel(mod, UKernel(
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
             ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
-            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll))
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines))
 
     # variants by (n tail?, m tail?)
     variants = {}
@@ -527,7 +544,9 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             aptr = gep(b, aptr, b.mul(k0, c64(MR)) if plan.a_packed else k0)
             cptr = plan.c_ptr(b, bg, m0, n0)
             bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
-            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs)]
+            # the next panel's A block (past the last panel: a harmless hint at whatever follows)
+            pf = gep(b, aptr, b.mul(astride, c64(1))) if pf_lines else ir.Constant(F32P, None)
+            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf]
             mp_last = b.icmp_signed("==", mp, c64(MP - 1))
             dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
     p.add_incoming(b.add(p, cnt), b.block)
