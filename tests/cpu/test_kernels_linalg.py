@@ -350,6 +350,8 @@ def test_gemv_panels_are_narrow_only_for_few_columns_of_a_constant_weight() -> N
     assert nr((1, 25088), (25088, 4096)) == geo.nr  # enough panels already
     assert nr((1, 500), (500, 64), const=False) == geo.nr  # a run-time B keeps the GEMM geometry
     assert nr((7, 500), (500, 64)) == geo.nr  # several M panels reuse each B panel
+    assert nr((8, 1, 500), (8, 500, 64)) == geo.nr  # 8 batches: enough work items already
+    assert nr((2, 1, 500), (2, 500, 64)) == 16
 
 
 def test_pack_layouts() -> None:

@@ -140,14 +140,14 @@ GEMV_PARTIAL_SUMS = 8
 
 
 def gemv_geometry(geo: Geometry, s: MatMulShape, b_const: bool) -> Geometry:
-    """Narrower column panels for ``M <= MR`` products with a constant weight and few columns.
+    """Narrower column panels for ``M <= MR`` products with a constant weight and few work items.
 
     Such a product streams each weight once and the threads split its column panels: with the
     default panel width (4 vectors) a layer of 64 columns is one panel, which one thread streams
     alone while the others wait. Panels of one or two vectors give every thread a share; the
     micro-kernel unrolls k further to keep ``GEMV_PARTIAL_SUMS`` partial sums (``GemmPlan.unroll``).
     """
-    if not b_const or s.M > geo.mr:
+    if not b_const or s.M > geo.mr or s.BG * -(-s.N // geo.nr) >= GEMV_MIN_PANELS:
         return geo
     nvec = max(1, min(geo.nvec, s.N // (GEMV_MIN_PANELS * geo.lanes)))
     return Geometry(geo.lanes, geo.mr, nvec)
