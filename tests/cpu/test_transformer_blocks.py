@@ -182,3 +182,14 @@ def test_attention_op_fully_masked_rows_with_nan_scores_are_zero() -> None:
     want = _reference(model, x)[0]
     _close(y, want, rtol=1e-4, atol=2e-5)
     assert np.all(y[0, :, 1] == 0.0)
+
+
+def test_layernorm_constant_rows_with_zero_epsilon_are_nan_as_the_reference() -> None:
+    model = layernorm_model((3, 4, 21), eps=0.0)
+    x = feeds(model, seed=6)
+    x["x"][1, 2, :] = 1.5  # variance 0, epsilon 0: 0 / 0
+    kinds, (y,) = _run(model, x)
+    assert kinds.get("FusedLayerNorm") == 1, kinds
+    want = _reference(model, x)[0]
+    assert np.isnan(want[1, 2]).all()
+    _close(y, want)
