@@ -6,7 +6,7 @@ LayerNormalization lowering (``lowering/rules/norm.py``) leaves it::
     m   = mean(x)                 ReduceMean(x){axes=[last], keepdims}  or  Div(ReduceSum(x){...}, L)
     d   = Sub(x, m)
     var = mean(Pow(d, 2) | Mul(d, d))
-    std = Sqrt(Add(var, eps))     eps a one-value constant >= 0
+    std = Sqrt(Add(var, eps))     eps a one-value constant >= 0 (no Add: eps 0)
     n   = Div(d, std)             or  Mul(d, Div(1, std))
     y   = Mul(n, gamma) [-> Add(beta)]  gamma / beta vary along the last axis only
 
@@ -110,15 +110,26 @@ def _variance(fn: Function, d: Value) -> tuple[tuple[Node, ...], Node, float] | 
         return None
     reduce = _sole(fn, sq.result, ("ReduceMean", "ReduceSum"))
     var = _mean(fn, reduce, sq.result) if reduce is not None else None
-    add = _sole(fn, var[1], ("Add",)) if var is not None else None
-    eps = _const(_other(add, var[1])) if add is not None and var is not None else None
-    if add is None or var is None or eps is None or not eps >= 0.0 or add.result.type != var[1].type:
+    if var is None:
         return None
-    sqrt = _sole(fn, add.result, ("Sqrt",))
+    eps_nodes, eps, v = _epsilon(fn, var[1])
+    sqrt = _sole(fn, v, ("Sqrt",)) if eps is not None else None
     norm = _normalized(fn, d, sqrt.result) if sqrt is not None else None
-    if norm is None or sqrt is None or not {id(n) for n in readers} == {id(sq), id(norm[1])}:
+    if norm is None or sqrt is None or eps is None or not {id(n) for n in readers} == {id(sq), id(norm[1])}:
         return None
-    return (sq, *var[0], add, sqrt, *norm[0]), norm[1], eps
+    return (sq, *var[0], *eps_nodes, sqrt, *norm[0]), norm[1], eps
+
+
+def _epsilon(fn: Function, var: Value) -> tuple[tuple[Node, ...], float | None, Value]:
+    """The Add of epsilon (a one-value constant >= 0) to the variance: (its node, epsilon, the sum); no
+    Add is epsilon 0 (``simplify-arith`` removes an Add of 0)."""
+    add = _sole(fn, var, ("Add",))
+    if add is None:
+        return (), 0.0, var
+    eps = _const(_other(add, var))
+    if eps is None or not eps >= 0.0 or add.result.type != var.type:
+        return (), None, var
+    return (add,), eps, add.result
 
 
 def layernorm_fusion(fn: Function, first: Node) -> Fusion | None:

@@ -182,3 +182,24 @@ def test_attention_op_fully_masked_rows_with_nan_scores_are_zero() -> None:
     want = _reference(model, x)[0]
     _close(y, want, rtol=1e-4, atol=2e-5)
     assert np.all(y[0, :, 1] == 0.0)
+
+
+def test_layernorm_constant_rows_with_zero_epsilon_are_nan_as_the_reference() -> None:
+    model = layernorm_model((3, 4, 21), eps=0.0)
+    x = feeds(model, seed=6)
+    x["x"][1, 2, :] = 1.5  # variance 0, epsilon 0: 0 / 0
+    kinds, (y,) = _run(model, x)
+    assert kinds.get("FusedLayerNorm") == 1, kinds
+    want = _reference(model, x)[0]
+    assert np.isnan(want[1, 2]).all()
+    _close(y, want)
+
+
+def test_attention_with_too_many_keys_is_lowered_and_correct() -> None:
+    from glow_backend_cpu.emit.transformer import MAX_KEYS
+
+    model = attention_model(1, 1, 2, MAX_KEYS + 3, 2, 3, "Div", None)
+    x = feeds(model)
+    kinds, (y,) = _run(model, x)
+    assert "FusedAttention" not in kinds and "Softmax" in kinds, kinds
+    _close(y, _reference(model, x)[0], rtol=1e-4, atol=2e-5)

@@ -21,7 +21,6 @@ gives NaN (``-inf - -inf``), as Softmax does; NaNs propagate the same way.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -29,6 +28,7 @@ from llvmlite import ir
 from glow_backend_cpu.emit import ew_math
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.reduce import hreduce
+from glow_core.ir.graph import Node
 from glow_backend_cpu.helpers import F32, call_intrinsic, carried_loop, const_like, for_range, i64, lane_mask
 from glow_backend_cpu.helpers import masked_vload, masked_vstore, partition, splat, strided_offset, vload, vstore
 
@@ -333,11 +333,16 @@ class _Attention:
                         self.rows(first, group, bh, scratch)
 
 
-def _attention_ok(node: object) -> bool:
-    n = node.inputs[1].type.shape[-1]  # type: ignore[attr-defined]
-    return n > 0 and math.prod(node.inputs[0].type.shape[-1:]) > 0  # type: ignore[attr-defined]
+#: most keys per row: the scratch rows (4 x N floats per thread) stay small; longer rows are lowered
+MAX_KEYS = 1 << 16
 
 
-@register_emitter("FusedAttention", when=_attention_ok, why="at least one key and a non-empty head size")
+def _attention_ok(node: Node) -> bool:
+    kt, q = node.inputs[1], node.inputs[0]
+    return kt is not None and q is not None and 0 < kt.type.shape[-1] <= MAX_KEYS and q.type.shape[-1] > 0
+
+
+@register_emitter("FusedAttention", when=_attention_ok,
+                  why=f"1 to {MAX_KEYS} keys and a non-empty head size")
 def _attention(ctx: EmitContext, instr: Instr) -> None:
     _Attention(ctx, instr).emit()
