@@ -3,6 +3,7 @@
 ``fuse-activations`` turns
 
     Conv(x, W, B) -> act                    into  FusedConv(x, W, B){activation}
+    Conv(x, W, B) -> Add(R) [-> act]        into  FusedConv(x, W, B, R){activation}  (R: the result's type)
     MatMul(a, b) [-> Add(bias)] [-> act]    into  FusedMatMul(a, b, bias){activation}
 
 (and the transformer blocks of ``fusion_blocks``: layer normalization over the
@@ -130,10 +131,19 @@ def match_activation(fn: Function, y: Value) -> Activation | None:
 # -- fusing ---------------------------------------------------------------------------------------
 
 def _conv_fusion(fn: Function, conv: Node) -> Fusion | None:
-    act = match_activation(fn, conv.result)
-    if act is None:
+    y = conv.result
+    act = match_activation(fn, y)
+    if act is not None:
+        return Fusion("FusedConv", conv.inputs, {**conv.attrs, **act.attrs}, (conv, *act.nodes))
+    add = _reader(fn, y, ("Add",))
+    residual = _other(add, y) if add is not None and add.inputs[0] is not add.inputs[1] else None
+    if add is None or residual is None or residual.type != y.type:
         return None
-    return Fusion("FusedConv", conv.inputs, {**conv.attrs, **act.attrs}, (conv, *act.nodes))
+    act = match_activation(fn, add.result)
+    attrs = act.attrs if act is not None else {"activation": "none"}
+    inputs = (*conv.inputs, None, None)[:3]
+    return Fusion("FusedConv", (*inputs, residual), {**conv.attrs, **attrs},
+                  (conv, add, *(act.nodes if act is not None else ())))
 
 
 def _matmul_fusion(fn: Function, mm: Node) -> Fusion | None:

@@ -188,6 +188,8 @@ def _activation(c: Converter, q: Value, attrs: Mapping[str, object]) -> Value:
 
 def _conv(c: Converter, node: Node) -> bool:
     x, w, b = node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else None
+    if len(node.inputs) > 3 and node.inputs[3] is not None:  # a FusedConv's residual: no int8 form, stays float
+        return False
     tx, ty, wd = c.qtype(x), c.qtype(node.outputs[0]), _const(w)
     bd = _const(b)
     if tx is None or ty is None or wd is None or (b is not None and bd is None):

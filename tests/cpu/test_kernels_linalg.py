@@ -73,8 +73,9 @@ def magnitude(kind: str, attrs: dict[str, Any], inputs: Sequence[np.ndarray | No
         return y + ins[2] if len(ins) > 2 and ins[2] is not None else y
     a = {k: attrs[k] for k in ("strides", "pads", "dilations", "group")}
     _, out, _ = reference("Conv", a, [inputs[0].astype(F32), inputs[1].astype(F32), None])
-    return np.asarray(KERNELS["Conv"](a, [TensorType(ElemKind.FLOAT64, out.shape)], *ins[:2],
-                                      ins[2] if len(ins) > 2 else None))
+    y = np.asarray(KERNELS["Conv"](a, [TensorType(ElemKind.FLOAT64, out.shape)], *ins[:2],
+                                   ins[2] if len(ins) > 2 else None))
+    return y + ins[3] if len(ins) > 3 and ins[3] is not None else y
 
 
 class Family:
@@ -105,7 +106,8 @@ def rnd(rng: np.random.Generator, shape: Sequence[int], dtype: Any = F32, lo: fl
 def _conv(rng: np.random.Generator, cid: str, x: tuple[int, ...], w: tuple[int, ...], stride: Sequence[int],
           pads: Sequence[int], dil: Sequence[int] | None = None, group: int = 1, bias: bool = True,
           dtype: Any = F32, const_w: bool = True, act: str | None = None, lo: float = -math.inf,
-          hi: float = math.inf) -> tuple[str, str, dict[str, Any], list[np.ndarray | None], tuple[int, ...]]:
+          hi: float = math.inf, residual: bool = False
+          ) -> tuple[str, str, dict[str, Any], list[np.ndarray | None], tuple[int, ...]]:
     nd = len(x) - 2
     attrs: dict[str, Any] = {"strides": tuple(stride), "pads": tuple(pads), "dilations": tuple(dil or (1,) * nd),
                              "group": group}
@@ -114,6 +116,10 @@ def _conv(rng: np.random.Generator, cid: str, x: tuple[int, ...], w: tuple[int, 
         kind = "FusedConv"
         attrs.update(activation=act, clip_min=lo, clip_max=hi)
     inputs = [rnd(rng, x, dtype), rnd(rng, w, dtype), rnd(rng, (w[0],), dtype) if bias else None]
+    if residual:  # FusedConv's 4th operand, added before the activation
+        d = attrs["dilations"]
+        out = [(x[2 + i] + pads[i] + pads[nd + i] - d[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(nd)]
+        inputs.append(rnd(rng, (x[0], w[0], *out), dtype))
     return cid, kind, attrs, inputs, (1,) if const_w else ()
 
 
@@ -161,6 +167,18 @@ def conv_cases() -> list[Any]:
         _conv(r, "fused-clip", (1, 8, 12, 12), (16, 8, 1, 1), (1, 1), (0, 0, 0, 0), act="clip", lo=0.0, hi=0.5),
         _conv(r, "fused-clip-lo", (1, 4, 7, 7), (4, 1, 3, 3), (1, 1), (1, 1, 1, 1), group=4, act="clip", lo=-0.1),
         _conv(r, "fused-none", (1, 8, 6, 6), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), act="none"),
+        _conv(r, "residual-pixels-kblocks", (1, 130, 12, 12), (16, 130, 3, 3), (1, 1), (1, 1, 1, 1), act="relu",
+              residual=True),
+        _conv(r, "residual-pixels-groups-batch", (2, 16, 8, 8), (12, 8, 3, 3), (1, 1), (1, 1, 1, 1), group=2,
+              act="none", residual=True),
+        _conv(r, "residual-transposed", (1, 40, 7, 7), (100, 40, 1, 1), (1, 1), (0, 0, 0, 0), act="relu",
+              residual=True),
+        _conv(r, "residual-transposed-clip", (2, 8, 6, 6), (64, 4, 3, 3), (1, 1), (1, 1, 1, 1), group=2, act="clip",
+              lo=-0.2, hi=0.3, residual=True),
+        _conv(r, "residual-direct", (1, 12, 13, 13), (12, 1, 3, 3), (1, 1), (1, 1, 1, 1), group=12, act="relu",
+              residual=True),
+        _conv(r, "residual-fp16-scalar", (1, 4, 7, 7), (6, 4, 3, 3), (1, 1), (1, 1, 1, 1), dtype=F16, act="relu",
+              residual=True),
         _conv(r, "fp16", (1, 4, 7, 7), (6, 4, 3, 3), (1, 1), (1, 1, 1, 1), dtype=F16),
         _conv(r, "fp16-relu", (1, 4, 7, 7), (6, 4, 3, 3), (1, 1), (1, 1, 1, 1), dtype=F16, act="relu"),
         _conv(r, "fp64", (1, 4, 7, 7), (6, 2, 3, 3), (2, 1), (1, 1, 0, 0), group=2, dtype=F64),

@@ -53,6 +53,40 @@ def test_conv_relu_fused_on_the_interpreter(bias: bool) -> None:
     assert fn.nodes[0].attrs["activation"] == "relu"
 
 
+@pytest.mark.parametrize("act", ["Relu", None])
+@pytest.mark.parametrize("residual_first", [False, True])
+def test_conv_add_residual_fused(act: str | None, residual_first: bool) -> None:
+    fn, y = conv()
+    r = fn.add_input("r", y.type)
+    a = fn.create("Add", [r, y] if residual_first else [y, r]).result
+    fn.set_output("y", fn.create(act, [a]).result if act else a)
+    assert check(fn, *FUSE, backend=InterpreterBackend(), exact=True)
+    assert kinds(fn) == {"FusedConv": 1}
+    node = fn.nodes[0]
+    assert node.inputs[3] is r
+    assert node.attrs["activation"] == ("relu" if act else "none")
+
+
+@pytest.mark.parametrize("case", ["broadcast", "self"])
+def test_conv_add_not_fused_as_residual(case: str) -> None:
+    fn, y = conv()
+    if case == "broadcast":  # a per-channel constant broadcasts: not the result's type
+        other = fn.add_constant(f((4, 1, 1), np.float32, seed=3), "c")
+    else:  # Add(y, y): the conv result is read twice
+        other = y
+    fn.set_output("y", fn.create("Relu", [fn.create("Add", [y, other]).result]).result)
+    assert not check(fn, "fuse-activations", backend=InterpreterBackend(), exact=True)
+    assert kinds(fn) == {"Conv": 1, "Add": 1, "Relu": 1}
+
+
+def test_fused_conv_rejects_a_residual_of_another_type() -> None:
+    fn, y = conv()
+    x, w, b = fn.nodes[0].inputs
+    r = fn.add_input("r", TensorType(F32, (1, 4, 6, 5)))
+    with pytest.raises(glow_core.errors.GlowTypeError, match="Residual"):
+        fn.create("FusedConv", [x, w, b, r], {**CONV_ATTRS, "activation": "relu"})
+
+
 @pytest.mark.parametrize("lo,hi", [(0.0, 6.0), (None, 0.5), (-0.5, None), (1.0, -1.0)])
 def test_conv_clip_fused(lo: float | None, hi: float | None) -> None:
     fn, y = conv()

@@ -5,7 +5,7 @@ They are made only by the ``fuse-activations`` pass after lowering, and only
 for a backend that declares it supports them; every other backend sees (and
 the lowering table turns them back into) the unfused kinds::
 
-    FusedConv(x, W, B)       = act(Conv(x, W, B))
+    FusedConv(x, W, B, R)    = act(Conv(x, W, B) + R)   (R optional, the residual: the result's type)
     FusedMatMul(A, B, Bias)  = act(MatMul(A, B) + Bias)      (Bias optional; it never changes the shape)
 
 ``act`` is chosen by ``activation``:
@@ -67,7 +67,11 @@ def check_activation(attrs: Attrs) -> None:
 
 def _fused_conv_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     check_activation(attrs)
-    return conv_rule(types, attrs)
+    out = conv_rule(types[:3], attrs)
+    residual = types[3] if len(types) > 3 else None
+    if residual is not None and residual != out[0]:
+        raise GlowTypeError(f"Residual {residual} must have the convolution's result type {out[0]}")
+    return out
 
 
 def _fused_matmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
@@ -90,9 +94,10 @@ _CONV_ATTRS = (
     attr("group", A.INT, 1),
 )
 
-define_kind("FusedConv", inputs=("Input", "Filter", "Bias?"), attrs=_CONV_ATTRS + _ACT_ATTRS,
+define_kind("FusedConv", inputs=("Input", "Filter", "Bias?", "Residual?"), attrs=_CONV_ATTRS + _ACT_ATTRS,
             infer=_fused_conv_rule, categories=(C.CONVOLUTION,), elems=FLOAT_KINDS,
-            doc="act(Conv(Input, Filter, Bias)): Conv's attributes plus activation none/relu/clip.")
+            doc="act(Conv(Input, Filter, Bias) + Residual): Conv's attributes plus activation none/relu/clip; "
+                "Residual (optional) has the result's type.")
 define_kind("FusedMatMul", inputs=("LHS", "RHS", "Bias?"), attrs=_ACT_ATTRS, infer=_fused_matmul_rule,
             categories=(C.LINEAR_ALGEBRA,), elems=MATMUL_KINDS,
             doc="act(MatMul(LHS, RHS) + Bias): Bias broadcasts to the product without changing its shape.")

@@ -1,6 +1,6 @@
 """Lowerings of the fused kinds back into the kinds they fuse (see ``glow_core.ir.defs.fused``).
 
-``FusedConv`` -> Conv then the activation; ``FusedMatMul`` -> MatMul, Add of
+``FusedConv`` -> Conv, Add of the residual, then the activation; ``FusedMatMul`` -> MatMul, Add of
 the bias, then the activation. The activation ``relu`` becomes a Relu node and
 ``clip`` a Clip with constant bounds (both lowered further when needed).
 ``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
@@ -59,6 +59,9 @@ _CONV_ATTRS = ("strides", "pads", "dilations", "group")
 def _fused_conv(b: Builder, node: Node) -> list[Value]:
     conv = b.emit1("Conv", [b.input(0), b.input(1), b.opt_input(2)],
                    **{k: node.attrs[k] for k in _CONV_ATTRS})
+    residual = b.opt_input(3)
+    if residual is not None:
+        conv = b.add(conv, residual)
     return [ACTIVATIONS[node.attrs["activation"]](b, node, conv)]
 
 

@@ -49,8 +49,11 @@ ACTIVATION_KERNELS: dict[str, Callable[[Attrs, Types, np.ndarray], np.ndarray]] 
 
 
 @KERNELS.register("FusedConv")
-def _fused_conv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+def _fused_conv(attrs: Attrs, out: Types, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+                r: np.ndarray | None = None) -> np.ndarray:
     y = np.asarray(KERNELS["Conv"](attrs, out, x, w, b))
+    if r is not None:
+        y = np.asarray(KERNELS["Add"]({}, out, y, r))
     return ACTIVATION_KERNELS[attrs["activation"]](attrs, out, y)
 
 

@@ -50,6 +50,7 @@ from glow_backend_cpu.emit.gemm import (
     geometry,
     gep,
     get_ukernel,
+    masked_load,
     masked_store,
     pack_rows,
     strided_masked_load,
@@ -140,15 +141,16 @@ def act_of(attrs: Mapping[str, Any], elem: ElemKind = ElemKind.FLOAT32) -> tuple
     return act, lo, hi
 
 
-def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None]:
-    ins = list(instr.ins) + [None] * 3
-    return ins[0], ins[1], ins[2]  # type: ignore[return-value]
+def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None, Operand | None]:
+    """Input, filter, bias and (FusedConv) residual."""
+    ins = list(instr.ins) + [None] * 4
+    return ins[0], ins[1], ins[2], ins[3]  # type: ignore[return-value]
 
 
 @register_emitter("Conv", "FusedConv", elems=FLOAT_KINDS)
 def emit_conv(ctx: EmitContext, instr: Instr) -> None:
     y = instr.outs[0]
-    x, w, bias = _ins(instr)
+    x, w, bias, res = _ins(instr)
     elem = y.type.elem
     nd = x.type.rank - 2
     if y.type.size == 0:
@@ -159,17 +161,17 @@ def emit_conv(ctx: EmitContext, instr: Instr) -> None:
     s = conv_shape(x.type.shape, w.type.shape, y.type.shape, instr.attrs)
     act, lo, hi = act_of(instr.attrs)
     if transposed_fits(s, ctx.target.vector_lanes) and w.const_value is not None:
-        emit_conv_gemm_t(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
+        emit_conv_gemm_t(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
     elif s.Mg >= 4 and s.K >= 4:
-        emit_conv_gemm(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
+        emit_conv_gemm(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
     else:
-        emit_conv_direct(ctx, s, x, w, bias, y, act, lo, hi)
+        emit_conv_direct(ctx, s, x, w, bias, y, act, lo, hi, res=res)
 
 
 # -- GEMM path --------------------------------------------------------------------------------------------------
 
 def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
-              act: str, lo: float, hi: float, name: str = "") -> GemmPlan:
+              act: str, lo: float, hi: float, name: str = "", res: Operand | None = None) -> GemmPlan:
     geo = geometry(ctx.target.vector_lanes)
     MR = geo.mr
     K, Mg, G = s.K, s.Mg, s.G
@@ -194,9 +196,12 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
             return gep(b, wp, b.mul(b.add(b.mul(g, c64(Mg)), m0), c64(K))), c64(K)
         a_packed = False
 
-    def c_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
-        # bg = nb * G + g and channel = g * Mg + m0: (nb * M + g * Mg + m0) = bg * Mg + m0
-        return gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), m0), c64(OHW)), n0))
+    def block_of(p: ir.Value) -> Any:
+        def ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
+            # bg = nb * G + g and channel = g * Mg + m0: (nb * M + g * Mg + m0) = bg * Mg + m0
+            return gep(b, p, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), m0), c64(OHW)), n0))
+        return ptr
+    c_ptr = block_of(yp)
 
     bias_ptr = None
     if bias is not None:
@@ -208,6 +213,7 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
     b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
     return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
                     ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, prefetch_a=a_packed,
+                    c_init=block_of(res.ptr) if res is not None else None,
                     bias="row" if bias is not None else "none",
                     bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
 
@@ -238,8 +244,8 @@ def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
 
 
 def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
-                   act: str, lo: float, hi: float, name: str = "") -> None:
-    plan = conv_plan(ctx, s, x, w, bias, y, act, lo, hi, name)
+                   act: str, lo: float, hi: float, name: str = "", res: Operand | None = None) -> None:
+    plan = conv_plan(ctx, s, x, w, bias, y, act, lo, hi, name, res)
     scratch = ctx.builder.bitcast(ctx.scratch(plan.scratch_bytes), F32P)
     emit_gemm(ctx.builder, plan, ctx.tid, ctx.nthreads, scratch)
 
@@ -258,7 +264,7 @@ def transposed_fits(s: ConvShape, lanes: int) -> bool:
 
 
 def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
-                     act: str, lo: float, hi: float, name: str = "") -> None:
+                     act: str, lo: float, hi: float, name: str = "", res: Operand | None = None) -> None:
     """Small output planes (``OH*OW < NR``): ``Y^T[pixels, Mg] = im2col^T x F^T``, vectorized over channels.
 
     The im2col tile is packed as in the GEMM path (``[K][NR]``, pixels as
@@ -267,7 +273,7 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     channel panel, channels innermost) split evenly over the threads, and a
     thread packs only the pixels of its panels; each result block goes through
     a scratch tile (accumulated over the K blocks) and is stored transposed
-    (one strided gather per channel).
+    (one strided gather per channel), where a residual is added before the activation.
     """
     geo = geometry(ctx.target.vector_lanes)  # of the im2col tile
     N, K, Mg, G = s.OH * s.OW, s.K, s.Mg, s.G
@@ -289,8 +295,9 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     oc_tail = Mg - (NTc - 1) * NR
     m_tail = N - (MPp - 1) * MR
     pf_lines = -(-2 * NR // (16 * MPp))  # the next filter panel's K block, spread over the pixel panels
-    variants = _transposed_variants(ctx.module, cgeo, oc_tail, m_tail, pf_lines,
-                                    {"bias": "col" if bias is not None else "none", "act": act, "lo": lo, "hi": hi})
+    # the activation: by the micro-kernel, or with a residual in the store, after adding it
+    variants = _transposed_variants(ctx.module, cgeo, oc_tail, m_tail, pf_lines, {
+        "bias": "col" if bias is not None else "none", "act": act if res is None else "none", "lo": lo, "hi": hi})
 
     # work items: (image/group, channel panel, pixel panel), pixel panels innermost, so a filter panel's K
     # block is read from memory once and reused from cache by every pixel panel; a thread packs the im2col
@@ -326,7 +333,8 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                             flags, bias_p, c64(0), pf]
                     dispatch_variant(b, variants, b.icmp_signed("==", ot, c64(NTc - 1)),
                                      b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
-            _store_transposed(b, cgeo, W, N, Mg, MPp, cs, y.ptr, bg, it_lo, it_hi)
+            _store_transposed(b, cgeo, N, Mg, MPp, cs, y.ptr, bg, it_lo, it_hi,
+                              (res.ptr, act, lo, hi) if res is not None else None)
 
 
 def _transposed_variants(mod: ir.Module, cgeo: Geometry, oc_tail: int, m_tail: int, pf_lines: int,
@@ -344,11 +352,13 @@ def _transposed_variants(mod: ir.Module, cgeo: Geometry, oc_tail: int, m_tail: i
     return variants
 
 
-def _store_transposed(b: ir.IRBuilder, cgeo: Geometry, W: int, N: int, Mg: int, MPp: int, cs: ir.Value,
-                      yp: ir.Value, bg: ir.Value, it_lo: ir.Value, it_hi: ir.Value) -> None:
+def _store_transposed(b: ir.IRBuilder, cgeo: Geometry, N: int, Mg: int, MPp: int, cs: ir.Value, yp: ir.Value,
+                      bg: ir.Value, it_lo: ir.Value, it_hi: ir.Value,
+                      residual: tuple[ir.Value, str, float, float] | None) -> None:
     """Store the result blocks of items ``[it_lo, it_hi)`` transposed: ``Y[bg * Mg + oc0 + j][p0 + i] =
-    cs[ot][p0 + i][j]`` (one strided gather per channel)."""
-    MR, NR = cgeo.mr, cgeo.nr
+    cs[ot][p0 + i][j]`` (one strided gather per channel); ``residual`` (pointer, activation, bounds): add
+    the residual at the same index, then apply the activation."""
+    W, MR, NR = cgeo.lanes, cgeo.mr, cgeo.nr
     cs_tile = MPp * MR * NR
     with for_range(b, it_lo, it_hi, name="st") as it:
         ot = b.udiv(it, c64(MPp))
@@ -358,10 +368,14 @@ def _store_transposed(b: ir.IRBuilder, cgeo: Geometry, W: int, N: int, Mg: int, 
         mask = b.icmp_signed("<", iota(W), splat(b, rows, W))
         src = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
         oc0 = b.mul(ot, c64(NR))
-        ydst = gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0))
+        yoff = b.add(b.mul(b.add(b.mul(bg, c64(Mg)), oc0), c64(N)), p0)
         with for_range(b, 0, smin(b, c64(NR), b.sub(c64(Mg), oc0)), name="j") as j:
             val = strided_masked_load(b, gep(b, src, j), mask, NR)
-            masked_store(b, val, gep(b, ydst, b.mul(j, c64(N))), mask)
+            off = b.add(yoff, b.mul(j, c64(N)))
+            if residual is not None:
+                rp, act, lo, hi = residual
+                val = activation(b, b.fadd(val, masked_load(b, gep(b, rp, off), mask)), act, lo, hi)
+            masked_store(b, val, gep(b, yp, off), mask)
 
 
 def _pixel_span(b: ir.IRBuilder, it_lo: ir.Value, it_hi: ir.Value, MPp: int, MR: int,
@@ -462,7 +476,7 @@ def _pack_vector(b: ir.IRBuilder, s: ConvShape, W: int, NR: int, v: int, ow_a: i
 # -- direct path (depthwise and narrow groups) ------------------------------------------------------------------
 
 def emit_conv_direct(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
-                     act: str, lo: float, hi: float) -> None:
+                     act: str, lo: float, hi: float, res: Operand | None = None) -> None:
     b = ctx.builder
     W = ctx.target.vector_lanes
     nvo = -(-s.OW // W)
@@ -482,7 +496,6 @@ def emit_conv_direct(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
         g = b.udiv(oc, c64(s.Mg))
         xg = gep(b, xp, b.mul(b.add(b.mul(nb, c64(s.C)), b.mul(g, c64(s.Cg))), c64(s.H * s.W)))
         wrow = gep(b, wp, b.mul(oc, c64(s.Cg * KHKW)))
-        yrow = gep(b, yp, b.mul(r, c64(s.OW)))
         ih0 = b.sub(b.mul(oh, c64(s.sh)), c64(s.ph))
         bias_v = None
         if bias is not None:
@@ -526,9 +539,11 @@ def emit_conv_direct(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 val = acc[v]
                 if bias_v is not None:
                     val = b.fadd(val, bias_v)
-                val = activation(b, val, act, lo, hi)
                 smask = b.icmp_signed("<", owv[v], splat(b, c64(s.OW), W))
-                masked_store(b, val, gep(b, yrow, b.add(ow0, c64(v * W))), smask)
+                off = b.add(b.mul(r, c64(s.OW)), b.add(ow0, c64(v * W)))
+                if res is not None:
+                    val = b.fadd(val, masked_load(b, gep(b, res.ptr, off), smask))
+                masked_store(b, activation(b, val, act, lo, hi), gep(b, yp, off), smask)
 
 
 # -- scalar path (any element kind, any number of spatial axes) --------------------------------------------------
@@ -536,7 +551,7 @@ def emit_conv_direct(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
 def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
     b = ctx.builder
     y = instr.outs[0]
-    x, w, bias = _ins(instr)
+    x, w, bias, res = _ins(instr)
     elem = y.type.elem
     ct = dtypes.compute_type(elem)
     a = instr.attrs
@@ -572,6 +587,8 @@ def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
         if bias is not None:
             r = b.fadd(r, dtypes.to_compute(b, b.load(gep(b, bias.ptr, oc)), elem))
         r = dtypes.round_trip(b, r, elem)
+        if res is not None:  # Add rounds once more, as the unfused nodes do
+            r = dtypes.round_trip(b, b.fadd(r, dtypes.to_compute(b, b.load(gep(b, res.ptr, e)), elem)), elem)
         if act != "none":
             r = _scalar_act(b, r, act, lo, hi)
         b.store(dtypes.to_storage(b, r, elem), gep(b, y.ptr, e))

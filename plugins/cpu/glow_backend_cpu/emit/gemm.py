@@ -438,6 +438,8 @@ class GemmPlan:
     k_blocks: list[int] | None = None
     #: (packed A) each micro-kernel call prefetches the next M panel's A block into L2
     prefetch_a: bool = False
+    #: C starts from this block (row stride ldc, e.g. a residual to add) instead of zero
+    c_init: CPtr | None = None
     bias: str = "none"
     bias_ptr: CPtr | None = None
     bias_rs: int = 0
@@ -520,6 +522,11 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     width = smin(b, c64(NR), b.sub(c64(N), n0))
     nt_last = b.icmp_signed("==", nt, c64(NT - 1))
 
+    if plan.c_init is not None:  # C starts from the given blocks: copy them, every K block then loads C
+        with for_range(b, mp0, mp1, name="ci") as mp:
+            m0 = b.mul(mp, c64(MR))
+            copy_block(b, geo, plan.c_init(b, bg, m0, n0), plan.c_ptr(b, bg, m0, n0), plan.ldc,
+                       smin(b, c64(MR), b.sub(c64(M), m0)), width)
     with for_range(b, 0, len(kbs) - 1, name="kb") as kb:
         bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
         gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
@@ -536,7 +543,8 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
         else:
             assert plan.b_ptr is not None
             btile = plan.b_ptr(b, bg, n0, nt, k0)
-        flags = b.or_(b.zext(b.icmp_signed("==", kb, c64(0)), I64),
+        first = c64(0) if plan.c_init is not None else b.zext(b.icmp_signed("==", kb, c64(0)), I64)
+        flags = b.or_(first,
                       b.shl(b.zext(b.icmp_signed("==", kb, c64(len(kbs) - 2)), I64), c64(1)))
         with for_range(b, mp0, mp1, name="mp") as mp:
             m0 = b.mul(mp, c64(MR))
@@ -602,6 +610,19 @@ def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Funct
             call_m(True)
         with other:
             call_m(False)
+
+
+def copy_block(b: ir.IRBuilder, geo: Geometry, src: ir.Value, dst: ir.Value, ld: int, rows: ir.Value,
+               width: ir.Value) -> None:
+    """dst[i * ld + j] = src[i * ld + j] for i < rows, j < width (width <= NR)."""
+    W = geo.lanes
+    lanes = splat(b, width, W)
+    masks = [b.icmp_signed("<", b.add(iota(W), splat(b, c64(j * W), W)), lanes) for j in range(geo.nvec)]
+    with for_range(b, 0, rows, name="cr") as i:
+        off = b.mul(i, c64(ld))
+        for j in range(geo.nvec):
+            v = masked_load(b, gep(b, src, b.add(off, c64(j * W))), masks[j])
+            masked_store(b, v, gep(b, dst, b.add(off, c64(j * W))), masks[j])
 
 
 # -- B packers ----------------------------------------------------------------------------------------------------
