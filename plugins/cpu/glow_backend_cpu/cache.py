@@ -171,7 +171,7 @@ def load(k: str) -> tuple[list[bytes], Layout, Path] | None:
         return None
 
 
-def _write(path: Path, data: bytes | Layout) -> None:
+def _write(path: Path, data: bytes | memoryview | Layout) -> None:
     """Write ``data`` (bytes, or a layout's packed-constant image) to a temporary name, then rename it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
