@@ -172,16 +172,16 @@ class CpuBackend(Backend):
             # a big function compiles in parts in parallel: the workers start now, while the IR is generated
             jobs = compile_jobs(extra) if len(function.nodes) >= SPLIT_MIN_NODES else 1
             workers = objworker.start(jobs - 1)
-            t1 = time.perf_counter()
-            lir = options.build_lir(function, debug=options.debug)
-            timings["lir"] = time.perf_counter() - t1
-            t2 = time.perf_counter()
             try:
+                t1 = time.perf_counter()
+                lir = options.build_lir(function, debug=options.debug)
+                timings["lir"] = time.perf_counter() - t1
+                t2 = time.perf_counter()
                 module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
+                timings["irgen"] = time.perf_counter() - t2
             except BaseException:
                 objworker.release(workers)
                 raise
-            timings["irgen"] = time.perf_counter() - t2
             lib = cg.compile_parallel(module, module_text(module), printed_texts(module), workers)
             timings.update(lib.timings)
             stored = use_cache and object_cache.store(key, lib.objects, layout)
