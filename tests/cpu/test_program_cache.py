@@ -4,6 +4,7 @@ invalidated by every part of its key, and a clean miss on damaged or foreign ent
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,7 +55,10 @@ def _program_files(path: Path) -> list[Path]:
 def test_a_second_compile_is_served_before_import(env: Path) -> None:
     cold = glow_core.compile(str(env), "cpu")
     assert not _served(cold) and len(_program_files(env)) == 2
+    meta = [p for p in _program_files(env) if p.suffix == ".json"][0]
+    os.utime(meta, (1.0, 1.0))
     warm = glow_core.compile(str(env), "cpu", threads=1)
+    assert meta.stat().st_mtime > 1.0  # a hit is a use, for LRU eviction
     assert _served(warm) and warm.stats.backend_s["cached"] is True
     assert warm.stats.nodes_by_kind == cold.stats.nodes_by_kind and warm.function.nodes == []
     assert warm.input_types == cold.input_types and warm.output_names == cold.output_names

@@ -154,6 +154,10 @@ def load(key: str, options: CompileOptions,
                             adaptive=bool(flags.get("adaptive")))
     except (OSError, KeyError, GlowError):
         return None  # an entry evicted under us, or an interface that does not match the layout
+    try:
+        os.utime(_paths(key)[0])  # the entry's last use, for LRU eviction (as an object-cache hit does)
+    except OSError:
+        pass
     exe.compile_timings = {"cached": True, "load": time.perf_counter() - t0}  # type: ignore[attr-defined]
     exe.object_key = meta["object_key"]  # type: ignore[attr-defined]
     exe.program_flags = dict(flags)  # type: ignore[attr-defined]
