@@ -146,7 +146,7 @@ def _old_format(d: Path, k: str) -> None:
     p = d / f"{k}.json"
     meta = json.loads(p.read_text())
     meta["format"] = 2
-    meta["check"] = cache._meta_check(meta)
+    meta["check"] = cache.meta_check(meta)
     p.write_text(json.dumps(meta))
 
 

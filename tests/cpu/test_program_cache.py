@@ -145,7 +145,7 @@ def _rewrite_meta(path: Path, edit: Callable[[dict], None]) -> None:
     meta_path = [p for p in _program_files(path) if p.suffix == ".json"][0]
     meta = json.loads(meta_path.read_text())
     edit(meta)
-    meta["check"] = cache._meta_check(meta)  # a consistent but hostile entry: the bounds checks must catch it
+    meta["check"] = cache.meta_check(meta)  # a consistent but hostile entry: the bounds checks must catch it
     meta_path.write_text(json.dumps(meta))
 
 

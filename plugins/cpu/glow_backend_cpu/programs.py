@@ -69,7 +69,7 @@ def store(key: str, info: Mapping[str, Any], function: Function, exe: CompiledFu
     meta: dict[str, Any] = {"format": FORMAT, "object_key": object_key, "const_bytes": layout.const_bytes,
                             "consts": {n: [layout.const_offsets[n], sizes[n]] for n in sorted(sizes)},
                             "flags": dict(exe.program_flags), "info": dict(info)}  # type: ignore[attr-defined]
-    meta["check"] = object_cache._meta_check(meta)
+    meta["check"] = object_cache.meta_check(meta)
     data = json.dumps(meta).encode()
     size = len(data) + layout.const_bytes
     limit = object_cache.max_bytes()
@@ -78,11 +78,11 @@ def store(key: str, info: Mapping[str, Any], function: Function, exe: CompiledFu
     meta_path, image = _paths(key)
     try:
         object_cache.cache_dir().mkdir(parents=True, exist_ok=True)
-        object_cache._write(image, memoryview(exe._consts)[:layout.const_bytes])
-        object_cache._write(meta_path, data)
+        object_cache.write_atomic(image, memoryview(exe._consts)[:layout.const_bytes])
+        object_cache.write_atomic(meta_path, data)
     except OSError:
         return False
-    object_cache._after_store(size, limit)
+    object_cache.after_store(size, limit)
     return True
 
 
@@ -92,7 +92,7 @@ def _read_meta(key: str) -> dict[str, Any] | None:
         meta = json.loads(open(meta_path, "rb").read())
     except (OSError, ValueError):
         return None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("check") != object_cache._meta_check(meta):
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("check") != object_cache.meta_check(meta):
         return None
     return meta
 
