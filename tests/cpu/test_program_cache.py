@@ -191,3 +191,16 @@ def test_damaged_entries_are_clean_misses(env: Path, damage: Callable[[Path], No
     assert not _served(net)
     np.testing.assert_array_equal(net.run({"x": _x()})["y"], cold.run({"x": _x()})["y"])
     assert _served(glow_core.compile(str(env), "cpu"))  # stored again by the miss
+
+
+def test_glow_compile_lir_is_the_real_lir_on_a_warm_cache(env: Path) -> None:
+    from tests.cliutil import glow
+
+    cache_env = {"GLOW_CACHE_DIR": str(env.parent / "cache")}
+    assert glow(["compile", str(env), "-b", "cpu"], env=cache_env).returncode == 0  # stores the program
+    assert _served(glow_core.compile(str(env), "cpu"))
+    warm = glow(["compile", str(env), "-b", "cpu", "--lir"], env=cache_env)
+    off = glow(["compile", str(env), "-b", "cpu", "--lir"], env={**cache_env, compilecache.ENV: "0"})
+    assert warm.returncode == 0 and off.returncode == 0, warm.stderr
+    lir = lambda out: out[out.index("lir main"):]  # noqa: E731  (after the timing line)
+    assert "code:" in lir(warm.stdout) and "Conv" in lir(warm.stdout) and lir(warm.stdout) == lir(off.stdout)
