@@ -22,6 +22,9 @@ reader never sees a half-written entry; an unreadable, vanished, truncated or
 otherwise damaged entry (a digest or size that does not match) is a miss: the
 object code is checked before LLVM's loader sees it. ``GLOW_CPU_CACHE=0`` disables the cache.
 
+The program cache's entries (``programs.py``: ``p-KEY.json`` and
+``p-KEY.bin``) share the folder, the bound and the eviction below.
+
 Bound: the folder is kept under ``GLOW_CACHE_MAX_BYTES`` (default 1 GiB) by
 evicting the least recently used entries (a hit touches ``KEY.json``, whose
 modification time is the entry's last use). An entry larger than the limit is
