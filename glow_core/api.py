@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from glow_core import budget, zoo
+from glow_core import budget, compilecache, zoo
 from glow_core.errors import (
     BackendError,
     BudgetError,
@@ -223,6 +223,15 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
              bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
              options: Mapping[str, Any] | None, quantize: Any = None) -> CompiledNetwork:
     t0 = time.perf_counter()
+    copts = compile_options(threads=threads, debug=debug, extra=dict(options or {}))
+    pkey = compilecache.program_key(model, be, copts, shapes) if bind is None and quantize is None else None
+    if pkey is not None:  # the program cache: served before the import (glow_core/compilecache.py)
+        hit = compilecache.load(pkey, be, copts)
+        if hit is not None:
+            fn, exe, counts = hit
+            stats = CompileStats(import_s=time.perf_counter() - t0, nodes_by_kind=counts)
+            stats.backend_s = {**dict(getattr(exe, "compile_timings", None) or {}), "program": True}
+            return CompiledNetwork(fn, exe, be, stats)
     proto, _ = load_model(model)
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
         if quantize is not None:
@@ -234,7 +243,10 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     stats = CompileStats()
     fn = OnnxImporter(proto, shapes, bind).run()
     stats.import_s = time.perf_counter() - t0
-    return compile_function(fn, be, stats, threads=threads, debug=debug, options=options, quantize=quantize)
+    net = compile_function(fn, be, stats, threads=threads, debug=debug, options=options, quantize=quantize)
+    if pkey is not None:
+        compilecache.store(pkey, be, net.function, net.executable, stats.nodes_by_kind, proto)
+    return net
 
 
 def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads: int | None = None,

@@ -372,6 +372,25 @@ class Backend(abc.ABC):
         """Empty the backend's cache (``glow cache clear``); (entries, bytes) removed. Default: all of cache_dir()."""
         return clear_cache_dir(self.cache_dir())
 
+    def program_identity(self, options: CompileOptions) -> str | None:
+        """The program cache (docs/cpu-backend.md, "Cache levels"): what a compiled program depends on besides
+        the model file, the compile options and the core (host, CPU features, backend version and sources,
+        settings read from the environment). None (the default): the backend keeps no program cache."""
+        return None
+
+    def load_program(self, key: str, options: CompileOptions,
+                     interface: Callable[[Mapping[str, Any]], Function | None]) -> tuple[Function, CompiledFunction] | None:
+        """The function interface and executable stored under ``key`` by :meth:`store_program`, or None (a miss;
+        never an error). ``interface`` turns the stored core ``info`` into the function's inputs and outputs
+        (None: unusable info, a miss)."""
+        return None
+
+    def store_program(self, key: str, info: Mapping[str, Any], function: Function,
+                      executable: CompiledFunction) -> bool:
+        """Store what running ``executable`` needs under ``key``, with the core's JSON-serializable ``info``;
+        False when it is not stored."""
+        return False
+
     def capability_report(self) -> dict[str, list[str]]:
         """Kind -> supported element kinds, for every kind in the table (empty list: unsupported).
 

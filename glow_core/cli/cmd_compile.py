@@ -38,7 +38,13 @@ def memory_report_text(net: object) -> str | None:
 def run(args: argparse.Namespace) -> int:
     import glow_core
 
-    net = glow_core.compile(args.model, args.backend, shapes_from_args(args.input_shape) or None,
+    model = args.model
+    if args.lir:  # the LIR is built from the prepared graph, which a program-cache hit does not keep: compile
+        from glow_core import zoo  # from the loaded model (never served by that cache; docs/cpu-backend.md)
+        from glow_core.importer import load_model
+
+        model = load_model(zoo.resolve_model(args.model))[0]
+    net = glow_core.compile(model, args.backend, shapes_from_args(args.input_shape) or None,
                             quantize=quantize_from_args(args))
     s = net.stats
     print(f"compiled {args.model} for {args.backend}: import {fmt_ms(s.import_s)}, "

@@ -76,3 +76,4 @@ def test_bench_compile_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for phase in mod.PHASES:
         assert f"| {phase} |" in out
     assert "cache hits on the second compile: 1/1" in out and "load average" in out
+    assert "program-cache hits in the fresh process: 1/1" in out  # a model file: served before import

@@ -37,7 +37,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from glow_backend_cpu import __version__
@@ -153,6 +153,7 @@ class CpuBackend(Backend):
         use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
         threshold, solo_ns = thread_options(extra)
         compile_jobs(extra)  # checked on a cache hit too
+        adaptive = bool(extra.get("adaptive_threads", threshold > 0))
         profile = bool(extra.get("profile", False))
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}
@@ -167,24 +168,25 @@ class CpuBackend(Backend):
             objects, layout, path = hit
             lib = Library(function.name, objects[0], more_objects=objects[1:])
             image = str(path)
-            timings["cached"] = True
+            timings["cached"] = stored = True
         else:
             # a big function compiles in parts in parallel: the workers start now, while the IR is generated
             jobs = compile_jobs(extra) if len(function.nodes) >= SPLIT_MIN_NODES else 1
             workers = objworker.start(jobs - 1)
-            t1 = time.perf_counter()
-            lir = options.build_lir(function, debug=options.debug)
-            timings["lir"] = time.perf_counter() - t1
-            t2 = time.perf_counter()
             try:
+                t1 = time.perf_counter()
+                lir = options.build_lir(function, debug=options.debug)
+                timings["lir"] = time.perf_counter() - t1
+                t2 = time.perf_counter()
                 module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
+                timings["irgen"] = time.perf_counter() - t2
             except BaseException:
                 objworker.release(workers)
                 raise
-            timings["irgen"] = time.perf_counter() - t2
             lib = cg.compile_parallel(module, module_text(module), printed_texts(module), workers)
             timings.update(lib.timings)
-            if use_cache and object_cache.store(key, lib.objects, layout) and layout.packed_bytes:
+            stored = use_cache and object_cache.store(key, lib.objects, layout)
+            if stored and layout.packed_bytes:
                 image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()
         cg.load(lib)
@@ -192,7 +194,7 @@ class CpuBackend(Backend):
         try:
             exe = CpuExecutable(function, lib, layout, consts, threads=threads,
                                 parallel=_work_elements(function) >= threshold and layout.parallel_kernels > 0,
-                                packed_image=image, adaptive=bool(extra.get("adaptive_threads", threshold > 0)))
+                                packed_image=image, adaptive=adaptive)
         except KeyError as e:  # pragma: no cover  (layout and function disagree)
             raise BackendError(f"cpu backend: compiled code does not match the function ({e})") from e
         except OSError:
@@ -203,8 +205,28 @@ class CpuBackend(Backend):
         timings["load"] = time.perf_counter() - t3
         exe.lir = lir  # type: ignore[attr-defined]
         exe.compile_timings = timings  # type: ignore[attr-defined]
+        # what the program cache needs (``programs.py``): the object entry on disk, the executable's flags
+        exe.object_key = key if stored else None  # type: ignore[attr-defined]
+        exe.program_flags = {"parallel": exe.parallel, "adaptive": adaptive}  # type: ignore[attr-defined]
         self.last_compile = timings
         return exe
+
+    def program_identity(self, options: CompileOptions) -> str | None:
+        from glow_backend_cpu import programs
+
+        return programs.identity(options)
+
+    def load_program(self, key: str, options: CompileOptions,
+                     interface: Callable[[Mapping[str, Any]], Function | None]) -> tuple[Function, CompiledFunction] | None:
+        from glow_backend_cpu import programs
+
+        return programs.load(key, options, interface)
+
+    def store_program(self, key: str, info: Mapping[str, Any], function: Function,
+                      executable: CompiledFunction) -> bool:
+        from glow_backend_cpu import programs
+
+        return programs.store(key, info, function, executable)
 
     def save_bundle(self, function: Function, options: CompileOptions, bundle: BundleOptions,
                     out_dir: Path) -> list[Path]:

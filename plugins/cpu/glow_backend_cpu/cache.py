@@ -22,6 +22,9 @@ reader never sees a half-written entry; an unreadable, vanished, truncated or
 otherwise damaged entry (a digest or size that does not match) is a miss: the
 object code is checked before LLVM's loader sees it. ``GLOW_CPU_CACHE=0`` disables the cache.
 
+The program cache's entries (``programs.py``: ``p-KEY.json`` and
+``p-KEY.bin``) share the folder, the bound and the eviction below.
+
 Bound: the folder is kept under ``GLOW_CACHE_MAX_BYTES`` (default 1 GiB) by
 evicting the least recently used entries (a hit touches ``KEY.json``, whose
 modification time is the entry's last use). An entry larger than the limit is
@@ -130,7 +133,7 @@ def _layout_from_json(d: dict[str, Any]) -> Layout:
     return Layout(**d)
 
 
-def _meta_check(meta: Mapping[str, Any]) -> str:
+def meta_check(meta: Mapping[str, Any]) -> str:
     """The digest of the metadata (every field but ``check``), stored in it: a damaged file is a miss."""
     body = json.dumps({k: v for k, v in meta.items() if k != "check"}, sort_keys=True).encode()
     return hashlib.sha256(body).hexdigest()
@@ -156,7 +159,7 @@ def load(k: str) -> tuple[list[bytes], Layout, Path] | None:
     try:
         meta_path = d / f"{k}{META}"
         meta = json.loads(meta_path.read_text())
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("check") != _meta_check(meta):
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("check") != meta_check(meta):
             return None
         objects = _split_objects(meta, (d / f"{k}{OBJECT}").read_bytes())
         if objects is None:
@@ -171,7 +174,7 @@ def load(k: str) -> tuple[list[bytes], Layout, Path] | None:
         return None
 
 
-def _write(path: Path, data: bytes | Layout) -> None:
+def write_atomic(path: Path, data: bytes | memoryview | Layout) -> None:
     """Write ``data`` (bytes, or a layout's packed-constant image) to a temporary name, then rename it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
@@ -207,7 +210,7 @@ def store(k: str, objects: list[bytes], layout: Layout) -> bool:
     code = b"".join(objects)
     meta_d: dict[str, Any] = {"format": FORMAT, "layout": _layout_to_json(layout),
                               "objects": [len(o) for o in objects], "sha256": hashlib.sha256(code).hexdigest()}
-    meta_d["check"] = _meta_check(meta_d)
+    meta_d["check"] = meta_check(meta_d)
     meta = json.dumps(meta_d).encode()
     size = len(code) + layout.packed_bytes + len(meta)
     limit = max_bytes()
@@ -215,16 +218,16 @@ def store(k: str, objects: list[bytes], layout: Layout) -> bool:
         return False
     try:
         d.mkdir(parents=True, exist_ok=True)
-        _write(d / f"{k}{OBJECT}", code)
-        _write(image_path(k), layout)
-        _write(d / f"{k}{META}", meta)
+        write_atomic(d / f"{k}{OBJECT}", code)
+        write_atomic(image_path(k), layout)
+        write_atomic(d / f"{k}{META}", meta)
     except OSError:
         return False
-    _after_store(size, limit)
+    after_store(size, limit)
     return True
 
 
-def _after_store(size: int, limit: int) -> None:
+def after_store(size: int, limit: int) -> None:
     """Evict on this process's first store, then after every ``limit / SCAN_FRACTION`` bytes it stored."""
     global _stored_since_scan
     with _scan_lock:

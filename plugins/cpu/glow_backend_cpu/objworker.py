@@ -111,14 +111,15 @@ def submit(worker: Worker, target: Target, text: str) -> None:
 
 
 def release(workers: list[Worker]) -> None:
-    """Let workers that got no part exit (an empty request)."""
+    """Let workers that got no part exit (their input closed: an empty request); never waits for them."""
     for w in workers:
         if w.thread is None:
             try:
-                w.proc.communicate(b"", timeout=WORKER_TIMEOUT)
-            except (OSError, subprocess.SubprocessError, ValueError):
-                w.proc.kill()
-                w.proc.wait()
+                if w.proc.stdin is not None:
+                    w.proc.stdin.close()
+            except OSError:
+                pass
+            threading.Thread(target=w.proc.wait, name="glow-objworker-reap", daemon=True).start()
 
 
 def finish(workers: list[Worker], texts: list[str], fallback: Callable[[str], bytes]) -> list[bytes]:

@@ -1,0 +1,162 @@
+"""The program cache: a compile served before the model is even imported.
+
+The backend's object cache (``glow_backend_cpu/cache.py``) is keyed by the
+*prepared* function, so a hit there still pays for the ONNX import, the graph
+passes and lowering. This level sits in front of all of that: its key is a
+SHA-256 over
+
+- the bytes of the model file;
+- the compile options (``input_shapes``, ``debug``, the backend ``options``);
+- the core: glow's version, onnx's and numpy's versions, and a digest of the
+  sources of ``glow_core`` and ``glow_sdk`` (an edited pass never serves a stale
+  program);
+- the backend's :meth:`~glow_sdk.backend.Backend.program_identity`: its name,
+  version and sources, the host's CPU and features, settings read from the
+  environment. A backend that returns None keeps no program cache.
+
+On a hit the backend rebuilds the executable from what it stored (the cpu
+backend: the object entry, the constant region, the flags) and the core rebuilds
+the function's interface (inputs, outputs, their types) from the ``info`` it
+stored with it; the network's ``function`` then has inputs and outputs but no
+nodes or constants (``stats.nodes_by_kind`` is the stored count). A miss is
+never an error: the compile runs as usual and stores the program afterwards.
+
+Only plain compiles are served: a model given by path (or ``zoo:NAME``) that
+keeps no tensor data in external files, without ``bind``, ``quantize`` or
+``devices``, and without run-time control flow or sequence/optional outputs.
+``GLOW_PROGRAM_CACHE=0`` turns this level off (the backend's own switches, such
+as ``options={"cache": False}``, turn off both).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from glow_core.ir.graph import Function, Value
+from glow_core.ir.types import ElemKind, TensorType
+from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
+
+ENV = "GLOW_PROGRAM_CACHE"
+#: the layout of ``info``; part of the key
+INFO_FORMAT = 1
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@functools.lru_cache(maxsize=1)
+def core_digest() -> str:
+    """glow's, onnx's and numpy's versions and a digest of the sources of ``glow_core`` and ``glow_sdk``."""
+    import glow_core
+    import glow_sdk
+
+    h = hashlib.sha256(f"glow {glow_core.__version__}|onnx {onnx.__version__}|numpy {np.__version__}|"
+                       f"info {INFO_FORMAT}|".encode())
+    for pkg in (glow_core, glow_sdk):
+        root = Path(str(pkg.__file__)).resolve().parent
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def program_key(model: Any, be: Backend, options: CompileOptions, shapes: Mapping[str, Any] | None) -> str | None:
+    """The key of this compile, or None when it is not one this level serves (or the backend keeps none)."""
+    if not enabled() or not isinstance(model, (str, os.PathLike)):
+        return None
+    if shapes and not all(isinstance(s, tuple) for s in shapes.values()):
+        return None  # sequence / optional input shapes
+    try:
+        identity = be.program_identity(options)
+        if identity is None:
+            return None
+        data = Path(model).read_bytes()
+    except (OSError, ValueError):
+        return None
+    h = hashlib.sha256(core_digest().encode())
+    h.update(f"|{be.name}|{identity}|".encode())
+    h.update(json.dumps({"shapes": {k: list(v) for k, v in sorted((shapes or {}).items())},
+                         "debug": options.debug,
+                         "options": {k: repr(v) for k, v in sorted(options.extra.items())}}).encode())
+    h.update(data)
+    return h.hexdigest()
+
+
+def _type_info(t: TensorType) -> list[Any]:
+    return [t.elem.value, list(t.shape), t.scale, t.offset]
+
+
+def interface_info(fn: Function, nodes_by_kind: Mapping[str, int], proto: onnx.ModelProto) -> dict[str, Any] | None:
+    """What the core stores with a program: the function's name, inputs, outputs and node counts; None when
+    the function is not one this level serves (structured outputs, tensor data in external files)."""
+    if fn.structure or any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        return None
+    return {"name": fn.name, "inputs": [[p.name, _type_info(p.type)] for p in fn.inputs],
+            "outputs": [[n, _type_info(v.type)] for n, v in fn.outputs],
+            "nodes_by_kind": dict(nodes_by_kind)}
+
+
+def _type_from(info: Any) -> TensorType:
+    elem, shape, scale, offset = info
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise ValueError("bad shape")
+    return TensorType(ElemKind(elem), tuple(shape), scale, offset)
+
+
+def function_from_info(info: Mapping[str, Any]) -> Function | None:
+    """The function interface stored by :func:`interface_info` (inputs and outputs, no nodes); None if malformed."""
+    try:
+        fn = Function(str(info["name"]))
+        for name, t in info["inputs"]:
+            fn.add_input(str(name), _type_from(t))
+        for name, t in info["outputs"]:
+            fn.outputs.append((str(name), Value(str(name), _type_from(t))))
+        counts = info["nodes_by_kind"]
+        if not isinstance(counts, dict) or not all(type(v) is int for v in counts.values()):
+            return None
+    except Exception:  # noqa: BLE001  (untrusted input: anything malformed is a miss)
+        return None
+    return fn
+
+
+def load(key: str, be: Backend, options: CompileOptions) -> tuple[Function, CompiledFunction, dict[str, int]] | None:
+    """The stored program of ``key``: the function interface, the executable and the node counts; or None."""
+    infos: list[Mapping[str, Any]] = []
+
+    def interface(info: Mapping[str, Any]) -> Function | None:
+        infos.append(info)
+        return function_from_info(info)
+
+    try:
+        got = be.load_program(key, options, interface)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if got is None or not infos:
+        return None
+    fn, exe = got
+    return fn, exe, dict(infos[-1]["nodes_by_kind"])
+
+
+def store(key: str, be: Backend, fn: Function, exe: CompiledFunction, nodes_by_kind: Mapping[str, int],
+          proto: onnx.ModelProto) -> bool:
+    """Store the compiled program under ``key`` (a failure to store is not an error)."""
+    info = interface_info(fn, nodes_by_kind, proto)
+    if info is None:
+        return False
+    try:
+        return bool(be.store_program(key, info, fn, exe))
+    except OSError:
+        return False
+
+
+__all__ = ["ENV", "core_digest", "enabled", "function_from_info", "interface_info", "load", "program_key", "store"]
