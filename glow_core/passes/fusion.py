@@ -17,6 +17,8 @@ It fuses only
   supported kinds and accepts the fused node (element kinds, ``supports_node``),
 - when every intermediate result is read by the next node alone and is not a
   function output (otherwise it would have to be computed anyway),
+- residuals only unless ``ctx.options["fuse_residual"]`` is False (``prepare_function(...,
+  fuse_residual=False)``, for the graphs the int8 conversion and its profile see),
 - bounds that are constant, one value, not NaN, that do not change the shape
   by broadcasting, and (integer results) that a float64 holds exactly.
 
@@ -199,6 +201,8 @@ def fuse_activations(fn: Function, ctx: PassContext) -> bool:
         if node.function is not fn or rule is None:
             continue
         fusion = rule(fn, node)
+        if fusion is not None and len(fusion.inputs) > 3 and not ctx.options.get("fuse_residual", True):
+            continue  # (the int8 conversion quantizes the convolution and the residual Add separately)
         if fusion is not None and fusion.kind in supported and _apply(fn, fusion, ctx):
             changed = True
     if changed:
