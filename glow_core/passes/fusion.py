@@ -20,6 +20,8 @@ It fuses only
   supported kinds and accepts the fused node (element kinds, ``supports_node``),
 - when every intermediate result is read by the next node alone and is not a
   function output (otherwise it would have to be computed anyway),
+- residuals only unless ``ctx.options["fuse_residual"]`` is False (``prepare_function(...,
+  fuse_residual=False)``, for the graphs the int8 conversion and its profile see),
 - bounds that are constant, one value, not NaN, that do not change the shape
   by broadcasting, and (integer results) that a float64 holds exactly.
 
@@ -183,6 +185,11 @@ def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
     return True
 
 
+def _is_residual_conv(fusion: Fusion) -> bool:
+    """A FusedConv that also takes a residual operand (its fourth input)."""
+    return fusion.kind == "FusedConv" and len(fusion.inputs) > 3 and fusion.inputs[3] is not None
+
+
 @graph_pass("fuse-activations")
 def fuse_activations(fn: Function, ctx: PassContext) -> bool:
     """Fuse Conv / MatMul (+ bias Add) with a following Relu or clip into FusedConv / FusedMatMul,
@@ -197,6 +204,8 @@ def fuse_activations(fn: Function, ctx: PassContext) -> bool:
             if node.function is not fn:
                 break
             fusion = rule(fn, node)
+            if fusion is not None and _is_residual_conv(fusion) and not ctx.options.get("fuse_residual", True):
+                continue  # (the int8 conversion quantizes the convolution and the residual Add separately)
             if fusion is not None and fusion.kind in supported and _apply(fn, fusion, ctx):
                 changed = True
                 break

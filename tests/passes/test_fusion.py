@@ -67,6 +67,18 @@ def test_conv_add_residual_fused(act: str | None, residual_first: bool) -> None:
     assert node.attrs["activation"] == ("relu" if act else "none")
 
 
+@pytest.mark.parametrize("fuse_residual", [True, False])
+def test_residual_fusion_off_for_the_int8_conversion(fuse_residual: bool) -> None:
+    from glow_core.api import prepare_function
+
+    fn, y = conv()
+    r = fn.add_input("r", y.type)
+    fn.set_output("y", fn.create("Relu", [fn.create("Add", [y, r]).result]).result)
+    fn = prepare_function(fn, InterpreterBackend(), fuse_residual=fuse_residual)
+    want = {"FusedConv": 1} if fuse_residual else {"Conv": 1, "Add": 1, "Relu": 1}
+    assert {k: v for k, v in kinds(fn).items() if k in ("FusedConv", "Conv", "Add", "Relu", "Max")} == want
+
+
 @pytest.mark.parametrize("case", ["broadcast", "self"])
 def test_conv_add_not_fused_as_residual(case: str) -> None:
     fn, y = conv()
