@@ -257,7 +257,7 @@ def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads:
 
     t1 = time.perf_counter()
     ctx = PassContext(backend=be, debug=debug)
-    fn = prepare_function(fn, be, debug=debug, ctx=ctx, fuse_residual=quantize is None)
+    fn = prepare_function(fn, be, debug=debug, ctx=ctx, quantizable=quantize is not None)
     stats.pass_s = dict(ctx.timings)
     if quantize is not None:
         from glow_core.quantization.apply import quantize_prepared
@@ -337,16 +337,16 @@ if TYPE_CHECKING:
 
 
 def prepare_function(fn: Function, backend: Backend, debug: bool = False,
-                     ctx: PassContext | None = None, fuse_residual: bool = True) -> Function:
-    """Graph optimization and lowering for a backend (the middle of the pipeline). ``fuse_residual=False``
-    keeps residual additions out of FusedConv: the int8 conversion (and the profile it reads) quantizes the
-    convolution and the Add separately."""
+                     ctx: PassContext | None = None, quantizable: bool = False) -> Function:
+    """Graph optimization and lowering for a backend (the middle of the pipeline). ``quantizable=True``
+    builds the graph the int8 conversion (and the profile it reads) sees: no fusion the conversion cannot
+    quantize piece by piece (a residual Add in FusedConv, FusedLayerNorm, FusedAttention)."""
     from glow_core.passes import PassContext, PassManager
     from glow_core.passes.pipelines import default_pipeline
 
     ctx = ctx or PassContext(backend=backend, debug=debug)
     ctx.backend = backend
-    ctx.options["fuse_residual"] = fuse_residual
+    ctx.options["quantizable"] = quantizable
     PassManager(default_pipeline()).run(fn, ctx)
     if debug:
         fn.verify()

@@ -59,7 +59,7 @@ def write_bundle(model: Any, backend: str, out_dir: str | os.PathLike[str], *, n
         raise UnsupportedError(f"backend '{be.name}' cannot write bundles",
                                hint="use a backend that can, such as cpu (glow backends lists them)")
     fn = import_model(_check_model_arg(model), _check_input_shapes(input_shapes), None)
-    fn = prepare_function(fn, be, fuse_residual=quantize is None)
+    fn = prepare_function(fn, be, quantizable=quantize is not None)
     if quantize is not None:
         from glow_core.quantization.apply import quantize_prepared
 

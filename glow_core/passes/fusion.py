@@ -20,8 +20,9 @@ It fuses only
   supported kinds and accepts the fused node (element kinds, ``supports_node``),
 - when every intermediate result is read by the next node alone and is not a
   function output (otherwise it would have to be computed anyway),
-- residuals only unless ``ctx.options["fuse_residual"]`` is False (``prepare_function(...,
-  fuse_residual=False)``, for the graphs the int8 conversion and its profile see),
+- residuals, layer norms and attention blocks only unless ``ctx.options["quantizable"]`` is set
+  (``prepare_function(..., quantizable=True)``, for the graphs the int8 conversion and its profile see:
+  it quantizes their pieces one by one),
 - bounds that are constant, one value, not NaN, that do not change the shape
   by broadcasting, and (integer results) that a float64 holds exactly.
 
@@ -185,9 +186,14 @@ def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
     return True
 
 
-def _is_residual_conv(fusion: Fusion) -> bool:
-    """A FusedConv that also takes a residual operand (its fourth input)."""
-    return fusion.kind == "FusedConv" and len(fusion.inputs) > 3 and fusion.inputs[3] is not None
+#: fused kinds the int8 conversion does not quantize as one node: it quantizes their pieces instead
+_BLOCK_KINDS = frozenset({"FusedLayerNorm", "FusedAttention"})
+
+
+def _not_quantizable(fusion: Fusion) -> bool:
+    """A fusion the int8 conversion would have to undo: a block, or a FusedConv with a residual operand."""
+    residual = fusion.kind == "FusedConv" and len(fusion.inputs) > 3 and fusion.inputs[3] is not None
+    return residual or fusion.kind in _BLOCK_KINDS
 
 
 @graph_pass("fuse-activations")
@@ -204,8 +210,8 @@ def fuse_activations(fn: Function, ctx: PassContext) -> bool:
             if node.function is not fn:
                 break
             fusion = rule(fn, node)
-            if fusion is not None and _is_residual_conv(fusion) and not ctx.options.get("fuse_residual", True):
-                continue  # (the int8 conversion quantizes the convolution and the residual Add separately)
+            if fusion is not None and ctx.options.get("quantizable", False) and _not_quantizable(fusion):
+                continue  # (the int8 conversion quantizes the pieces separately)
             if fusion is not None and fusion.kind in supported and _apply(fn, fusion, ctx):
                 changed = True
                 break

@@ -287,7 +287,7 @@ def profile(model: Any, data: Any, backend: str = "interpreter",
     shapes = _check_input_shapes(input_shapes)
     probe = import_model(model_arg, shapes)
     source = open_samples(data, {p.name: p.type for p in probe.inputs}, image)
-    fn = prepare_function(probe, be, fuse_residual=False)  # the graph the int8 conversion sees
+    fn = prepare_function(probe, be, quantizable=True)  # the graph the int8 conversion sees
     check_support(fn, be)
     fp = fingerprint(fn, be.name)
     infos = {n: info for n, (_, info) in profiled_values(fn).items()}

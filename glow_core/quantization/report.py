@@ -140,11 +140,11 @@ def compare_quantized(model: Any, quantize: Any, data: Any, backend: str = "inte
 
     be = get_backend(backend)
     arg, shapes = _check_model_arg(model), _check_input_shapes(input_shapes)
-    fn_q = prepare_function(import_model(arg, shapes), be, fuse_residual=False)
+    fn_q = prepare_function(import_model(arg, shapes), be, quantizable=True)
     infos = profiled_values(fn_q)
     conversion = quantize_prepared(fn_q, be, quantize, expose=EXPOSE)
     exposed = {n[len(EXPOSE):]: n for n, _ in fn_q.outputs if n.startswith(EXPOSE)}
-    fn_f = prepare_function(import_model(arg, shapes), be, fuse_residual=False)
+    fn_f = prepare_function(import_model(arg, shapes), be, quantizable=True)
     values = profiled_values(fn_f)
     for name, out in exposed.items():
         fn_f.set_output(out, values[name][0])

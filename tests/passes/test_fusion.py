@@ -67,15 +67,15 @@ def test_conv_add_residual_fused(act: str | None, residual_first: bool) -> None:
     assert node.attrs["activation"] == ("relu" if act else "none")
 
 
-@pytest.mark.parametrize("fuse_residual", [True, False])
-def test_residual_fusion_off_for_the_int8_conversion(fuse_residual: bool) -> None:
+@pytest.mark.parametrize("quantizable", [False, True])
+def test_residual_fusion_off_for_the_int8_conversion(quantizable: bool) -> None:
     from glow_core.api import prepare_function
 
     fn, y = conv()
     r = fn.add_input("r", y.type)
     fn.set_output("y", fn.create("Relu", [fn.create("Add", [y, r]).result]).result)
-    fn = prepare_function(fn, InterpreterBackend(), fuse_residual=fuse_residual)
-    want = {"FusedConv": 1} if fuse_residual else {"Conv": 1, "Add": 1, "Relu": 1}
+    fn = prepare_function(fn, InterpreterBackend(), quantizable=quantizable)
+    want = {"Conv": 1, "Add": 1, "Relu": 1} if quantizable else {"FusedConv": 1}
     assert {k: v for k, v in kinds(fn).items() if k in ("FusedConv", "Conv", "Add", "Relu", "Max")} == want
 
 

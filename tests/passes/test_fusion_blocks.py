@@ -99,3 +99,17 @@ def test_fused_constants_stay_usable() -> None:
     fn.set_output("y", fn.create("FusedLayerNorm", [x, g, None], {"epsilon": 1e-5}).result)
     y = run(fn, {"x": np.ones((2, 7), np.float32)})["y"]
     assert np.all(y == 0.0)  # a constant row normalizes to zero (var 0, eps > 0)
+
+
+@pytest.mark.parametrize("model", [layernorm_model((2, 5, 13)), attention_model(1, 2, 4, 4, 3, 3, "Mul", None)])
+def test_blocks_stay_unfused_for_the_int8_conversion(model: onnx.ModelProto) -> None:
+    """The graph the int8 conversion and its profile see keeps the pieces (each is quantized on its own)."""
+    from glow_core.api import prepare_function
+    from glow_core.importer import import_model
+    from glow_core.plugin_host import get_backend
+
+    be = get_backend("cpu")
+    fused = prepare_function(import_model(model), be).count_by_kind()
+    pieces = prepare_function(import_model(model), be, quantizable=True).count_by_kind()
+    assert any(k in fused for k in ("FusedLayerNorm", "FusedAttention")), fused
+    assert not any(k in pieces for k in ("FusedLayerNorm", "FusedAttention")), pieces

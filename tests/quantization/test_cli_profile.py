@@ -34,12 +34,12 @@ def test_cli_round_trip(tmp_path: Path, backend: str) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""  # no progress bar when stderr is not a terminal
     assert re.search(rf"profiled \d+ values .* on {backend} over 3 samples", r.stdout)
-    fn = prepare_function(import_model(mlp_softmax_model()), get_backend(backend))
+    fn = prepare_function(import_model(mlp_softmax_model()), get_backend(backend), quantizable=True)
     prof = load_profile(out, fn, backend)
     assert prof.records["x"].min == float(np.min(xs)) and prof.records["x"].max == float(np.max(xs))
     other = "cpu" if backend == "interpreter" else "interpreter"
     with pytest.raises(ProfileMismatchError, match=f"made for backend '{backend}', not '{other}'"):
-        load_profile(out, prepare_function(import_model(mlp_softmax_model()), get_backend(other)), other)
+        load_profile(out, prepare_function(import_model(mlp_softmax_model()), get_backend(other), quantizable=True), other)
 
 
 def test_cli_progress_and_images(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def many_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def quantized_fn(model: onnx.ModelProto, prof: Path, backend: str = "interpreter", **cfg: object) -> Function:
     be = get_backend(backend)
-    fn = prepare_function(import_model(model), be)
+    fn = prepare_function(import_model(model), be, quantizable=True)
     quantize_prepared(fn, be, QuantizationConfig(profile=prof, **cfg))  # type: ignore[arg-type]
     return fn
 
@@ -277,7 +277,7 @@ def test_islands_start_at_compute_kinds() -> None:
     data = {"x": r.standard_normal((8, 2, 6)).astype(np.float32), "y": r.standard_normal((8, 2, 6)).astype(np.float32)}
     prof = profile(model, data, "interpreter")
     be = get_backend("interpreter")
-    fn = prepare_function(import_model(model), be)
+    fn = prepare_function(import_model(model), be, quantizable=True)
     done = quantize_prepared(fn, be, QuantizationConfig(profile=prof))
     assert done.quantized == {"MatMul": ["mm0", "mm1"], "Mul": ["both"]}
     assert {"mixed", "floats"} <= set(done.kept_float)

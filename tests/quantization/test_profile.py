@@ -40,7 +40,7 @@ def _ort_outputs(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]]) -
 
 def _prepared(model: object, backend: str, shapes: dict | None = None) -> object:
     return prepare_function(import_model(zoo.resolve_model(model) if isinstance(model, str) else model, shapes),
-                            get_backend(backend))
+                            get_backend(backend), quantizable=True)
 
 
 def _check_against_ort(prof: Profile, model: onnx.ModelProto, samples: list[dict[str, np.ndarray]]) -> None:
