@@ -121,10 +121,7 @@ def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     keep = bool(_scalar(env[ins[1]], node, "the condition")) if ins[1] else True
     carried = [env[n] for n in ins[2:]]
     n_carried = len(carried)
-    n_scan = len(body.output) - 1 - n_carried
-    if n_scan < 0 or len(body.input) != 2 + n_carried:
-        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
-                         f"outputs for {n_carried} loop-carried value(s)")
+    n_scan = len(body.output) - 1 - n_carried  # check_loop made sure the body fits the node
     limit = max_iterations()
     prog = stage.subprogram("body", body)
     scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
@@ -236,6 +233,82 @@ def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto,
     return states, scans
 
 
+# -- checking a node's structure before anything is allocated for it ------------------------------------
+def _required(node: onnx.NodeProto, first: int, what: str) -> None:
+    """Inputs from ``first`` on are required: an empty name (an omitted optional input) is refused."""
+    for i, name in enumerate(node.input):
+        if i >= first and not name:
+            raise ModelError(f"{_where(node)}: input {i} has an empty name, which marks an omitted optional input, "
+                             f"but {what} is required", hint="name the value this input takes")
+
+
+def _body(node: onnx.NodeProto, attrs: dict[str, object], attr: str) -> onnx.GraphProto:
+    graph = attrs.get(attr)
+    if not isinstance(graph, onnx.GraphProto):
+        raise ModelError(f"{_where(node)}: the graph attribute '{attr}' is missing")
+    return graph
+
+
+def check_if(node: onnx.NodeProto, attrs: dict[str, object], opset: int) -> None:
+    if len(node.input) != 1 or not node.input[0]:
+        raise ModelError(f"{_where(node)}: If takes exactly one input, the condition; got {list(node.input)}")
+    for attr in ("then_branch", "else_branch"):
+        _body(node, attrs, attr)
+
+
+def check_loop(node: onnx.NodeProto, attrs: dict[str, object], opset: int) -> None:
+    body = _body(node, attrs, "body")
+    _required(node, 2, "a loop-carried value")
+    n_carried = max(0, len(node.input) - 2)
+    if len(body.input) != 2 + n_carried or len(body.output) < 1 + n_carried:
+        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
+                         f"outputs for {n_carried} loop-carried value(s); it must take {2 + n_carried} "
+                         f"(iteration, condition, the values) and return at least {1 + n_carried}")
+    if len(node.output) > len(body.output) - 1:
+        raise ModelError(f"{_where(node)}: {len(node.output)} outputs, but the body returns only "
+                         f"{len(body.output) - 1} values after its condition")
+
+
+def _check_lists(node: onnx.NodeProto, attrs: dict[str, object], counts: dict[str, tuple[int, str]]) -> None:
+    """Each list attribute present holds one entry per scan input or output; directions are 0 or 1."""
+    for name, (n, per) in counts.items():
+        v = attrs.get(name)
+        if not v:
+            continue
+        assert isinstance(v, list)
+        if len(v) != n:
+            raise ModelError(f"{_where(node)}: attribute '{name}' has {len(v)} entries; it needs one per {per} ({n})")
+        if "directions" in name and any(int(d) not in (0, 1) for d in v):
+            raise ModelError(f"{_where(node)}: attribute '{name}' = {v}: each direction must be 0 or 1")
+
+
+def check_scan(node: onnx.NodeProto, attrs: dict[str, object], opset: int) -> None:
+    """Scan's counts against its actual inputs and body (Scan 8 has an optional sequence_lens first)."""
+    body = _body(node, attrs, "body")
+    first = 1 if opset < 9 else 0
+    operands = len(node.input) - first
+    n_scan = attrs.get("num_scan_inputs")
+    if not isinstance(n_scan, int) or not 1 <= n_scan <= operands:
+        raise ModelError(f"{_where(node)}: num_scan_inputs {n_scan} must be in [1, {operands}] "
+                         f"(the node has {operands} state and scan inputs)")
+    _required(node, first, "every state and scan input")
+    n_states = operands - n_scan
+    n_out = len(body.output) - n_states
+    if len(body.input) != operands or n_out < 0:
+        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
+                         f"outputs; with {n_states} state(s) and {n_scan} scan input(s) it must take {operands} "
+                         f"and return at least {n_states}")
+    if len(node.output) > len(body.output):
+        raise ModelError(f"{_where(node)}: {len(node.output)} outputs, but the body returns {len(body.output)}")
+    if opset < 9:
+        _check_lists(node, attrs, {"directions": (n_scan, "scan input")})
+    else:
+        _check_lists(node, attrs, {"scan_input_axes": (n_scan, "scan input"),
+                                   "scan_input_directions": (n_scan, "scan input"),
+                                   "scan_output_axes": (n_out, "scan output"),
+                                   "scan_output_directions": (n_out, "scan output")})
+
+
 # -- compiling subgraphs ahead of their first run ------------------------------------------------------
 def warm_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     for attr in ("then_branch", "else_branch"):
@@ -279,6 +352,13 @@ WARMERS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
     "If": warm_if,
     "Loop": warm_loop,
     "Scan": warm_scan,
+}
+
+#: check a control-flow node's inputs, attributes and subgraph signatures (opset given) before it is warmed or run
+CHECKS: dict[str, Callable[[onnx.NodeProto, dict[str, object], int], None]] = {
+    "If": check_if,
+    "Loop": check_loop,
+    "Scan": check_scan,
 }
 
 HOST_OPS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
