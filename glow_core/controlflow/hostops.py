@@ -209,13 +209,35 @@ def run_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
             env[name] = v
 
 
+def _scan8_batch(node: onnx.NodeProto, lens: np.ndarray | None, values: list[np.ndarray], n_scan: int) -> int:
+    """Scan 8's batch size: every operand's axis 0, one sequence length in [0, sequence axis] per batch entry."""
+    if any(np.ndim(v) < 1 for v in values):
+        raise InputError(f"{_where(node)}: every state and scan input of Scan 8 needs a batch axis 0; got shapes "
+                         f"{[list(np.shape(v)) for v in values]}")
+    batches = {np.shape(v)[0] for v in values}
+    if len(batches) != 1:
+        raise InputError(f"{_where(node)}: the states and scan inputs have different batch sizes {sorted(batches)}")
+    batch = batches.pop()
+    if lens is None:
+        return int(batch)
+    lens = np.asarray(lens)
+    if lens.size != batch or lens.dtype.kind not in "iu":
+        raise InputError(f"{_where(node)}: sequence_lens is {lens.dtype}{list(lens.shape)}; it must hold one integer "
+                         f"per batch entry ({batch})")
+    longest = min(np.shape(v)[1] if np.ndim(v) > 1 else 0 for v in values[len(values) - n_scan:])
+    if lens.size and (lens.min() < 0 or lens.max() > longest):
+        raise InputError(f"{_where(node)}: sequence_lens {lens.reshape(-1).tolist()} must be in [0, {longest}] "
+                         "(the length of the scan inputs' sequence axis 1)")
+    return int(batch)
+
+
 def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto, attrs: dict[str, object],
            n_scan: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Scan 8: a batch axis 0 in front of every operand, the sequence axis 1, optional sequence lengths."""
     lens = env[node.input[0]] if node.input[0] else None
     values = [env[n] for n in node.input[1:]]
     n_states = len(values) - n_scan
-    batch = values[0].shape[0] if values else 0
+    batch = _scan8_batch(node, lens, values, n_scan)
     nine = {"scan_input_directions": attrs.get("directions") or [0] * n_scan}
     per_batch = []
     for b in range(batch):

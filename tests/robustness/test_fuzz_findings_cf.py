@@ -12,7 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import glow_core
-from glow_core.errors import GlowError, GlowTypeError, ModelError
+from glow_core.errors import GlowTypeError, InputError, ModelError
 from tests.robustness.util import F, I64, model
 
 pytestmark = pytest.mark.robustness
@@ -91,6 +91,33 @@ def test_scan8_checks_its_counts_after_the_optional_sequence_lens() -> None:
         glow_core.compile(_scan(opset=8, directions=[0, 0, 0]), "interpreter")
     with pytest.raises(ModelError, match=r"num_scan_inputs 3 must be in \[1, 2\]"):
         glow_core.compile(_scan(opset=8, num_scan_inputs=3), "interpreter")
+
+
+def _scan8_lens() -> onnx.ModelProto:
+    node = helper.make_node("Scan", ["L", "s", "x"], ["s_final", "y"], name="scan", body=_scan_body(),
+                            num_scan_inputs=1)
+    return model([node], [("L", I64, ["k"]), ("s", F, ["b"]), ("x", F, ["n", 3])],
+                 [("s_final", F, ["b"]), ("y", F, ["n", 3])], opset=8)
+
+
+@pytest.mark.parametrize("lens, s, x, match", [
+    ([0], [2], [2, 3], r"sequence_lens is int64\[1\]; it must hold one integer per batch entry \(2\)"),
+    ([2, 1], [2], [3, 3], r"different batch sizes \[2, 3\]"),
+    ([-5, 1], [2], [2, 3], r"sequence_lens \[-5, 1\] must be in \[0, 3\]"),
+    ([3, 4], [2], [2, 3], r"sequence_lens \[3, 4\] must be in \[0, 3\]"),
+])
+def test_scan8_operands_are_checked_at_run_time(lens: list[int], s: list[int], x: list[int], match: str) -> None:
+    """Siblings in Scan 8: sequence_lens indexed per batch entry (IndexError), batch sizes never compared."""
+    net = glow_core.compile(_scan8_lens(), "interpreter", {"L": [len(lens)], "s": s, "x": x})
+    feeds = {"L": np.array(lens, np.int64), "s": np.ones(s, np.float32), "x": np.ones(x, np.float32)}
+    with pytest.raises(InputError, match=match):
+        net.run(feeds)
+
+
+def test_scan8_shorter_sequences_are_padded() -> None:
+    net = glow_core.compile(_scan8_lens(), "interpreter", {"L": [2], "s": [2], "x": [2, 3]})
+    out = net.run({"L": np.array([1, 3]), "s": np.ones(2, np.float32), "x": np.ones((2, 3), np.float32)})
+    np.testing.assert_allclose(out["y"], [[2, 0, 0], [2, 3, 4]])
 
 
 def _loop(inputs: list[str]) -> onnx.ModelProto:
