@@ -121,10 +121,7 @@ def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     keep = bool(_scalar(env[ins[1]], node, "the condition")) if ins[1] else True
     carried = [env[n] for n in ins[2:]]
     n_carried = len(carried)
-    n_scan = len(body.output) - 1 - n_carried
-    if n_scan < 0 or len(body.input) != 2 + n_carried:
-        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
-                         f"outputs for {n_carried} loop-carried value(s)")
+    n_scan = len(body.output) - 1 - n_carried  # check_loop made sure the body fits the node
     limit = max_iterations()
     prog = stage.subprogram("body", body)
     scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
@@ -212,13 +209,35 @@ def run_scan(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
             env[name] = v
 
 
+def _scan8_batch(node: onnx.NodeProto, lens: np.ndarray | None, values: list[np.ndarray], n_scan: int) -> int:
+    """Scan 8's batch size: every operand's axis 0, one sequence length in [0, sequence axis] per batch entry."""
+    if any(np.ndim(v) < 1 for v in values):
+        raise InputError(f"{_where(node)}: every state and scan input of Scan 8 needs a batch axis 0; got shapes "
+                         f"{[list(np.shape(v)) for v in values]}")
+    batches = {np.shape(v)[0] for v in values}
+    if len(batches) != 1:
+        raise InputError(f"{_where(node)}: the states and scan inputs have different batch sizes {sorted(batches)}")
+    batch = batches.pop()
+    if lens is None:
+        return int(batch)
+    lens = np.asarray(lens)
+    if lens.size != batch or lens.dtype.kind not in "iu":
+        raise InputError(f"{_where(node)}: sequence_lens is {lens.dtype}{list(lens.shape)}; it must hold one integer "
+                         f"per batch entry ({batch})")
+    longest = min(np.shape(v)[1] if np.ndim(v) > 1 else 0 for v in values[len(values) - n_scan:])
+    if lens.size and (lens.min() < 0 or lens.max() > longest):
+        raise InputError(f"{_where(node)}: sequence_lens {lens.reshape(-1).tolist()} must be in [0, {longest}] "
+                         "(the length of the scan inputs' sequence axis 1)")
+    return int(batch)
+
+
 def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto, attrs: dict[str, object],
            n_scan: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Scan 8: a batch axis 0 in front of every operand, the sequence axis 1, optional sequence lengths."""
     lens = env[node.input[0]] if node.input[0] else None
     values = [env[n] for n in node.input[1:]]
     n_states = len(values) - n_scan
-    batch = values[0].shape[0] if values else 0
+    batch = _scan8_batch(node, lens, values, n_scan)
     nine = {"scan_input_directions": attrs.get("directions") or [0] * n_scan}
     per_batch = []
     for b in range(batch):
@@ -234,6 +253,82 @@ def _scan8(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodeProto,
         padded = [np.concatenate([p, np.zeros((longest - p.shape[0],) + p.shape[1:], p.dtype)]) for p in parts]
         scans.append(np.stack(padded))
     return states, scans
+
+
+# -- checking a node's structure before anything is allocated for it ------------------------------------
+def _required(node: onnx.NodeProto, first: int, what: str) -> None:
+    """Inputs from ``first`` on are required: an empty name (an omitted optional input) is refused."""
+    for i, name in enumerate(node.input):
+        if i >= first and not name:
+            raise ModelError(f"{_where(node)}: input {i} has an empty name, which marks an omitted optional input, "
+                             f"but {what} is required", hint="name the value this input takes")
+
+
+def _body(node: onnx.NodeProto, attrs: dict[str, object], attr: str) -> onnx.GraphProto:
+    graph = attrs.get(attr)
+    if not isinstance(graph, onnx.GraphProto):
+        raise ModelError(f"{_where(node)}: the graph attribute '{attr}' is missing")
+    return graph
+
+
+def check_if(node: onnx.NodeProto, attrs: dict[str, object], opset: int) -> None:
+    if len(node.input) != 1 or not node.input[0]:
+        raise ModelError(f"{_where(node)}: If takes exactly one input, the condition; got {list(node.input)}")
+    for attr in ("then_branch", "else_branch"):
+        _body(node, attrs, attr)
+
+
+def check_loop(node: onnx.NodeProto, attrs: dict[str, object], opset: int) -> None:
+    body = _body(node, attrs, "body")
+    _required(node, 2, "a loop-carried value")
+    n_carried = max(0, len(node.input) - 2)
+    if len(body.input) != 2 + n_carried or len(body.output) < 1 + n_carried:
+        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
+                         f"outputs for {n_carried} loop-carried value(s); it must take {2 + n_carried} "
+                         f"(iteration, condition, the values) and return at least {1 + n_carried}")
+    if len(node.output) > len(body.output) - 1:
+        raise ModelError(f"{_where(node)}: {len(node.output)} outputs, but the body returns only "
+                         f"{len(body.output) - 1} values after its condition")
+
+
+def _check_lists(node: onnx.NodeProto, attrs: dict[str, object], counts: dict[str, tuple[int, str]]) -> None:
+    """Each list attribute present holds one entry per scan input or output; directions are 0 or 1."""
+    for name, (n, per) in counts.items():
+        v = attrs.get(name)
+        if not v:
+            continue
+        assert isinstance(v, list)
+        if len(v) != n:
+            raise ModelError(f"{_where(node)}: attribute '{name}' has {len(v)} entries; it needs one per {per} ({n})")
+        if "directions" in name and any(int(d) not in (0, 1) for d in v):
+            raise ModelError(f"{_where(node)}: attribute '{name}' = {v}: each direction must be 0 or 1")
+
+
+def check_scan(node: onnx.NodeProto, attrs: dict[str, object], opset: int) -> None:
+    """Scan's counts against its actual inputs and body (Scan 8 has an optional sequence_lens first)."""
+    body = _body(node, attrs, "body")
+    first = 1 if opset < 9 else 0
+    operands = len(node.input) - first
+    n_scan = attrs.get("num_scan_inputs")
+    if not isinstance(n_scan, int) or not 1 <= n_scan <= operands:
+        raise ModelError(f"{_where(node)}: num_scan_inputs {n_scan} must be in [1, {operands}] "
+                         f"(the node has {operands} state and scan inputs)")
+    _required(node, first, "every state and scan input")
+    n_states = operands - n_scan
+    n_out = len(body.output) - n_states
+    if len(body.input) != operands or n_out < 0:
+        raise ModelError(f"{_where(node)}: the body takes {len(body.input)} inputs and returns {len(body.output)} "
+                         f"outputs; with {n_states} state(s) and {n_scan} scan input(s) it must take {operands} "
+                         f"and return at least {n_states}")
+    if len(node.output) > len(body.output):
+        raise ModelError(f"{_where(node)}: {len(node.output)} outputs, but the body returns {len(body.output)}")
+    if opset < 9:
+        _check_lists(node, attrs, {"directions": (n_scan, "scan input")})
+    else:
+        _check_lists(node, attrs, {"scan_input_axes": (n_scan, "scan input"),
+                                   "scan_input_directions": (n_scan, "scan input"),
+                                   "scan_output_axes": (n_out, "scan output"),
+                                   "scan_output_directions": (n_out, "scan output")})
 
 
 # -- compiling subgraphs ahead of their first run ------------------------------------------------------
@@ -279,6 +374,13 @@ WARMERS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {
     "If": warm_if,
     "Loop": warm_loop,
     "Scan": warm_scan,
+}
+
+#: check a control-flow node's inputs, attributes and subgraph signatures (opset given) before it is warmed or run
+CHECKS: dict[str, Callable[[onnx.NodeProto, dict[str, object], int], None]] = {
+    "If": check_if,
+    "Loop": check_loop,
+    "Scan": check_scan,
 }
 
 HOST_OPS: dict[str, Callable[["Stage", onnx.NodeProto, Env], None]] = {

@@ -23,7 +23,7 @@ from onnx import numpy_helper
 from glow_core import budget
 from glow_core.api import CompiledNetwork, CompileStats, compile_function
 from glow_core.controlflow.cache import BindingCache
-from glow_core.controlflow.hostops import HOST_OPS, WARMERS
+from glow_core.controlflow.hostops import CHECKS, HOST_OPS, WARMERS
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
 from glow_core.errors import GlowError, ModelError, UnsupportedError
 from glow_core.importer import OptShape, SeqShape, Split, import_split
@@ -189,6 +189,7 @@ class Stage:
         if split is not None:
             self.node = model.graph.node[split.index]
             self.node_attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.node.attribute}
+            CHECKS[self.node.op_type](self.node, self.node_attrs, self.opset_of(self.node))
             self.rest = self._rest_program()
 
     @staticmethod

@@ -70,6 +70,9 @@ def _stft(ctx: NodeContext) -> list[Value]:
         raise GlowTypeError(f"{ctx.where()}: signal {x.type} must be [batch, length, 1 or 2]")
     step = _scalar(ctx, 1, "frame_step")
     window = ctx.input(2)
+    if window is not None and window.type.rank != 1:
+        raise GlowTypeError(f"{ctx.where()}: window {window.type} must be 1-D (of frame_length); got rank "
+                            f"{window.type.rank}")
     fl = _scalar(ctx, 3, "frame_length", window.shape[0] if window is not None else x.shape[1])
     assert step is not None and fl is not None
     if step < 1:
