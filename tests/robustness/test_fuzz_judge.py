@@ -93,3 +93,50 @@ def test_qlinear_matmul_nan_scale_is_unjudged(backend: str) -> None:
     planted[0, 0] += 5
     assert classify(Outcome("ok", {"kind": "outputs", "outputs": [planted]}),
                     Outcome("ok", ReferenceAnswer([ref], [1])))[0] == "wrong"
+
+
+def _quantize_model(elem: int, x: np.ndarray, scale: list[float]) -> object:
+    from onnx import numpy_helper
+
+    g = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"], axis=0)], "g",
+                          [helper.make_tensor_value_info("s", TensorProto.FLOAT, [len(scale)])],
+                          [helper.make_tensor_value_info("y", elem, list(x.shape))],
+                          [numpy_helper.from_array(x, "x"),
+                           helper.make_tensor("zp", elem, [len(scale)], [1] * len(scale))])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("elem, top", [(TensorProto.UINT4, 15), (TensorProto.INT8, 127)])
+def test_reference_quantize_linear_saturates_huge_quotients(backend: str, elem: int, top: int) -> None:
+    """Case 7853 (QuantizeLinear to uint4, x of 5.8e24 and 1.5e11): onnx.reference casts round(x / scale) to
+    int32 before saturating, so a quotient past the int32 range wraps to 0; the spec saturates to the top of
+    the range, as glow does. The corrected kernel agrees with glow; a planted wrong answer stays wrong."""
+    from glow_tools.fuzz.reference_fixes import new_ops
+
+    x = np.array([[5.8e24, 1.5e11, -3.0, 2.5], [-1e30, 6.0, 9.0, 20.5]], np.float32)
+    scale = np.array([2.0, 3.0], np.float32)
+    m = _quantize_model(elem, x, [2.0, 3.0])
+    raw = np.asarray(ReferenceEvaluator(m).run(None, {"s": scale})[0]).astype(int)
+    fixed = np.asarray(ReferenceEvaluator(m, new_ops=new_ops(21)).run(None, {"s": scale})[0])
+    assert raw[0, 0] != top  # the uncorrected reference wraps
+    assert fixed.astype(int)[0, :2].tolist() == [top, top]
+    assert fixed.astype(int)[0, 2:].tolist() == raw[0, 2:].tolist()  # in-range quotients unchanged
+    assert fixed.astype(int)[1, 1:].tolist() == raw[1, 1:].tolist()
+    out = np.asarray(onnx_backend.prepare(m, backend=backend).run([scale])[0])
+    answer = ReferenceAnswer([fixed], [1])
+    assert classify(Outcome("ok", {"kind": "outputs", "outputs": [out]}), Outcome("ok", answer))[0] == "match"
+    planted = out.copy()
+    planted[0, 0] = 3
+    assert classify(Outcome("ok", {"kind": "outputs", "outputs": [planted]}), Outcome("ok", answer))[0] == "wrong"
+
+
+def test_reference_quantize_linear_fix_leaves_float8_alone() -> None:
+    from glow_tools.fuzz.reference_fixes import new_ops
+
+    x = np.array([[1e30, 2.0], [-1e30, 3.0]], np.float32)
+    m = _quantize_model(TensorProto.FLOAT8E4M3FN, x, [2.0, 3.0])
+    s = {"s": np.array([2.0, 3.0], np.float32)}
+    raw = ReferenceEvaluator(m).run(None, s)[0]
+    fixed = ReferenceEvaluator(m, new_ops=new_ops(21)).run(None, s)[0]
+    assert np.array_equal(raw.astype(np.float32), fixed.astype(np.float32), equal_nan=True)
