@@ -33,6 +33,11 @@ residue in each float32 evaluation. For a DFT computing a graph output from a
 graph input or initializer, each output element gets ``u * sum |x|`` over the
 transformed axis (and the real / imaginary axis) added to ``s``.
 
+Reference kernels that compute in float32 whatever their input type (its
+LinearAttention casts query, key, value and its state to float32) would give
+the float32 evaluation again; the float64 evaluation runs kernels of its own
+for them (:mod:`glow_tools.fuzz.float64_kernels`).
+
 A disputed element (glow and the float32 reference differ beyond the judge's
 tolerance) is **not determined in float32** when both hold:
 
@@ -154,10 +159,12 @@ def _perturbed(model: Any, factors: dict[str, np.ndarray], direction: float) -> 
 def _evaluate(model: Any, names: Sequence[str], inputs: Sequence[np.ndarray], opset: int) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
+    from glow_tools.fuzz.float64_kernels import FLOAT64_KERNELS
     from glow_tools.fuzz.reference_fixes import new_ops
 
     with np.errstate(all="ignore"):
-        outs = ReferenceEvaluator(model, new_ops=new_ops(opset)).run(None, dict(zip(names, inputs)))
+        outs = ReferenceEvaluator(model, new_ops=new_ops(opset) + FLOAT64_KERNELS).run(
+            None, dict(zip(names, inputs)))
     return [np.asarray(o) for o in outs]
 
 
