@@ -140,3 +140,34 @@ def test_reference_quantize_linear_fix_leaves_float8_alone() -> None:
     raw = ReferenceEvaluator(m).run(None, s)[0]
     fixed = ReferenceEvaluator(m, new_ops=new_ops(21)).run(None, s)[0]
     assert np.array_equal(raw.astype(np.float32), fixed.astype(np.float32), equal_nan=True)
+
+
+def test_integer_mod_by_zero_is_unjudged_only_there() -> None:
+    """Mod by 0 is as undefined as Div by 0 (glow gives numpy's 0 there today, so only planted answers differ)."""
+    m = _binary_model("Mod", TensorProto.INT32, [4])
+    x, y = np.array([7, -9, 5, 3], np.int32), np.array([2, 0, 0, -2], np.int32)
+    ref = np.asarray(ReferenceEvaluator(m).run(None, {"x": x, "y": y})[0])
+    at_zero = ref.copy()
+    at_zero[1] = -9
+    assert _judge(m, [x, y], at_zero) == "unjudged"
+    elsewhere = ref.copy()
+    elsewhere[0] = 0
+    assert _judge(m, [x, y], elsewhere) == "wrong"
+
+
+def test_qlinear_conv_nan_weight_scale_is_a_caveat() -> None:
+    names = ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"]
+    u8, f = TensorProto.UINT8, TensorProto.FLOAT
+    types, shapes = [u8, f, u8] * 2 + [f, u8], [[1, 1, 3, 3], [], [], [1, 1, 2, 2], [1], [1], [], []]
+    g = helper.make_graph([helper.make_node("QLinearConv", names, ["y"])], "g",
+                          [helper.make_tensor_value_info(n, t, s) for n, t, s in zip(names, types, shapes)],
+                          [helper.make_tensor_value_info("y", u8, [1, 1, 2, 2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+    def feeds(w_scale: float) -> list[np.ndarray]:
+        return [np.ones((1, 1, 3, 3), np.uint8), np.array(0.1, np.float32), np.array(0, np.uint8),
+                np.ones((1, 1, 2, 2), np.uint8), np.array([w_scale], np.float32), np.array([0], np.uint8),
+                np.array(0.2, np.float32), np.array(0, np.uint8)]
+
+    assert "QLinearConv" in reference_caveat(m, feeds(np.nan))
+    assert reference_caveat(m, feeds(0.5)) == ""
