@@ -25,6 +25,19 @@ the two, so that a step function such as Floor of an exact integer, moved
 one way only, gets no uncertainty; 0 when a perturbed run fails or changes
 shapes).
 
+Ops that compute constants of their own add their rounding to ``s``
+(:data:`OWN_CONSTANT_SPREAD`): a DFT's twiddle factors are cosines and sines
+that float32 (and float64) round by up to a unit roundoff, so a sum whose exact
+twiddles are 0 (``sin(pi * n)``) is ``3e38 * 6e-17`` in float64 and another
+residue in each float32 evaluation. For a DFT computing a graph output from a
+graph input or initializer, each output element gets ``u * sum |x|`` over the
+transformed axis (and the real / imaginary axis) added to ``s``.
+
+Reference kernels that compute in float32 whatever their input type (its
+LinearAttention casts query, key, value and its state to float32) would give
+the float32 evaluation again; the float64 evaluation runs kernels of its own
+for them (:mod:`glow_tools.fuzz.float64_kernels`).
+
 A disputed element (glow and the float32 reference differ beyond the judge's
 tolerance) is **not determined in float32** when both hold:
 
@@ -146,10 +159,12 @@ def _perturbed(model: Any, factors: dict[str, np.ndarray], direction: float) -> 
 def _evaluate(model: Any, names: Sequence[str], inputs: Sequence[np.ndarray], opset: int) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
+    from glow_tools.fuzz.float64_kernels import FLOAT64_KERNELS
     from glow_tools.fuzz.reference_fixes import new_ops
 
     with np.errstate(all="ignore"):
-        outs = ReferenceEvaluator(model, new_ops=new_ops(opset)).run(None, dict(zip(names, inputs)))
+        outs = ReferenceEvaluator(model, new_ops=new_ops(opset) + FLOAT64_KERNELS).run(
+            None, dict(zip(names, inputs)))
     return [np.asarray(o) for o in outs]
 
 
@@ -193,6 +208,47 @@ def uses_double(g: Any) -> bool:
     return False
 
 
+def _dft_spread(node: Any, values: dict[str, np.ndarray], opset: int) -> np.ndarray | None:
+    """``u * sum |x|`` over the DFT's axis and its last (real / imaginary) axis (None: input not known)."""
+    x = values.get(node.input[0])
+    if x is None or x.ndim < 2 or x.dtype.kind != "f":
+        return None
+    if opset >= 20:
+        given = values.get(node.input[2]) if len(node.input) > 2 and node.input[2] else np.array(-2)
+        axis = None if given is None else int(np.asarray(given).reshape(-1)[0])
+    else:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    if axis is None or not -x.ndim <= axis < x.ndim:
+        return None
+    total = np.abs(x.astype(np.float64)).sum(axis=axis, keepdims=True).sum(axis=-1, keepdims=True)
+    return UNIT_ROUNDOFF * total
+
+
+#: ops computing constants of their own (rounded in any float type): the spread of an output they
+#: compute directly from known values (graph inputs, initializers), per op
+OWN_CONSTANT_SPREAD = {"DFT": _dft_spread}
+
+
+def own_constant_spread(model: Any, inputs: Sequence[np.ndarray], base: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per output of ``model``, the rounding of constants its producing op computes (0 where none is known)."""
+    from onnx import numpy_helper
+
+    values = dict(zip(_real_input_names(model), inputs))
+    values |= {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = {n.output[0]: n for n in model.graph.node if n.output}
+    opset = default_opset(model)
+    spreads = []
+    for o, b in zip(model.graph.output, base):
+        n = producer.get(o.name)
+        rule = OWN_CONSTANT_SPREAD.get(n.op_type) if n is not None else None
+        extra = rule(n, values, opset) if rule is not None else None
+        try:
+            spreads.append(np.broadcast_to(extra, b.shape) if extra is not None else np.zeros(b.shape))
+        except ValueError:
+            spreads.append(np.zeros(b.shape))
+    return spreads
+
+
 def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(v64, s): the float64 reference's outputs and each element's float32 uncertainty (see the module)."""
     import onnx
@@ -220,7 +276,7 @@ def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndar
             except Exception:  # noqa: BLE001  (a perturbed run that fails widens nothing)
                 runs.append(None)
         spread = [np.fmax(a, b) for a, b in zip(spread, _spread(base, runs[0], runs[1]))]
-    return base, spread
+    return base, [a + b for a, b in zip(spread, own_constant_spread(model, inputs, base))]
 
 
 def _factors(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

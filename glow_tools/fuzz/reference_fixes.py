@@ -34,6 +34,14 @@ Its Loop stacks the scan outputs with ``np.vstack``, which makes scalars
 iterations' values along a new first axis: ``[n]`` for scalars (the expanded
 Range node tests expect it), ``[n, 1, 1]``. The corrected Loop records each
 iteration's scan values and stacks them with ``np.stack``.
+
+Its QuantizeLinear to an integer type converts ``round(x / scale)`` to int32
+before adding the zero point and saturating: a quotient beyond the int32 range
+wraps (numpy's cast gives ``INT_MIN``), so ``5.8e24 / 2`` to uint4 comes out
+``0`` where the spec saturates it to ``15``. The corrected QuantizeLinear runs
+the reference's own kernel for the model's opset on ``x`` limited to
+``±2**30 * |scale|`` (per element, the scale broadcast as the op does): every
+quotient then fits int32, and the ones it changes saturate either way.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ from typing import Any
 import numpy as np
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
+from onnx.reference.ops._quant_utils import reshape_input
+from onnx.reference.ops.op_quantize_linear import _QUANT_INTEGER_RANGES
 
 #: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
 COERCED_UNTIL = 13
@@ -187,8 +197,44 @@ class Loop(_ReferenceLoop):
         return tuple(res)
 
 
+#: the largest quotient ``x / scale`` the corrected QuantizeLinear passes on (its int32 cast cannot wrap)
+QUOTIENT_LIMIT = 2.0**30
+
+
+class QuantizeLinear(OpRun):
+    """onnx.reference's QuantizeLinear (of the model's opset) with ``x / scale`` kept inside the int32 range
+    for integer outputs, so that it saturates as the spec says instead of wrapping."""
+
+    op_domain = ""
+
+    def __init__(self, onnx_node: Any, run_params: dict[str, Any]) -> None:
+        from onnx.helper import np_dtype_to_tensor_dtype
+        from onnx.reference.ops._op_list import load_op
+
+        super().__init__(onnx_node, run_params)
+        self._kernel = load_op("", "QuantizeLinear", run_params["opsets"].get("", None))(onnx_node, run_params)
+        self._to_type = np_dtype_to_tensor_dtype
+
+    def _integer_output(self, zero_point: np.ndarray | None) -> bool:
+        if zero_point is not None:
+            return self._to_type(zero_point.dtype) in _QUANT_INTEGER_RANGES
+        given = {a.name: a.i for a in self.onnx_node.attribute}
+        return given.get("output_dtype", 0) in (0, *_QUANT_INTEGER_RANGES)
+
+    def _run(self, x: np.ndarray, y_scale: np.ndarray, zero_point: np.ndarray | None = None,
+             **attrs: Any) -> tuple[np.ndarray, ...]:
+        given = {a.name: a.i for a in self.onnx_node.attribute}
+        if self._integer_output(zero_point) and x.dtype.kind == "f":
+            scale = reshape_input(y_scale, x.shape, given.get("axis", 1), given.get("block_size", 0))
+            with np.errstate(all="ignore"):
+                bound = (QUOTIENT_LIMIT * np.abs(scale)).astype(x.dtype)
+                x = np.where(np.abs(x) > bound, np.copysign(bound, x), x).astype(x.dtype)
+        args = (x, y_scale) if zero_point is None else (x, y_scale, zero_point)
+        return tuple(self._kernel.run(*args))
+
+
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
-    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop]
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

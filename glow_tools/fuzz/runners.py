@@ -106,11 +106,40 @@ QUANTIZED_OUTPUT_OPS = frozenset({"QuantizeLinear", "QLinearMatMul", "QLinearCon
 
 
 class ReferenceAnswer(list):  # type: ignore[type-arg]
-    """The reference's outputs, and per output the integer difference allowed (1 for quantized values)."""
+    """The reference's outputs, per output the integer difference allowed (1 for quantized values), and
+    per output a mask of the elements the spec leaves undefined (None: none)."""
 
-    def __init__(self, outputs: Sequence[np.ndarray], int_atol: Sequence[int]) -> None:
+    def __init__(self, outputs: Sequence[np.ndarray], int_atol: Sequence[int],
+                 undefined: Sequence[np.ndarray | None] = ()) -> None:
         super().__init__(outputs)
         self.int_atol = list(int_atol)
+        self.undefined = list(undefined) or [None] * len(self.int_atol)
+
+
+#: integer ops whose element is undefined where the divisor element is 0 (the spec does not say what
+#: integer division by zero gives; onnx.reference gives numpy's 0, glow gives x for Div)
+INT_DIVISION_OPS = frozenset({"Div", "Mod"})
+
+
+def division_by_zero_mask(model: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+    """Per graph output, where it is an integer Div / Mod by a zero element (None where it is not one).
+
+    Only a node producing a graph output directly from operands that are graph inputs or initializers
+    is looked at: the mask is exactly the zero elements of the divisor, broadcast to the output."""
+    from onnx import numpy_helper
+
+    values = dict(zip(_real_input_names(model), inputs))
+    values |= {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = {n.output[0]: n for n in model.graph.node if n.op_type in INT_DIVISION_OPS and n.output}
+    masks: list[np.ndarray | None] = []
+    for o in model.graph.output:
+        n = producer.get(o.name)
+        x, y = (values.get(n.input[0]), values.get(n.input[1])) if n is not None and len(n.input) == 2 else (None, None)
+        if x is None or y is None or y.dtype.kind not in "iu" or not (y == 0).any():
+            masks.append(None)
+            continue
+        masks.append(np.broadcast_to(y == 0, np.broadcast_shapes(x.shape, y.shape)))
+    return masks
 
 
 class ReferenceUnreliable(Exception):
@@ -131,25 +160,41 @@ def _elem_types(model: Any) -> dict[str, int]:
     return types | {t.name: t.data_type for t in model.graph.initializer}
 
 
+#: quantized ops with an integer output and where their scales are (input positions)
+QLINEAR_SCALE_INPUTS = {"QLinearMatMul": (1, 4, 6), "QLinearConv": (1, 4, 6)}
+
+
+def _nan_scale_op(n: Any, values: dict[str, np.ndarray], types: dict[str, int]) -> bool:
+    """Whether node ``n`` converts a NaN scale (graph input or initializer) to an integer output."""
+    if n.op_type == "QuantizeLinear" and len(n.input) >= 2:
+        positions: tuple[int, ...] = (1,)
+        zp_type = types.get(n.input[2], 2) if len(n.input) > 2 and n.input[2] else 2
+        if next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), zp_type) in _FLOAT_TYPES:
+            return False  # a float8 / float4 output has a NaN of its own
+    else:
+        positions = QLINEAR_SCALE_INPUTS.get(n.op_type, ())
+    for k in positions:
+        scale = values.get(n.input[k]) if k < len(n.input) else None
+        if scale is not None and scale.dtype.kind == "f" and bool(np.isnan(scale).any()):
+            return True
+    return False
+
+
 def nan_to_integer_caveat(model: Any, inputs: Sequence[np.ndarray]) -> str:
-    """Why a QuantizeLinear's answer is undefined: a NaN scale converted to an integer type ('' if not).
+    """Why a quantizing op's answer is undefined: a NaN scale converted to an integer type ('' if not).
 
     The spec leaves the conversion of NaN to an integer undefined; onnx.reference gives numpy's cast
-    artefact (-8 for int4). Only a scale given as a graph input or initializer is looked at, and only an
-    integer output (no zero point, or an integer one): a float8 output has a NaN of its own."""
+    artefact (-8 for int4, 0 for int8). Looked at: QuantizeLinear with an integer output (no zero point,
+    or an integer one: a float8 output has a NaN of its own), and QLinearMatMul / QLinearConv (their
+    input, weight or output scale); only a scale given as a graph input or initializer."""
     from onnx import numpy_helper
 
     values = dict(zip(_real_input_names(model), inputs))
     values |= {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == 1}
     types = _elem_types(model)
     for n in model.graph.node:
-        if n.op_type != "QuantizeLinear" or len(n.input) < 2:
-            continue
-        scale = values.get(n.input[1])
-        zp_type = types.get(n.input[2], 2) if len(n.input) > 2 and n.input[2] else 2
-        out_type = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), zp_type)
-        if scale is not None and scale.dtype.kind == "f" and np.isnan(scale).any() and out_type not in _FLOAT_TYPES:
-            return ("the spec does not define the conversion of NaN to an integer, and a QuantizeLinear's scale "
+        if _nan_scale_op(n, values, types):
+            return (f"the spec does not define the conversion of NaN to an integer, and a {n.op_type}'s scale "
                     "holds NaN (onnx.reference gives numpy's cast artefact)")
     return ""
 
@@ -192,7 +237,8 @@ def run_reference(case_dir: str) -> ReferenceAnswer:
     if caveat:
         raise ReferenceUnreliable(caveat)
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
-    return ReferenceAnswer(outs, [int(producer.get(o.name) in QUANTIZED_OUTPUT_OPS) for o in model.graph.output])
+    return ReferenceAnswer(outs, [int(producer.get(o.name) in QUANTIZED_OUTPUT_OPS) for o in model.graph.output],
+                           division_by_zero_mask(model, inputs))
 
 
 def overflow_caveat(model: Any, outputs: Sequence[np.ndarray]) -> str:
@@ -292,7 +338,24 @@ def classify(glow: Outcome, reference: Outcome | None) -> tuple[str, str]:
         why = "not run" if reference is None else f"{reference.status}: {reference.message[:300]}"
         return "unjudged", f"glow answered; no reference ({why})"
     diff = compare_outputs(reference.value, v["outputs"])
+    if diff and only_undefined_differ(reference.value, v["outputs"]):
+        return "unjudged", f"integer division by zero: the spec does not define it; glow differs only there ({diff})"
     return ("wrong", diff) if diff else ("match", "")
+
+
+def only_undefined_differ(expected: Any, actual: Sequence[Any]) -> bool:
+    """Whether every element where ``actual`` differs from ``expected`` is one the spec leaves undefined
+    (``ReferenceAnswer.undefined``): there is at least one such mask, and shapes and dtypes agree."""
+    masks = getattr(expected, "undefined", [])
+    if not any(m is not None for m in masks) or len(actual) != len(expected):
+        return False
+    for e, a, m in zip(expected, actual, masks):
+        if isinstance(e, list) or isinstance(a, list) or e.dtype != a.dtype or e.shape != a.shape:
+            return False
+        differ = e != a
+        if differ.any() and (m is None or m.shape != e.shape or (differ & ~m).any()):
+            return False
+    return True
 
 
 def onnxruntime_note(ort: Outcome | None, reference: Outcome | None) -> str:

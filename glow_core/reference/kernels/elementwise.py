@@ -50,7 +50,7 @@ def widen(a: np.ndarray) -> np.ndarray:
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C semantics); x / 0 gives 0."""
+    """Integer division truncating toward zero (C semantics); x / 0 gives x (the spec leaves it undefined)."""
     rem = np.fmod(a, b)
     return np.floor_divide(a - rem, np.where(b == 0, np.ones((), b.dtype), b))
 
