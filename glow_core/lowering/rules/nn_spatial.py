@@ -107,16 +107,22 @@ def _col2im(b: Builder, node: Node) -> list[Value]:
 
 # -- GridSample -----------------------------------------------------------------------------------------------
 
-def _reflect(b: Builder, v: Value, twice_low: float, twice_high: float) -> Value:
-    if twice_low == twice_high:
+def _reflect(b: Builder, v: Value, x_min: float, x_max: float) -> Value:
+    """Reflect a coordinate outside [x_min, x_max] by its near border, as onnx.reference does: in float64,
+    ``n = trunc(d / span)``, ``r = d - n * span`` with ``d`` its distance past that border (for huge
+    coordinates the quotient's rounding decides ``r``, not an exact fmod); coordinates inside stay as they are."""
+    if x_min == x_max:
         return _c(b, 0.0, v) if v.type.rank == 0 else b.broadcast(_c(b, 0.0, v), v.type.shape)
-    low = twice_low / 2
-    span = (twice_high - twice_low) / 2
-    v = b.unary("Abs", b.sub(v, _c(b, low, v)))
-    extra = b.emit1("Mod", [v, _c(b, span, v)], fmod=True)
-    flips = b.unary("Floor", b.div(v, _c(b, span, v)))
-    even = b.binary("Equal", b.emit1("Mod", [flips, _c(b, 2.0, v)], fmod=False), _c(b, 0.0, v))
-    return b.where(even, b.add(extra, _c(b, low, v)), b.add(b.sub(_c(b, span, v), extra), _c(b, low, v)))
+    w = b.cast(v, F64)
+    lo, hi, span = _c(b, x_min, w), _c(b, x_max, w), _c(b, x_max - x_min, w)
+    below, above = b.binary("Less", w, lo), b.binary("Less", hi, w)
+    d = b.where(below, b.sub(lo, w), b.sub(w, hi))
+    n = b.unary("Floor", b.div(d, span))  # d > 0 where it is used: floor is trunc
+    r = b.sub(d, b.mul(n, span))
+    even = b.binary("Equal", b.emit1("Mod", [n, _c(b, 2.0, w)], fmod=True), _c(b, 0.0, w))
+    from_lo, from_hi = b.add(lo, r), b.sub(hi, r)
+    out = b.where(below, b.where(even, from_lo, from_hi), b.where(above, b.where(even, from_hi, from_lo), w))
+    return b.cast(out, v.type.elem)
 
 
 def _pad_coord(b: Builder, v: Value, size: int, padding: str, align: bool) -> Value:
@@ -124,8 +130,19 @@ def _pad_coord(b: Builder, v: Value, size: int, padding: str, align: bool) -> Va
     if padding == "border":
         return _clip(b, v, 0, size - 1)
     if padding == "reflection":
-        v = _reflect(b, v, 0, 2 * (size - 1)) if align else _reflect(b, v, -1, 2 * size - 1)
+        v = _reflect(b, v, 0, size - 1) if align else _reflect(b, v, -0.5, size - 0.5)
         return _clip(b, v, 0, size - 1)
+    return v
+
+
+def _map_outside(b: Builder, v: Value, size: int, padding: str, align: bool) -> Value:
+    """What onnx.reference does to a coordinate outside the sampling borders before any mode takes its taps:
+    border clamps it into the image, reflection reflects it; a coordinate inside stays as it is."""
+    lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    if padding == "reflection":
+        return _reflect(b, v, lo, hi)
+    if padding == "border":
+        return b.where(b.binary("Equal", _clip(b, v, lo, hi), v), v, _clip(b, v, 0, size - 1))
     return v
 
 
@@ -147,12 +164,16 @@ def _cubic_weights(b: Builder, t: Value) -> list[Value]:
 
 def _grid_taps(b: Builder, v: Value, size: int, mode: str, padding: str, align: bool) -> list[Tap]:
     if mode == "cubic":
+        v = _map_outside(b, v, size, padding, align)
         base = b.unary("Floor", v)
         ws = _cubic_weights(b, b.sub(v, base))
         taps = [(b.add(base, _c(b, j - 1, base)), w) for j, w in enumerate(ws)]
         if padding != "zeros":
             taps = [(_pad_coord(b, t, size, padding, align), w) for t, w in taps]
         return taps
+    if mode == "nearest" and padding == "reflection":  # the reference rounds, reflects, then truncates
+        v = _pad_coord(b, b.unary("Round", v), size, padding, align)
+        return [(b.unary("Floor", v), _c(b, 1.0, v))]
     v = _pad_coord(b, v, size, padding, align)
     if mode == "nearest":
         return [(b.unary("Round", v), _c(b, 1.0, v))]

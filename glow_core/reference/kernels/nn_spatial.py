@@ -53,15 +53,22 @@ def _col2im(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
 
 # -- GridSample ----------------------------------------------------------------------------------------
 
-def _reflect(v: np.ndarray, twice_low: float, twice_high: float) -> np.ndarray:
-    if twice_low == twice_high:
+def _reflect(v: np.ndarray, x_min: float, x_max: float) -> np.ndarray:
+    """Reflect coordinates outside [x_min, x_max] by the near border as onnx.reference does (in float64,
+    ``n = trunc(d / span)``, ``r = d - n * span``); coordinates inside stay as they are."""
+    if x_min == x_max:
         return np.zeros_like(v)
-    low = twice_low / 2
-    span = (twice_high - twice_low) / 2
-    v = np.abs(v - low)
-    extra = np.fmod(v, span)
-    flips = np.floor(v / span)
-    return np.where(flips % 2 == 0, extra + low, span - extra + low)
+    w = v.astype(np.float64)
+    span = x_max - x_min
+    below, above = w < x_min, w > x_max
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.where(below, x_min - w, w - x_max)
+        n = np.floor(d / span)  # d > 0 where it is used: floor is trunc
+        r = d - n * span
+        even = np.fmod(n, 2) == 0
+    from_lo, from_hi = x_min + r, x_max - r
+    out = np.where(below, np.where(even, from_lo, from_hi), np.where(above, np.where(even, from_hi, from_lo), w))
+    return out.astype(v.dtype)
 
 
 def _pad_coord(v: np.ndarray, size: int, padding: str, align: bool) -> np.ndarray:
@@ -69,8 +76,19 @@ def _pad_coord(v: np.ndarray, size: int, padding: str, align: bool) -> np.ndarra
     if padding == "border":
         return np.clip(v, 0, size - 1)
     if padding == "reflection":
-        v = _reflect(v, 0, 2 * (size - 1)) if align else _reflect(v, -1, 2 * size - 1)
+        v = _reflect(v, 0, size - 1) if align else _reflect(v, -0.5, size - 0.5)
         return np.clip(v, 0, size - 1)
+    return v
+
+
+def _map_outside(v: np.ndarray, size: int, padding: str, align: bool) -> np.ndarray:
+    """What onnx.reference does to a coordinate outside the sampling borders before any mode takes its taps:
+    border clamps it into the image, reflection reflects it; a coordinate inside stays as it is."""
+    lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    if padding == "reflection":
+        return _reflect(v, lo, hi)
+    if padding == "border":
+        return np.where((v < lo) | (v > hi), np.clip(v, 0, size - 1), v)
     return v
 
 
@@ -104,10 +122,13 @@ def _grid_sample(attrs: Attrs, out: Types, x: np.ndarray, grid: np.ndarray) -> n
     for i, size in enumerate(sizes):
         v = coords[i]
         if mode == "cubic":
+            v = _map_outside(v, size, padding, align)
             base = np.floor(v)
             taps = [(base + j - 1, w) for j, w in enumerate(_cubic_weights(v - base))]
             if padding != "zeros":
                 taps = [(_pad_coord(t, size, padding, align), w) for t, w in taps]
+        elif mode == "nearest" and padding == "reflection":  # the reference rounds, reflects, then truncates
+            taps = [(np.floor(_pad_coord(np.rint(v), size, padding, align)), np.ones_like(v))]
         else:
             v = _pad_coord(v, size, padding, align)
             if mode == "nearest":
