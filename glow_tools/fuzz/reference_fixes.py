@@ -42,6 +42,16 @@ wraps (numpy's cast gives ``INT_MIN``), so ``5.8e24 / 2`` to uint4 comes out
 the reference's own kernel for the model's opset on ``x`` limited to
 ``±2**30 * |scale|`` (per element, the scale broadcast as the op does): every
 quotient then fits int32, and the ones it changes saturate either way.
+
+Its LpNormalization raises ``x`` itself to the power ``p`` (``np.power(x, p)``):
+for ``p = 1`` it divides by the plain sum where the spec (and its node tests
+``l1normalization_*``) divide by the sum of absolute values. The corrected
+LpNormalization takes ``abs(x)`` first and is otherwise the reference's.
+
+Its ReduceLogSumExp subtracts the largest finite element of each slice: a
+slice of only ``-inf`` (or only infinities) gives ``-inf - -inf = NaN`` where
+the schema's function body (``Log(ReduceSum(Exp(x)))``) gives ``-inf``. The
+corrected one subtracts 0 from such slices and is otherwise the reference's.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops._quant_utils import reshape_input
+from onnx.reference.ops.op_lp_normalization import LpNormalization as _ReferenceLpNormalization
+from onnx.reference.ops.op_reduce_log_sum_exp import ReduceLogSumExp_1, ReduceLogSumExp_18
 from onnx.reference.ops.op_quantize_linear import _QUANT_INTEGER_RANGES
 
 #: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
@@ -233,8 +245,53 @@ class QuantizeLinear(OpRun):
         return tuple(self._kernel.run(*args))
 
 
+class LpNormalization(_ReferenceLpNormalization):
+    """onnx.reference's LpNormalization with the norm of ``abs(x)``, as the spec defines it."""
+
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, axis: int | None = None, p: int | None = None) -> tuple[np.ndarray]:
+        axis = self.axis if axis is None else axis
+        p = self.p if p is None else p
+        with np.errstate(all="ignore"):
+            norm = np.expand_dims(np.power(np.power(np.abs(x), p).sum(axis=axis), 1.0 / p), axis)
+            return (np.where(norm == 0, 0, x / norm).astype(x.dtype),)
+
+
+def log_sum_exp(data: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
+    """log(sum(exp(data))) over ``axes``, shifted by each slice's largest finite element (0 if it has none)."""
+    finite = np.where(np.isinf(data), -np.inf, data)
+    with np.errstate(all="ignore"):
+        mx = finite.max(axis=axes, keepdims=True)
+        mx = np.where(np.isneginf(mx), data.dtype.type(0), mx).astype(data.dtype)
+        res = np.log(np.sum(np.exp(data - mx), axis=axes, keepdims=True, dtype=data.dtype)) + mx
+    return res if keepdims else np.squeeze(res, axis=axes)
+
+
+class _LogSumExp18(ReduceLogSumExp_18):
+    def _run(self, data: np.ndarray, axes: Any = None, keepdims: int = 1,
+             noop_with_empty_axes: int = 0) -> tuple[np.ndarray]:
+        if data.size == 0 or data.dtype.kind != "f":
+            return super()._run(data, axes, keepdims, noop_with_empty_axes)
+        return (log_sum_exp(data, self.handle_axes(axes, noop_with_empty_axes), keepdims != 0),)
+
+
+class _LogSumExp1(ReduceLogSumExp_1):
+    def _run(self, data: np.ndarray, axes: Any = None, keepdims: int | None = None,
+             **later_attrs: Any) -> tuple[np.ndarray]:
+        if data.size == 0 or data.dtype.kind != "f":
+            return super()._run(data, axes, keepdims)
+        return (log_sum_exp(data, tuple(axes) if axes is not None else None, bool(keepdims)),)
+
+
+#: the first opset whose ReduceLogSumExp takes its axes as an input
+LOGSUMEXP_AXES_INPUT = 18
+
+
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
-    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear]
+    lse = _LogSumExp18 if opset >= LOGSUMEXP_AXES_INPUT else _LogSumExp1
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization,
+                              type("ReduceLogSumExp", (lse,), {"op_domain": ""})]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])
