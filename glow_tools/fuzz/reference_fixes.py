@@ -52,6 +52,12 @@ Its ReduceLogSumExp subtracts the largest finite element of each slice: a
 slice of only ``-inf`` (or only infinities) gives ``-inf - -inf = NaN`` where
 the schema's function body (``Log(ReduceSum(Exp(x)))``) gives ``-inf``. The
 corrected one subtracts 0 from such slices and is otherwise the reference's.
+
+Its GridSample computes the coordinates in the grid's type: a float16 grid's
+``((g + 1) * size - 1) / 2`` is rounded to float16 (one float16 step of an
+output, ``0.00195``, in case 4106), a precision the spec does not prescribe;
+onnxruntime and glow compute it in float32. The corrected GridSample reads a
+float16 grid as float32 and is otherwise the reference's.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops._quant_utils import reshape_input
+from onnx.reference.ops.op_grid_sample import GridSample as _ReferenceGridSample
 from onnx.reference.ops.op_lp_normalization import LpNormalization as _ReferenceLpNormalization
 from onnx.reference.ops.op_reduce_log_sum_exp import ReduceLogSumExp_1, ReduceLogSumExp_18
 from onnx.reference.ops.op_quantize_linear import _QUANT_INTEGER_RANGES
@@ -284,6 +291,18 @@ class _LogSumExp1(ReduceLogSumExp_1):
         return (log_sum_exp(data, tuple(axes) if axes is not None else None, bool(keepdims)),)
 
 
+class GridSample(_ReferenceGridSample):
+    """onnx.reference's GridSample with a float16 grid's coordinates computed in float32."""
+
+    op_domain = ""
+
+    def _run(self, X: np.ndarray, grid: np.ndarray, mode: Any = None, padding_mode: Any = None,
+             align_corners: Any = None) -> tuple[np.ndarray, ...]:
+        if grid.dtype == np.float16:
+            grid = grid.astype(np.float32)
+        return tuple(super()._run(X, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners))
+
+
 #: the first opset whose ReduceLogSumExp takes its axes as an input
 LOGSUMEXP_AXES_INPUT = 18
 
@@ -291,7 +310,7 @@ LOGSUMEXP_AXES_INPUT = 18
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
     lse = _LogSumExp18 if opset >= LOGSUMEXP_AXES_INPUT else _LogSumExp1
-    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization,
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample,
                               type("ReduceLogSumExp", (lse,), {"op_domain": ""})]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])
