@@ -448,7 +448,8 @@ class LIRCodegen:
         first, nxt = declare_share_functions(self.module)
         main, segments = self._emit_main(steps, first, nxt)
         # a profile keeps each thread to its own shares, so its rows are the threads' own timelines
-        define_share_functions(self.module, first, nxt, segments, self.cg.is_x86, steal=not self.profile)
+        define_share_functions(self.module, first, nxt, segments, self.cg.is_x86, steal=not self.profile,
+                               futex=linux_x86)
         emit_worker_functions(self.module, main, self.cg.is_x86, futex=linux_x86)
         return self.module
 

@@ -5,8 +5,9 @@ touched; a thread runs its own share of a segment, takes the shares of threads
 that have not started theirs (a worker the OS descheduled on a busy machine
 leaves its work to the threads that run), then waits until every share of the
 segment is done: spinning with ``pause`` for :data:`SPINS_BEFORE_YIELD` rounds,
-then yielding the core on every round, so a machine with more runnable threads
-than cores gets the core back (see *shares* below). One thread takes the short
+then sleeping on a futex on Linux x86-64 (the thread that completes the share
+wakes it), elsewhere yielding the core on every round, so a machine with more
+runnable threads than cores gets the core back (see *shares* below). One thread takes the short
 path: no table is touched.
 
 ``glow_error`` is a flag kernels set (``set_error``) when an input is out of
@@ -241,11 +242,14 @@ def _table(module: ir.Module, name: str, segments: int) -> ir.GlobalVariable:
 
 
 def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Function, segments: int,
-                           is_x86: bool, steal: bool) -> None:
-    """The bodies of the functions :func:`declare_share_functions` made (see the section comment)."""
+                           is_x86: bool, steal: bool, futex: bool = False) -> None:
+    """The bodies of the functions :func:`declare_share_functions` made (see the section comment). With
+    ``futex`` (Linux x86-64) a thread that waited long for a share sleeps on its done entry, and the
+    thread that completes a share wakes the sleepers; elsewhere a waiter yields the core every round."""
     claims = _table(module, "glow_share_claims", segments)
     done = _table(module, "glow_share_done", segments)
-    settle = _emit_settle(module, claims, done, is_x86, steal)
+    sleepers = _global(module, "glow_share_sleepers", I32) if futex else None
+    settle = _emit_settle(module, claims, done, is_x86, steal, sleepers)
     seg, tid, n, run = first.args
     b = ir.IRBuilder(first.append_basic_block("entry"))
     with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
@@ -257,7 +261,14 @@ def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Functi
     b = ir.IRBuilder(nxt.append_basic_block("entry"))
     with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
         b.ret(i64(-1))
-    b.store_atomic(run, _slot(b, done, seg, p), "release", 4)
+    slot = _slot(b, done, seg, p)
+    if sleepers is None:
+        b.store_atomic(run, slot, "release", 4)
+    else:  # the store and the load of the sleepers are ordered (seq_cst): a waiter that counted itself
+        b.store_atomic(run, slot, "seq_cst", 4)  # in before this store sees the new tag or is woken
+        with b.if_then(b.icmp_signed(">", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0)),
+                       likely=False):
+            futex_call(b, slot, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
     b.ret(b.call(settle, [seg, tid, n, run]))
 
 
@@ -287,10 +298,11 @@ def _try_claim(b: ir.IRBuilder, claims: ir.GlobalVariable, seg: ir.Value, p: ir.
 
 
 def _emit_settle(module: ir.Module, claims: ir.GlobalVariable, done: ir.GlobalVariable, is_x86: bool,
-                 steal: bool) -> ir.Function:
+                 steal: bool, sleepers: ir.GlobalVariable | None) -> ir.Function:
     """``i64 glow_share_settle(seg, tid, n, run)``: claim a free share of another thread (``steal``) and
     return it, or wait until every share of ``seg`` is done and return -1. The wait spins with ``pause``
-    for :data:`SPINS_BEFORE_YIELD` rounds per share, then yields the core on every round."""
+    for :data:`SPINS_BEFORE_YIELD` rounds per share, then sleeps on the share's done entry (``sleepers``:
+    a futex, woken by the thread that completes it) or yields the core on every round."""
     fn = ir.Function(module, ir.FunctionType(I64, [I64, I64, I64, I32]), name="glow_share_settle")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -320,7 +332,12 @@ def _emit_settle(module: ir.Module, claims: ir.GlobalVariable, done: ir.GlobalVa
         if is_x86:
             b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
         with b.if_then(b.icmp_signed(">", spins, i64(SPINS_BEFORE_YIELD)), likely=False):
-            b.call(yield_fn, [])
+            if sleepers is not None:  # sleeps only while the entry still holds the tag just read
+                b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+                futex_call(b, slot, FUTEX_WAIT_PRIVATE, tag)
+                b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+            else:
+                b.call(yield_fn, [])
         spins.add_incoming(b.add(spins, i64(1)), b.block)
         b.branch(check)
         b.position_at_end(out)
