@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.ir.defs.fused import QUANTIZABLE_ACTIVATIONS
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import KindTable
 from glow_core.ir.types import ElemKind
@@ -243,6 +242,9 @@ def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
     return True
 
 
+#: the activations the int8 conversion quantizes with their node (a clip of the quantized result); a
+#: fused node with another one (hardswish) stays float, so the pass does not make one in quantizable mode
+QUANTIZABLE_ACTIVATIONS = frozenset({"none", "relu", "clip"})
 #: fused kinds the int8 conversion does not quantize as one node: it quantizes their pieces instead
 _BLOCK_KINDS = frozenset({"FusedLayerNorm", "FusedAttention"})
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glow_core.ir.defs.fused import QUANTIZABLE_ACTIVATIONS
 from glow_core.ir.defs.quant import params_of
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.passes.fusion import QUANTIZABLE_ACTIVATIONS
 from glow_core.quantization.calibration import (
     CalibrationError,
     QuantParams,

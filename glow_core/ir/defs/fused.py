@@ -51,11 +51,8 @@ from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType, broadcast_shap
 
 #: the activations a fused kind may apply
 ACTIVATIONS = ("none", "relu", "clip", "hardswish")
-#: the activations that need a float32 result (they are exact only as float32 operations)
-FLOAT32_ACTIVATIONS = frozenset({"hardswish"})
-#: the activations the int8 conversion quantizes with the node (a clip of the quantized result); a
-#: fused node with another one stays float, and the fusion pass does not make one for it
-QUANTIZABLE_ACTIVATIONS = frozenset({"none", "relu", "clip"})
+#: the activations that need a float32 result (the backends compute them as float32 operations)
+_FLOAT32_ACTIVATIONS = frozenset({"hardswish"})
 
 _ACT_ATTRS = (
     attr("activation", A.STRING, "none", doc=" / ".join(ACTIVATIONS)),
@@ -64,19 +61,24 @@ _ACT_ATTRS = (
 )
 
 
-def check_activation(attrs: Attrs, elem: ElemKind) -> None:
+def check_activation(attrs: Attrs) -> None:
     act = attrs["activation"]
     if act not in ACTIVATIONS:
         raise GlowTypeError(f"activation '{act}' is not one of {', '.join(ACTIVATIONS)}")
-    if act in FLOAT32_ACTIVATIONS and elem is not ElemKind.FLOAT32:
-        raise GlowTypeError(f"activation '{act}' needs a float32 result, not {elem.value}")
     if math.isnan(attrs["clip_min"]) or math.isnan(attrs["clip_max"]):
         raise GlowTypeError("clip bounds must not be NaN (an absent bound is +-inf)")
 
 
+def _check_elem(attrs: Attrs, elem: ElemKind) -> None:
+    act = attrs["activation"]
+    if act in _FLOAT32_ACTIVATIONS and elem is not ElemKind.FLOAT32:
+        raise GlowTypeError(f"activation '{act}' needs a float32 result, not {elem.value}")
+
+
 def _fused_conv_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+    check_activation(attrs)
     out = conv_rule(types[:3], attrs)
-    check_activation(attrs, out[0].elem)
+    _check_elem(attrs, out[0].elem)
     residual = types[3] if len(types) > 3 else None
     if residual is not None and residual != out[0]:
         raise GlowTypeError(f"Residual {residual} must have the convolution's result type {out[0]}")
@@ -84,10 +86,11 @@ def _fused_conv_rule(types: Types, attrs: Attrs) -> list[TensorType]:
 
 
 def _fused_matmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+    check_activation(attrs)
     a, b = req(types, 0), req(types, 1)
     bias = types[2] if len(types) > 2 else None
     elem = same_elem(types, 0, 1, 2)
-    check_activation(attrs, elem)
+    _check_elem(attrs, elem)
     if a.elem not in MATMUL_KINDS:
         raise GlowTypeError(f"FusedMatMul operand has element kind {a.elem.value}")
     shape = matmul_shape(a.shape, b.shape)
