@@ -108,8 +108,8 @@ _CONV_ATTRS = (
 
 define_kind("FusedConv", inputs=("Input", "Filter", "Bias?", "Residual?"), attrs=_CONV_ATTRS + _ACT_ATTRS,
             infer=_fused_conv_rule, categories=(C.CONVOLUTION,), elems=FLOAT_KINDS,
-            doc="act(Conv(Input, Filter, Bias) + Residual): Conv's attributes plus activation none/relu/clip/hardswish; "
-                "Residual (optional) has the result's type.")
+            doc="act(Conv(Input, Filter, Bias) + Residual): Conv's attributes plus activation "
+                "none/relu/clip/hardswish; Residual (optional) has the result's type.")
 define_kind("FusedMatMul", inputs=("LHS", "RHS", "Bias?"), attrs=_ACT_ATTRS, infer=_fused_matmul_rule,
             categories=(C.LINEAR_ALGEBRA,), elems=MATMUL_KINDS,
             doc="act(MatMul(LHS, RHS) + Bias): Bias broadcasts to the product without changing its shape.")
