@@ -172,7 +172,7 @@ def _model(nodes: list[onnx.NodeProto], inits: list[np.ndarray], x: tuple[int, .
 def conv_model(case: str) -> tuple[Any, tuple[int, ...]]:
     """Convolutions whose result is exactly their input (one weight 1, the rest 0, bias 0), so the
     special values reach the activation whatever the summation order of the path."""
-    if case == "gemm":  # 1x1, 16 -> 16 channels: the GEMM path
+    if case in ("gemm", "residual"):  # 1x1, 16 -> 16 channels: the GEMM path
         c, shape, kern, group = 16, (1, 16, 9, 9), (1, 1), 1
         w = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
     elif case == "depthwise":  # 3x3 depthwise: the direct path
@@ -183,8 +183,10 @@ def conv_model(case: str) -> tuple[Any, tuple[int, ...]]:
         c, shape, kern, group = 4, (1, 4, 3, 4, 5), (1, 1, 1), 1
         w = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1, 1)
     pads = [k // 2 for k in kern] * 2
-    nodes = [helper.make_node("Conv", ["x", "k0", "k1"], ["c"], group=group, pads=pads),
-             helper.make_node("HardSwish", ["c"], ["y"])]
+    nodes = [helper.make_node("Conv", ["x", "k0", "k1"], ["c"], group=group, pads=pads)]
+    if case == "residual":  # conv(x) + x = 2x exactly
+        nodes.append(helper.make_node("Add", ["c", "x"], ["c2"]))
+    nodes.append(helper.make_node("HardSwish", [nodes[-1].output[0]], ["y"]))
     return _model(nodes, [w, np.zeros(c, np.float32)], shape, shape), shape
 
 
@@ -196,7 +198,7 @@ def matmul_model(n: int) -> tuple[Any, tuple[int, ...]]:
 
 
 MODELS = {"conv-gemm": lambda: conv_model("gemm"), "conv-depthwise": lambda: conv_model("depthwise"),
-          "conv-3d-scalar": lambda: conv_model("3d"), "matmul": lambda: matmul_model(8),
+          "conv-3d-scalar": lambda: conv_model("3d"), "conv-residual": lambda: conv_model("residual"), "matmul": lambda: matmul_model(8),
           "matvec": lambda: matmul_model(1)}
 
 
@@ -210,7 +212,9 @@ def test_fused_hardswish_bitwise_the_unfused_graph(backend: str, case: str) -> N
     fused = glow_core.compile(model, backend, debug=True)
     kind = "FusedMatMul" if case.startswith("mat") else "FusedConv"
     assert fused.function.count_by_kind() == {kind: 1}
-    assert fused.function.nodes_of(kind)[0].attrs["activation"] == "hardswish"
+    node = fused.function.nodes_of(kind)[0]
+    assert node.attrs["activation"] == "hardswish"
+    assert (len(node.inputs) > 3 and node.inputs[3] is not None) == (case == "conv-residual")
     want = unfused.run({"x": x})["y"]
     assert np.isnan(want).any() and np.isinf(want).any() and (want == 0).any()
     same_bits(fused.run({"x": x})["y"], want)
