@@ -259,7 +259,7 @@ def _not_quantizable(fusion: Fusion) -> bool:
 
 @graph_pass("fuse-activations")
 def fuse_activations(fn: Function, ctx: PassContext) -> bool:
-    """Fuse Conv / MatMul (+ bias Add) with a following Relu or clip into FusedConv / FusedMatMul,
+    """Fuse Conv / MatMul (+ bias Add) with a following Relu, clip or HardSwish into FusedConv / FusedMatMul,
     layer normalizations into FusedLayerNorm, attention blocks into FusedAttention, when the backend
     supports the fused kind."""
     if ctx.backend is None:
