@@ -218,3 +218,28 @@ def test_fused_hardswish_bitwise_the_unfused_graph(backend: str, case: str) -> N
     want = unfused.run({"x": x})["y"]
     assert np.isnan(want).any() and np.isinf(want).any() and (want == 0).any()
     same_bits(fused.run({"x": x})["y"], want)
+
+
+class _NoHardswishBackend(FusingPrimitivesBackend):
+    """A vendor's backend written before hardswish: it declares the fused kinds, not the new activation."""
+
+    name = "test-no-hardswish"
+    fused_activations = frozenset({"none", "relu", "clip"})
+
+
+def test_a_backend_that_does_not_declare_hardswish_never_gets_it() -> None:
+    be = _NoHardswishBackend()
+    fn, y = conv()
+    fn.set_output("y", lowered_hswish(fn, y))
+    assert not check(fn, *FUSE, backend=be, exact=True)  # same results, nothing fused into the conv
+    assert "FusedConv" not in kinds(fn) and kinds(fn)["Mul"] == 1
+    fused = next(n for n in _fused_hswish_conv().nodes if n.kind.name == "FusedConv")
+    assert not be.supports(fused)  # (the conformance suite lowers such a case for it)
+    assert FusingPrimitivesBackend().supports(fused)
+
+
+def _fused_hswish_conv() -> Function:
+    fn, y = conv()
+    fn.set_output("y", lowered_hswish(fn, y))
+    check(fn, *FUSE, backend=FusingPrimitivesBackend(), exact=True)
+    return fn

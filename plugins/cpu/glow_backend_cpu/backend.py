@@ -100,6 +100,7 @@ def thread_options(extra: Mapping[str, Any]) -> tuple[int, float]:
 
 
 class CpuBackend(Backend):
+    fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
     name = "cpu"
     version = __version__
     sdk_api_version = 1
