@@ -34,6 +34,7 @@ from llvmlite import ir
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.conv_coords import conv_coords
+from glow_backend_cpu.emit.depthwise import depthwise_rows_fit, emit_conv_depthwise_rows
 from glow_backend_cpu.emit.gemm import (
     F32P,
     KC_L1,
@@ -164,6 +165,8 @@ def emit_conv(ctx: EmitContext, instr: Instr) -> None:
         emit_conv_gemm_t(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
     elif s.Mg >= 4 and s.K >= 4:
         emit_conv_gemm(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
+    elif depthwise_rows_fit(s, ctx.target.vector_lanes):
+        emit_conv_depthwise_rows(ctx, s, x, w, bias, y, act, lo, hi, res=res)
     else:
         emit_conv_direct(ctx, s, x, w, bias, y, act, lo, hi, res=res)
 
