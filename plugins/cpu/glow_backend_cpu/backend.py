@@ -183,9 +183,11 @@ class CpuBackend(Backend):
             except BaseException:
                 objworker.release(workers)
                 raise
-            lib = cg.compile_parallel(module, module_text(module), printed_texts(module), workers)
+            early: list[bool] = []  # the cache's packed image, written while the workers finish their parts
+            lib = cg.compile_parallel(module, printed_texts(module), workers, lambda: module_text(module),
+                                      idle=lambda: early.append(use_cache and object_cache.store_image(key, layout)))
             timings.update(lib.timings)
-            stored = use_cache and object_cache.store(key, lib.objects, layout)
+            stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early))
             if stored and layout.packed_bytes:
                 image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()

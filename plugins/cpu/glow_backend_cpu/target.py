@@ -26,6 +26,7 @@ import ctypes.util
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import llvmlite
@@ -200,21 +201,25 @@ class Codegen:
         timings["codegen"] = time.perf_counter() - t2
         return Library(name, bytes(obj), timings=timings)
 
-    def compile_parallel(self, module: ir.Module, text: str, printed: dict[str, str],
-                         workers: list[objworker.Worker]) -> Library:
+    def compile_parallel(self, module: ir.Module, printed: dict[str, str], workers: list[objworker.Worker],
+                         text: Callable[[], str], idle: Callable[[], None] | None = None) -> Library:
         """Like :meth:`compile_module`, split into parts compiled by ``workers`` and this process (``split.py``);
-        whole when the module is small or there are no workers. ``printed``: the text of globals already printed."""
+        whole when the module is small or there are no workers. ``printed``: the text of globals already printed;
+        ``text``: makes the whole module's text (needed only to compile it whole); ``idle``: work for this
+        process once its part is compiled, while the workers may still be busy (not called for a whole module)."""
         from glow_backend_cpu.split import split_module
 
         parts = split_module(module, printed, len(workers) + 1) if workers else None
         if parts is None:
             objworker.release(workers)
-            return self.compile_module(module, text=text)
+            return self.compile_module(module, text=text())
         target = objworker.Target(self.triple, self.cpu_name, self.features, self.opt_level, self.reloc,
                                   self.codemodel)
         for w, part in zip(workers, parts[1:]):
             objworker.submit(w, target, part)
         lib = self._compile_text(module.name, parts[0])
+        if idle is not None:
+            idle()
         t0 = time.perf_counter()
         lib.more_objects = objworker.finish(workers, parts[1:],
                                             lambda part: self._compile_text(module.name, part).object_code)
