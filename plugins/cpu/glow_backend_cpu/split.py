@@ -1,7 +1,13 @@
 """Split a generated module into parts that compile in parallel (``objworker.py``) and link in one JIT engine.
 
+Two ways, with the same rules for each part: :class:`PartCutter` cuts parts off
+while the module is generated (a part once its new kernels hold ``PART_BYTES``
+of text with their helpers; the last part keeps the rest), so that workers
+compile them meanwhile; :func:`split_module` splits a complete module (one too
+small for the cutter to have cut anything off).
+
 The kernels (``k0``, ``k1``, ... of ``codegen.py``: ``noinline``, called only by
-the entry point) are the units: they are dealt to ``n`` parts by estimated size
+the entry point) are the units: :func:`split_module` deals them to ``n`` parts by estimated size
 (the text of the kernel and of the helpers it needs that the part does not hold
 yet; largest first, each to the part that grows least). Part 0 keeps everything
 else: the entry point, the worker loop, the barrier, the error functions and
