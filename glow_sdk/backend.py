@@ -243,6 +243,17 @@ class CompiledFunction(abc.ABC):
         """Run once. ``feeds`` were already checked against ``input_types``."""
 
 
+#: the attributes of a kind that fuses an activation (FusedConv, FusedMatMul: ``glow_core.ir.defs.fused``)
+_ACTIVATION_ATTRS = frozenset({"activation", "clip_min", "clip_max"})
+
+
+def _fused_activation(node: Node) -> str:
+    """The activation a fused kind's node applies ("none" for every other kind)."""
+    if not _ACTIVATION_ATTRS <= {a.name for a in node.kind.attrs}:
+        return "none"
+    return str(node.attrs.get("activation", "none"))
+
+
 class Backend(abc.ABC):
     """A code generator / executor for one kind of device.
 
@@ -269,6 +280,10 @@ class Backend(abc.ABC):
     #: the SDK API version the backend was built against (write the number, not
     #: ``glow_sdk.SDK_API_VERSION``, so an incompatible glow can tell)
     sdk_api_version: int = SDK_API_VERSION
+    #: the ``activation`` values of FusedConv / FusedMatMul this backend implements: the fusion pass makes
+    #: no fused node with another one (a backend that adds ``"hardswish"`` here implements it as
+    #: ``y * max(min((y + 3) / 6, 1), 0)`` in float32, as the reference kernel does)
+    fused_activations: frozenset[str] = frozenset({"none", "relu", "clip"})
 
     def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
         """Node kinds this backend executes, each with the element kinds it accepts.
@@ -308,8 +323,11 @@ class Backend(abc.ABC):
                                hint="use a backend that can, such as cpu (glow backends lists them)")
 
     def supports(self, node: Node) -> bool:
-        """Can this node run here? A capability of its kind accepts it, and :meth:`supports_node`."""
+        """Can this node run here? A capability of its kind accepts it, its activation (a fused kind's) is
+        one of :attr:`fused_activations`, and :meth:`supports_node`."""
         kind = node.kind.name
+        if _fused_activation(node) not in self.fused_activations:
+            return False
         if type(self).capabilities is Backend.capabilities:  # the mapping form: no predicates
             elems = self.supported_kinds().get(kind)
             if elems is None:

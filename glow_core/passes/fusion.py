@@ -12,7 +12,10 @@ a MatMul is tried as attention scores first), where ``act`` is any of the forms 
 before or after lowering:
 ``Relu``, ``Max(y, 0)`` (relu), ``Clip(y, lo, hi)`` with constant bounds,
 ``Min(Max(y, lo), hi)``, ``Max(y, lo)``, ``Min(y, hi)`` and ``Max(Min(y, hi), lo)``
-(clip; the last one only when lo <= hi, where both orders agree).
+(clip; the last one only when lo <= hi, where both orders agree), and, for float32 results,
+``HardSwish`` and its lowering ``Mul(y, Max(Min(Div(Add(y, 3), 6), 1), 0))`` (hardswish: y read by
+the Add and the Mul alone, the constants exactly 3, 6, 1 and +0, Add / Min / Max / Mul in either
+operand order).
 
 It fuses only
 
@@ -20,7 +23,8 @@ It fuses only
   supported kinds and accepts the fused node (element kinds, ``supports_node``),
 - when every intermediate result is read by the next node alone and is not a
   function output (otherwise it would have to be computed anyway),
-- residuals, layer norms and attention blocks only unless ``ctx.options["quantizable"]`` is set
+- residuals, layer norms, attention blocks and activations without an int8 form (hardswish) only
+  unless ``ctx.options["quantizable"]`` is set
   (``prepare_function(..., quantizable=True)``, for the graphs the int8 conversion and its profile see:
   it quantizes their pieces one by one),
 - bounds that are constant, one value, not NaN, that do not change the shape
@@ -40,6 +44,7 @@ import numpy as np
 
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import KindTable
+from glow_core.ir.types import ElemKind
 from glow_core.passes.fusion_blocks import attention_fusion, layernorm_fusion
 from glow_core.passes.rewrite import Fusion, create_before, erase_if_dead, is_private_to, splat
 from glow_core.passinfra import PassContext, graph_pass
@@ -52,9 +57,12 @@ class Activation:
     lo: float
     hi: float
     nodes: tuple[Node, ...]
+    kind: str = "clip"  # (or relu, which the bounds say) / hardswish
 
     @property
     def attrs(self) -> dict[str, Any]:
+        if self.kind != "clip":
+            return {"activation": self.kind}
         if self.lo == 0.0 and math.isinf(self.hi) and self.hi > 0:
             return {"activation": "relu"}
         return {"activation": "clip", "clip_min": self.lo, "clip_max": self.hi}
@@ -104,11 +112,59 @@ def _minmax_step(fn: Function, y: Value, kind: str) -> tuple[Node, float] | None
     return (n, c) if c is not None else None
 
 
+def _const_is(n: Node, v: Value, value: float, commutes: bool) -> bool:
+    """``n`` computes ``n(v, c)`` (or ``n(c, v)`` when it commutes) with ``v``'s type, c a float32
+    constant that is bitwise ``value`` everywhere."""
+    if n.inputs[0] is n.inputs[1] or (not commutes and n.inputs[0] is not v) or n.result.type != v.type:
+        return False
+    other = _other(n, v)
+    s = splat(other) if isinstance(other, Constant) else None
+    if s is None or other is None or other.type.elem is not ElemKind.FLOAT32:
+        return False
+    return np.asarray(s, np.float32).tobytes() == np.float32(value).tobytes()
+
+
+def _const_step(fn: Function, v: Value, kind: str, value: float, commutes: bool = True) -> Node | None:
+    """The node of ``kind`` that alone reads ``v`` with the constant ``value`` (see _const_is), or None."""
+    n = _reader(fn, v, (kind,))
+    return n if n is not None and _const_is(n, v, value, commutes) else None
+
+
+def _hardswish(fn: Function, y: Value) -> Activation | None:
+    """HardSwish reading ``y`` alone, as a node or as its lowering
+    ``Mul(y, Max(Min(Div(Add(y, 3), 6), 1), 0))`` (float32 only)."""
+    if y.type.elem is not ElemKind.FLOAT32:
+        return None
+    node = _reader(fn, y, ("HardSwish",))
+    if node is not None:
+        return Activation(0.0, 0.0, (node,), "hardswish")
+    users = y.user_nodes()
+    if len(users) != 2 or len(y.users) != 2 or fn.is_output(y):
+        return None  # y is read once by the Add and once by the Mul, by nothing else
+    add = next((u for u in users if u.kind.name == "Add" and _const_is(u, y, 3.0, True)), None)
+    if add is None:
+        return None
+    steps, v = [add], add.result
+    for kind, value, commutes in (("Div", 6.0, False), ("Min", 1.0, True), ("Max", 0.0, True)):
+        n = _const_step(fn, v, kind, value, commutes)
+        if n is None:
+            return None
+        steps.append(n)
+        v = n.result
+    mul = _reader(fn, v, ("Mul",))
+    if mul is None or not any(u is mul for u in users) or _other(mul, v) is not y:
+        return None
+    return Activation(0.0, 0.0, (*steps, mul), "hardswish")
+
+
 def match_activation(fn: Function, y: Value) -> Activation | None:
     """The activation applied to ``y`` (read by it alone), in any of its forms, or None."""
     relu = _reader(fn, y, ("Relu",))
     if relu is not None:
         return Activation(0.0, math.inf, (relu,))
+    hswish = _hardswish(fn, y)
+    if hswish is not None:
+        return hswish
     clip = _reader(fn, y, ("Clip",))
     if clip is not None and clip.inputs[0] is y and y not in clip.inputs[1:]:
         lo = _bound(clip.inputs[1] if len(clip.inputs) > 1 else None, y, -math.inf)
@@ -186,19 +242,24 @@ def _apply(fn: Function, fusion: Fusion, ctx: PassContext) -> bool:
     return True
 
 
+#: the activations the int8 conversion quantizes with their node (a clip of the quantized result); a
+#: fused node with another one (hardswish) stays float, so the pass does not make one in quantizable mode
+QUANTIZABLE_ACTIVATIONS = frozenset({"none", "relu", "clip"})
 #: fused kinds the int8 conversion does not quantize as one node: it quantizes their pieces instead
 _BLOCK_KINDS = frozenset({"FusedLayerNorm", "FusedAttention"})
 
 
 def _not_quantizable(fusion: Fusion) -> bool:
-    """A fusion the int8 conversion would have to undo: a block, or a FusedConv with a residual operand."""
+    """A fusion the int8 conversion would have to undo: a block, a FusedConv with a residual operand,
+    or an activation that has no int8 form."""
     residual = fusion.kind == "FusedConv" and len(fusion.inputs) > 3 and fusion.inputs[3] is not None
-    return residual or fusion.kind in _BLOCK_KINDS
+    act = fusion.attrs.get("activation", "none")
+    return residual or fusion.kind in _BLOCK_KINDS or act not in QUANTIZABLE_ACTIVATIONS
 
 
 @graph_pass("fuse-activations")
 def fuse_activations(fn: Function, ctx: PassContext) -> bool:
-    """Fuse Conv / MatMul (+ bias Add) with a following Relu or clip into FusedConv / FusedMatMul,
+    """Fuse Conv / MatMul (+ bias Add) with a following Relu, clip or HardSwish into FusedConv / FusedMatMul,
     layer normalizations into FusedLayerNorm, attention blocks into FusedAttention, when the backend
     supports the fused kind."""
     if ctx.backend is None:

@@ -30,6 +30,7 @@ import numpy as np
 from glow_core.ir.defs.quant import params_of
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.passes.fusion import QUANTIZABLE_ACTIVATIONS
 from glow_core.quantization.calibration import (
     CalibrationError,
     QuantParams,
@@ -190,6 +191,8 @@ def _conv(c: Converter, node: Node) -> bool:
     x, w, b = node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else None
     if len(node.inputs) > 3 and node.inputs[3] is not None:  # a FusedConv's residual: no int8 form, stays float
         return False
+    if node.attrs.get("activation", "none") not in QUANTIZABLE_ACTIVATIONS:
+        return False
     tx, ty, wd = c.qtype(x), c.qtype(node.outputs[0]), _const(w)
     bd = _const(b)
     if tx is None or ty is None or wd is None or (b is not None and bd is None):
@@ -233,7 +236,8 @@ def _matmul(c: Converter, node: Node) -> bool:
     got = _matmul_weight(node)
     x = node.inputs[0]
     tx, ty = c.qtype(x), c.qtype(node.outputs[0])
-    if got is None or tx is None or ty is None or x.type.rank < 2:
+    if got is None or tx is None or ty is None or x.type.rank < 2 or \
+            node.attrs.get("activation", "none") not in QUANTIZABLE_ACTIVATIONS:
         return False
     w, bias = got
     wq, scales = quantize_weight(w, 1, c.cfg.per_channel)

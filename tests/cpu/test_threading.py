@@ -6,6 +6,8 @@ kernel and a parallel one (a race) shows as a wrong result.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import onnx
 import pytest
@@ -141,10 +143,46 @@ def test_results_do_not_depend_on_the_thread_count() -> None:
 
 
 def test_a_fixed_thread_count_turns_the_chooser_off() -> None:
-    net = glow_core.compile(_mixed(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 1})
+    net = glow_core.compile(_mixed(), "cpu", threads=2,
+                            options={"cache": False, "parallel_threshold": 1, "adaptive_threads": True})
     assert net.executable._chooser is not None
     net.executable.set_threads(2)
     assert net.executable._chooser is None
     off = glow_core.compile(_mixed(), "cpu", threads=2,
                             options={"cache": False, "parallel_threshold": 1, "adaptive_threads": False})
     assert off.executable._chooser is None
+
+
+def test_the_chooser_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = glow_core.compile(_mixed(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 1})
+    assert net.executable._chooser is None
+    monkeypatch.setenv("GLOW_CPU_ADAPTIVE", "1")
+    on = glow_core.compile(_mixed(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 1})
+    assert on.executable._chooser is not None
+
+
+def test_a_thread_runs_the_shares_of_a_worker_that_never_comes() -> None:
+    """``glow_main`` called as thread 0 of 2 with no worker: thread 0 takes the worker's share of every
+    segment (sync.py, *shares*) and returns with the whole result, where a barrier would wait forever."""
+    x = {"x": np.random.default_rng(3).standard_normal((64, 256)).astype(np.float32)}
+    one = glow_core.compile(_mixed(), "cpu", threads=1, options={"cache": False, "parallel_threshold": 1})
+    want = one.run(x)
+    net = glow_core.compile(_mixed(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 1})
+    exe = net.executable
+    assert exe.layout.parallel_kernels > 0 and exe.layout.barriers > 1
+    exe.set_threads(1)
+    assert all(np.array_equal(v, want[k]) for k, v in net.run(x).items())  # binds x; no share table touched
+    bufs = [buf for _region, _name, _dtype, _shape, buf in exe._out_plan]
+    assert all(buf is not None for buf in bufs)
+    for buf in bufs:
+        buf[...] = np.nan
+    done = threading.Event()
+
+    def alone() -> None:
+        exe._entry(exe._regions_addr, 0, 2, 1)  # run number 1: this library's first parallel run
+        done.set()
+
+    threading.Thread(target=alone, daemon=True).start()
+    assert done.wait(60), "thread 0 waited for a worker that does not exist"
+    got = {name: buf for (_r, name, _d, _s, buf) in exe._out_plan}
+    assert all(np.array_equal(got[k], want[k]) for k in want)

@@ -131,14 +131,21 @@ def _fused_matmul(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict
                                                                     "clip_min": -1.0 if elem.is_float or elem.value
                                                                     .startswith("int") else 0.0,
                                                                     "clip_max": 2.0}),
-            "none": lambda rng: Variant([arr(elem, (3, 5), rng, dom), arr(elem, (5, 4), rng, dom), None])}
+            "none": lambda rng: Variant([arr(elem, (3, 5), rng, dom), arr(elem, (5, 4), rng, dom), None]),
+            **({"hardswish": simple(elem, [(2, 3, 5), (5, 4), (4,)], [dom], {"activation": "hardswish"})}
+               if elem is ElemKind.FLOAT32 else {})}
 
 
 @generator("FusedConv", elems=FLOATS)
 def _fused_conv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     relu = conv_variants(elem, {"activation": "relu"})
     clip = conv_variants(elem, {"activation": "clip", "clip_min": 0.0, "clip_max": 6.0})
-    return {"relu": relu["odd"], "relu-grouped": relu["grouped"], "clip": clip["strided-dilated"]}
+    out = {"relu": relu["odd"], "relu-grouped": relu["grouped"], "clip": clip["strided-dilated"]}
+    if elem is ElemKind.FLOAT32:  # (hardswish is a float32 activation)
+        hswish = conv_variants(elem, {"activation": "hardswish"})
+        out.update({"hardswish": hswish["large"], "hardswish-depthwise": hswish["depthwise"],
+                    "hardswish-3d": hswish["3d"]})
+    return out
 
 
 @generator("Einsum", elems=NUMERIC)

@@ -13,7 +13,9 @@ the lowering table turns them back into) the unfused kinds::
 - ``none``: the identity,
 - ``relu``: ``max(y, 0)``,
 - ``clip``: ``min(max(y, clip_min), clip_max)`` (an infinite bound does not clip;
-  integer results take the bounds exactly, the pass only fuses bounds a float64 holds exactly).
+  integer results take the bounds exactly, the pass only fuses bounds a float64 holds exactly),
+- ``hardswish``: ``y * max(min((y + 3) / 6, 1), 0)``, HardSwish as it is lowered (a true
+  division; NaN propagates); float32 results only.
 
 Each is applied to the unfused result in its element kind, so the fused kinds
 compute exactly what the separate nodes compute.
@@ -45,10 +47,12 @@ from glow_core.ir.defs.nn import MATMUL_KINDS, conv_rule, matmul_shape
 from glow_core.ir.kinds import AttrType as A
 from glow_core.ir.kinds import Category as C
 from glow_core.ir.kinds import attr, define_kind
-from glow_core.ir.types import FLOAT_KINDS, TensorType, broadcast_shapes
+from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType, broadcast_shapes
 
 #: the activations a fused kind may apply
-ACTIVATIONS = ("none", "relu", "clip")
+ACTIVATIONS = ("none", "relu", "clip", "hardswish")
+#: the activations that need a float32 result (the backends compute them as float32 operations)
+_FLOAT32_ACTIVATIONS = frozenset({"hardswish"})
 
 _ACT_ATTRS = (
     attr("activation", A.STRING, "none", doc=" / ".join(ACTIVATIONS)),
@@ -65,9 +69,16 @@ def check_activation(attrs: Attrs) -> None:
         raise GlowTypeError("clip bounds must not be NaN (an absent bound is +-inf)")
 
 
+def _check_elem(attrs: Attrs, elem: ElemKind) -> None:
+    act = attrs["activation"]
+    if act in _FLOAT32_ACTIVATIONS and elem is not ElemKind.FLOAT32:
+        raise GlowTypeError(f"activation '{act}' needs a float32 result, not {elem.value}")
+
+
 def _fused_conv_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     check_activation(attrs)
     out = conv_rule(types[:3], attrs)
+    _check_elem(attrs, out[0].elem)
     residual = types[3] if len(types) > 3 else None
     if residual is not None and residual != out[0]:
         raise GlowTypeError(f"Residual {residual} must have the convolution's result type {out[0]}")
@@ -79,6 +90,7 @@ def _fused_matmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
     a, b = req(types, 0), req(types, 1)
     bias = types[2] if len(types) > 2 else None
     elem = same_elem(types, 0, 1, 2)
+    _check_elem(attrs, elem)
     if a.elem not in MATMUL_KINDS:
         raise GlowTypeError(f"FusedMatMul operand has element kind {a.elem.value}")
     shape = matmul_shape(a.shape, b.shape)
@@ -96,8 +108,8 @@ _CONV_ATTRS = (
 
 define_kind("FusedConv", inputs=("Input", "Filter", "Bias?", "Residual?"), attrs=_CONV_ATTRS + _ACT_ATTRS,
             infer=_fused_conv_rule, categories=(C.CONVOLUTION,), elems=FLOAT_KINDS,
-            doc="act(Conv(Input, Filter, Bias) + Residual): Conv's attributes plus activation none/relu/clip; "
-                "Residual (optional) has the result's type.")
+            doc="act(Conv(Input, Filter, Bias) + Residual): Conv's attributes plus activation "
+                "none/relu/clip/hardswish; Residual (optional) has the result's type.")
 define_kind("FusedMatMul", inputs=("LHS", "RHS", "Bias?"), attrs=_ACT_ATTRS, infer=_fused_matmul_rule,
             categories=(C.LINEAR_ALGEBRA,), elems=MATMUL_KINDS,
             doc="act(MatMul(LHS, RHS) + Bias): Bias broadcasts to the product without changing its shape.")

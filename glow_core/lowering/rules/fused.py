@@ -2,7 +2,8 @@
 
 ``FusedConv`` -> Conv, Add of the residual, then the activation; ``FusedMatMul`` -> MatMul, Add of
 the bias, then the activation. The activation ``relu`` becomes a Relu node and
-``clip`` a Clip with constant bounds (both lowered further when needed).
+``clip`` a Clip with constant bounds (both lowered further when needed), ``hardswish`` the
+nodes HardSwish lowers to (Add 3, Div 6, Min 1, Max 0, Mul).
 ``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
 Add (the exporters' pattern); ``FusedAttention`` -> MatMul, Mul / Div by the
 scale, Add of the mask, Softmax over the last axis (masked_rows zero: the
@@ -49,8 +50,14 @@ def _clip(b: Builder, node: Node, y: Value) -> Value:
     return b.emit1("Clip", [y, lo, hi])
 
 
+def _hardswish(b: Builder, node: Node, y: Value) -> Value:
+    three, six, one, zero = (b.scalar(v, y) for v in (3.0, 6.0, 1.0, 0.0))
+    return b.mul(y, b.maximum(b.minimum(b.div(b.add(y, three), six), one), zero))
+
+
 #: activation name -> emits it on the unfused result
-ACTIVATIONS: dict[str, Callable[[Builder, Node, Value], Value]] = {"none": _none, "relu": _relu, "clip": _clip}
+ACTIVATIONS: dict[str, Callable[[Builder, Node, Value], Value]] = {
+    "none": _none, "relu": _relu, "clip": _clip, "hardswish": _hardswish}
 
 _CONV_ATTRS = ("strides", "pads", "dilations", "group")
 

@@ -40,11 +40,23 @@ def _clip(attrs: Attrs, out: Types, y: np.ndarray) -> np.ndarray:
     return np.asarray(KERNELS["Clip"]({}, out, y, _bound(attrs["clip_min"], dt), _bound(attrs["clip_max"], dt)))
 
 
+def _hardswish(attrs: Attrs, out: Types, y: np.ndarray) -> np.ndarray:
+    """HardSwish as it is lowered: ``y * max(min((y + 3) / 6, 1), 0)``, each step in y's kind."""
+    dt = out[0].dtype
+
+    def c(v: float) -> np.ndarray:
+        return np.asarray(v, dtype=dt)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.multiply(y, np.maximum(np.minimum(np.divide(np.add(y, c(3.0)), c(6.0)), c(1.0)), c(0.0)))
+
+
 #: activation name -> applies it to the unfused result
 ACTIVATION_KERNELS: dict[str, Callable[[Attrs, Types, np.ndarray], np.ndarray]] = {
     "none": _none,
     "relu": _relu,
     "clip": _clip,
+    "hardswish": _hardswish,
 }
 
 

@@ -24,11 +24,12 @@ core, and what still cannot run is reported at compile time, every node at once.
   whose IR is big is compiled in parts by that many processes (``jobs - 1`` workers
   and this one), the first parts while the IR is still being generated
   (``split.py``, ``objworker.py``); 1 compiles in one process;
-- ``adaptive_threads`` (bool; default true unless ``parallel_threshold=0``): runs
-  alternate between every thread and the calling thread alone until the faster is
-  known, then keep it, trying the other again when the latency drifts and now and then
-  (``runtime.ThreadChooser``):
-  on a busy machine a descheduled worker makes every barrier wait, and one thread wins.
+- ``adaptive_threads`` (bool; default false, ``GLOW_CPU_ADAPTIVE=1`` makes it true unless
+  ``parallel_threshold=0``): runs alternate between every thread and the calling thread
+  alone until the faster is known, then keep it, trying the other again when the latency
+  drifts and now and then (``runtime.ThreadChooser``). Off by default: the threads share
+  each segment's work (``sync.py``), so a worker the OS deschedules leaves its shares to
+  the running threads instead of stalling them, and every thread is rarely slower than one.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ DEFAULT_PARALLEL_THRESHOLD = 32768
 SPLIT_MIN_NODES = 48
 #: overrides the default parallel threshold (0: every function runs on every thread; for tests)
 THRESHOLD_ENV = "GLOW_CPU_PARALLEL_THRESHOLD"
+ADAPTIVE_ENV = "GLOW_CPU_ADAPTIVE"
 
 
 def _work_elements(function: Function) -> int:
@@ -99,6 +101,7 @@ def thread_options(extra: Mapping[str, Any]) -> tuple[int, float]:
 
 
 class CpuBackend(Backend):
+    fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
     name = "cpu"
     version = __version__
     sdk_api_version = 1
@@ -154,7 +157,7 @@ class CpuBackend(Backend):
         use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
         threshold, solo_ns = thread_options(extra)
         compile_jobs(extra)  # checked on a cache hit too
-        adaptive = bool(extra.get("adaptive_threads", threshold > 0))
+        adaptive = bool(extra.get("adaptive_threads", threshold > 0 and os.environ.get(ADAPTIVE_ENV, "0") == "1"))
         profile = bool(extra.get("profile", False))
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}

@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from glow_backend_cpu import __version__
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, Layout, align_up, generate
+from glow_backend_cpu.sync import MAX_SHARES
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS
 from glow_backend_cpu.helpers import I8, I8P, I32, I64, for_range, i64, memset
 from glow_backend_cpu.target import EXTERNAL_SYMBOLS, Codegen, _init_llvm
@@ -233,7 +234,7 @@ def emit_entry(module: ir.Module, name: str, layout: Layout, areas: Areas, threa
         b.store(p, b.gep(regions, [i64(r)]))
     b.call(module.globals["glow_clear_error"], [])
     if parallel is None:
-        b.call(module.globals[ENTRY], [regions, i64(0), i64(1)])
+        b.call(module.globals[ENTRY], [regions, i64(0), i64(1), ir.Constant(I32, 0)])
     else:
         rc = b.call(parallel, [regions])
         with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
@@ -367,7 +368,7 @@ def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptio
                 parallel: bool, solo_ns: float = DEFAULT_SOLO_NS) -> list[Path]:
     """Compile ``function`` into NAME.o / NAME.h / NAME.weights.bin (/ .txt) / NAME.json in ``out_dir``."""
     name = check_bundle_name(bundle.name)
-    threads = max(1, int(bundle.threads))
+    threads = max(1, min(int(bundle.threads), MAX_SHARES))  # the share tables' columns (sync.py)
     cg = target_codegen(bundle.target, bundle.cpu, bundle.features)
     lir = options.build_lir(function, debug=options.debug)
     module, layout = generate(cg, lir, name=f"glow_{name}", solo_ns=solo_ns)

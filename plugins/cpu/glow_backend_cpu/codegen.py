@@ -50,9 +50,10 @@ from llvmlite import ir
 from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
 from glow_backend_cpu.emit.dtypes import storage_type
 from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
-from glow_backend_cpu.helpers import I8P, I64, VOID, i64, memcpy, partition_blocks
+from glow_backend_cpu.helpers import I8P, I32, I64, VOID, i64, memcpy, partition_blocks
 from glow_backend_cpu.profiling import Stamper, describe_step
-from glow_backend_cpu.sync import emit_barrier_function, emit_error_functions, emit_worker_functions
+from glow_backend_cpu.sync import (declare_share_functions, define_share_functions, emit_error_functions,
+                                   emit_worker_functions)
 from glow_backend_cpu.target import Codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
 from glow_core.errors import UnsupportedError
@@ -448,37 +449,44 @@ class LIRCodegen:
         self.layout.kernels = len(steps)
         self._compact_constants()
         linux_x86 = self.cg.triple.startswith("x86_64") and "linux" in self.cg.triple
-        barrier = emit_barrier_function(self.module, self.cg.is_x86, futex=linux_x86)
         emit_error_functions(self.module)
-        main = self._emit_main(steps, barrier)
+        first, nxt = declare_share_functions(self.module)
+        main, segments = self._emit_main(steps, first, nxt)
+        # a profile keeps each thread to its own shares, so its rows are the threads' own timelines
+        define_share_functions(self.module, first, nxt, segments, self.cg.is_x86, steal=not self.profile,
+                               futex=linux_x86)
         emit_worker_functions(self.module, main, self.cg.is_x86, futex=linux_x86)
         return self.module
 
-    def _emit_main(self, steps: list[_Step], barrier: ir.Function) -> ir.Function:
-        fn = ir.Function(self.module, ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64]), name=ENTRY)
-        regions, tid, nthreads = fn.args
+    def _emit_main(self, steps: list[_Step], first: ir.Function, nxt: ir.Function) -> tuple[ir.Function, int]:
+        """``glow_main``, cut into segments where kernels touch bytes earlier ones touched (see ``sync.py``,
+        *shares*); returns it and the number of segments."""
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64, I32]), name=ENTRY)
+        regions, tid, nthreads, run = fn.args
         entry = fn.append_basic_block("entry")
         b = ir.IRBuilder(entry)
         n_regions = REGION_IO + len(self.layout.io)
         bases = [b.load(b.gep(regions, [i64(r)], inbounds=True), name=f"region{r}") for r in range(n_regions)]
-        scratch = b.gep(bases[REGION_SCRATCH], [b.mul(tid, i64(self.layout.scratch_stride))], inbounds=True)
         max_cargs = max((len(c[2]) for c in self._calls), default=0)
         cargs = b.alloca(I8P, size=max(max_cargs, 1), name="cargs")
+        segs = _Segments(b, first, nxt, (tid, nthreads, run), bases[REGION_SCRATCH], self.layout.scratch_stride)
         # what kernels since the last barrier read and wrote: [parallel kernels, solo kernels]
         pending_r: list[list[Loc]] = [[], []]
         pending_w: list[list[Loc]] = [[], []]
         stamper = Stamper(self.module, b, tid, len(steps)) if self.profile else None
         if stamper is not None:
             stamper.start()
+        share, scratch = segs.open()
         for index, (step, (kfn, slots, const_offsets)) in enumerate(zip(steps, self._calls)):
-            # a solo kernel is ordered after the solo kernels before it (same thread); only parallel ones race
+            # a solo kernel is ordered after the solo kernels before it (same share); only parallel ones race
             groups = (0,) if step.solo else (0, 1)
             seen_r = [loc for g in groups for loc in pending_r[g]]
             seen_w = [loc for g in groups for loc in pending_w[g]]
             hazard = any(w.overlaps(p) for w in step.writes for p in seen_r + seen_w) or \
                 any(r.overlaps(p) for r in step.reads for p in seen_w)
             if hazard:
-                b.call(barrier, [nthreads])
+                segs.close()
+                share, scratch = segs.open()
                 self.layout.barriers += 1
                 pending_r, pending_w = [[], []], [[], []]
             for k, off in enumerate(const_offsets):
@@ -486,11 +494,11 @@ class LIRCodegen:
                         b.gep(cargs, [i64(k)], inbounds=True))
             if stamper is not None:
                 stamper.before(index)
-            args = [i64(0) if step.solo else tid, i64(1) if step.solo else nthreads, scratch, cargs]
+            args = [i64(0) if step.solo else share, i64(1) if step.solo else nthreads, scratch, cargs]
             for region, off, t in slots:
                 args.append(b.bitcast(b.gep(bases[region], [i64(off)], inbounds=True), t))
             if step.solo:
-                with b.if_then(b.icmp_signed("==", tid, i64(0))):
+                with b.if_then(b.icmp_signed("==", share, i64(0))):
                     b.call(kfn, args)
             else:
                 b.call(kfn, args)
@@ -499,13 +507,54 @@ class LIRCodegen:
                 stamper.after(index)
             pending_r[int(step.solo)] += step.reads
             pending_w[int(step.solo)] += step.writes
-        b.call(barrier, [nthreads])
+        segs.close()
         self.layout.barriers += 1
         if stamper is not None:
             stamper.end()
             self.layout.profile = [dict(describe_step(s.instrs), solo=s.solo) for s in steps]
         b.ret_void()
-        return fn
+        return fn, segs.count
+
+
+class _Segments:
+    """Emits the loop of each segment of ``glow_main``: claim a share, run the segment's kernels as that
+    share (``tid`` = the share, its scratch), report it done and claim the next, until none is left."""
+
+    def __init__(self, b: ir.IRBuilder, first: ir.Function, nxt: ir.Function,
+                 thread: tuple[ir.Value, ir.Value, ir.Value], scratch_base: ir.Value, stride: int) -> None:
+        self.b, self.first, self.nxt = b, first, nxt
+        self.tid, self.n, self.run = thread
+        self.scratch_base, self.stride = scratch_base, stride
+        self.count = 0
+        self._open: tuple[ir.Value, ir.PhiInstr, ir.Block, ir.Block] | None = None
+
+    def open(self) -> tuple[ir.Value, ir.Value]:
+        """Start the next segment; returns (the share being run, its scratch)."""
+        b = self.b
+        seg = i64(self.count)
+        self.count += 1
+        p0 = b.call(self.first, [seg, self.tid, self.n, self.run])
+        fn = b.function
+        body = fn.append_basic_block(f"seg{self.count - 1}")
+        end = fn.append_basic_block(f"seg{self.count - 1}.end")
+        pre = b.block
+        b.cbranch(b.icmp_signed("<", p0, i64(0)), end, body)
+        b.position_at_end(body)
+        share = b.phi(I64, name="share")
+        share.add_incoming(p0, pre)
+        scratch = b.gep(self.scratch_base, [b.mul(share, i64(self.stride))], inbounds=True)
+        self._open = (seg, share, body, end)
+        return share, scratch
+
+    def close(self) -> None:
+        assert self._open is not None
+        seg, share, body, end = self._open
+        b = self.b
+        p = b.call(self.nxt, [seg, share, self.tid, self.n, self.run])
+        share.add_incoming(p, b.block)
+        b.cbranch(b.icmp_signed("<", p, i64(0)), end, body)
+        b.position_at_end(end)
+        self._open = None
 
 
 #: the text of the kernels each module's generator has printed already (by function name)

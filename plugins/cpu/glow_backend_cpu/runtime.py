@@ -39,7 +39,7 @@ import numpy as np
 
 from glow_backend_cpu import profiling
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
-from glow_backend_cpu.sync import CTL_BYTES
+from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
 from glow_core import budget
 from glow_core.errors import ExecutionError, InputError
@@ -51,8 +51,8 @@ from glow_sdk.backend import CompiledFunction
 ALIGN = 64
 #: inputs and outputs up to this size are copied through buffers bound once (no per-run allocation)
 SMALL_IO_BYTES = 1 << 16
-EntryFn = Any  # a ctypes function (regions, tid, nthreads)
-_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+EntryFn = Any  # a ctypes function (regions, tid, nthreads, run number)
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32)
 _GET_ERROR_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32)
 _CLEAR_ERROR_TYPE = ctypes.CFUNCTYPE(None)
 _WORKER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
@@ -234,7 +234,8 @@ class CpuExecutable(CompiledFunction):
         super().__init__(function)
         self.library = library
         self.layout = layout
-        self.threads = max(1, int(threads))
+        #: (a run uses at most ``sync.MAX_SHARES`` threads: the columns of the share tables)
+        self.threads = max(1, min(int(threads), MAX_SHARES))
         self.parallel = parallel
         self._entry: EntryFn = _ENTRY_TYPE(library.address(ENTRY))
         self._get_error = _GET_ERROR_TYPE(library.address("glow_get_error"))
@@ -412,10 +413,10 @@ class CpuExecutable(CompiledFunction):
         t0 = time.perf_counter()
         try:
             if pool is None:
-                self._entry(regions, 0, 1)
+                self._entry(regions, 0, 1, 0)
             else:
-                # publishes the run to the workers and runs thread 0's share; the entry point ends with a
-                # barrier, so when it returns every thread has finished its work
+                # publishes the run to the workers and runs as thread 0; the entry point returns once every
+                # share of its last segment is done, so every kernel has finished
                 self._run_fn(pool.ctl.ctypes.data, regions, n)
         finally:
             self._last_run_seconds = time.perf_counter() - t0

@@ -1,13 +1,14 @@
-"""Native synchronization emitted into every module: the spin barrier and the error flag.
+"""Native synchronization emitted into every module: the worker pool, the shares of a run, the error flag.
 
-``glow_barrier(i64 nthreads)`` is a sense-reversing barrier on two module
-globals (an arrival counter and a generation number): the last thread to
-arrive resets the counter and bumps the generation; the others spin on the
-generation with ``pause`` for :data:`SPINS_BEFORE_YIELD` rounds, then block:
-on Linux x86-64 they sleep on a futex on the generation (the last thread wakes
-them when any sleeps), elsewhere they call ``sched_yield()`` on every round. A
-machine with more runnable threads than cores (another busy process) thus gets
-the core back instead of losing it to a spinning waiter. One thread returns at once.
+``glow_main`` is cut into segments where a kernel touches bytes an earlier one
+touched; a thread runs its own share of a segment, takes the shares of threads
+that have not started theirs (a worker the OS descheduled on a busy machine
+leaves its work to the threads that run), then waits until every share of the
+segment is done: spinning with ``pause`` for :data:`SPINS_BEFORE_YIELD` rounds,
+then sleeping on a futex on Linux x86-64 (the thread that completes the share
+wakes it), elsewhere yielding the core on every round, so a machine with more
+runnable threads than cores gets the core back (see *shares* below). One thread takes the short
+path: no table is touched.
 
 ``glow_error`` is a flag kernels set (``set_error``) when an input is out of
 range at run time (an index beyond its axis); they clamp and go on, so the
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from glow_backend_cpu.helpers import I32, I64, VOID, i64, intrinsic
+from glow_backend_cpu.helpers import I32, I64, VOID, for_range, i64, intrinsic
 
-#: pause rounds a thread waits in the barrier before it sleeps (a futex on Linux x86-64, else sched_yield)
+#: pause rounds a thread waits for a share of a segment before it yields the core on every round
 SPINS_BEFORE_YIELD = 2000
 SYS_FUTEX_X86_64 = 202
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
@@ -35,64 +36,6 @@ def _global(module: ir.Module, name: str, t: ir.Type) -> ir.GlobalVariable:
         g.linkage = "internal"
         g.align = 64
     return g  # type: ignore[no-any-return]
-
-
-def emit_barrier_function(module: ir.Module, is_x86: bool, futex: bool = False) -> ir.Function:
-    """``void glow_barrier(i64 nthreads)`` (see the module doc)."""
-    existing = module.globals.get("glow_barrier")
-    if existing is not None:
-        return existing  # type: ignore[no-any-return]
-    count = _global(module, "glow_barrier_count", I64)
-    gen = _global(module, "glow_barrier_gen", I32)
-    sleepers = _global(module, "glow_barrier_sleepers", I32)
-    fn = ir.Function(module, ir.FunctionType(VOID, [I64]), name="glow_barrier")
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    fn.attributes.add("nounwind")
-    (nthreads,) = fn.args
-    entry = fn.append_basic_block("entry")
-    arrive = fn.append_basic_block("arrive")
-    last = fn.append_basic_block("last")
-    wait = fn.append_basic_block("wait")
-    spin = fn.append_basic_block("spin")
-    relax = fn.append_basic_block("relax")
-    done = fn.append_basic_block("done")
-    b = ir.IRBuilder(entry)
-    b.cbranch(b.icmp_signed("<=", nthreads, i64(1)), done, arrive)
-    b.position_at_end(arrive)
-    g0 = b.load_atomic(gen, "seq_cst", 4)
-    old = b.atomic_rmw("add", count, i64(1), "acq_rel")
-    b.cbranch(b.icmp_signed("==", old, b.sub(nthreads, i64(1))), last, wait)
-    b.position_at_end(last)
-    b.store_atomic(i64(0), count, "monotonic", 8)
-    b.atomic_rmw("add", gen, ir.Constant(I32, 1), "seq_cst")
-    if futex:  # wake the threads that went to sleep (a waiter counts itself in before it sleeps)
-        asleep = b.load_atomic(sleepers, "seq_cst", 4)
-        with b.if_then(b.icmp_signed(">", asleep, ir.Constant(I32, 0)), likely=False):
-            futex_call(b, gen, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
-    b.branch(done)
-    b.position_at_end(wait)
-    b.branch(spin)
-    b.position_at_end(spin)
-    n = b.phi(I64, name="spins")
-    n.add_incoming(i64(0), wait)
-    g1 = b.load_atomic(gen, "acquire", 4)
-    b.cbranch(b.icmp_unsigned("!=", g1, g0), done, relax)
-    b.position_at_end(relax)
-    if is_x86:
-        b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
-    with b.if_then(b.icmp_signed(">", n, i64(SPINS_BEFORE_YIELD)), likely=False):
-        if futex:  # bounded spin, then block: a busy machine gets the core back
-            b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
-            futex_call(b, gen, FUTEX_WAIT_PRIVATE, g0)
-            b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
-        else:
-            b.call(intrinsic(module, "sched_yield", I32, []), [])
-    n.add_incoming(b.add(n, i64(1)), b.block)
-    b.branch(spin)
-    b.position_at_end(done)
-    b.ret_void()
-    return fn
 
 
 def futex_call(b: ir.IRBuilder, word: ir.Value, op: int, val: ir.Value) -> None:
@@ -126,7 +69,7 @@ def set_error(builder: ir.IRBuilder, code: int = 1) -> None:
 # -- the native worker pool --------------------------------------------------------------------------
 #
 # The control block (``CTL_*`` byte offsets, 64 bytes, owned by the runtime):
-CTL_GEN, CTL_SLEEPERS, CTL_STOP, CTL_NTHREADS, CTL_REGIONS = 0, 4, 8, 16, 24
+CTL_GEN, CTL_SLEEPERS, CTL_STOP, CTL_NTHREADS, CTL_REGIONS, CTL_RUN = 0, 4, 8, 16, 24, 32
 CTL_BYTES = 64
 #: rounds a worker spins on the generation before it sleeps (where there is no cycle counter)
 WORKER_SPINS = 3000
@@ -146,10 +89,12 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     A worker thread calls ``glow_worker`` once; it waits for the generation in
     the control block to change (spinning briefly, then sleeping on a futex,
     or polling with ``sched_yield`` where there is no futex), runs
-    ``glow_main(regions, k, n)`` when ``k < n``, and waits again, until the
-    stop flag is set. ``glow_run`` (the caller's thread, id 0) publishes the
-    regions and the thread count, bumps the generation, wakes sleepers and
-    runs its own share. No Python runs between the threads' shares of a run.
+    ``glow_main(regions, k, n, run)`` when ``k < n``, and waits again, until the
+    stop flag is set. ``glow_run`` (the caller's thread, id 0) numbers the run,
+    publishes the regions, the thread count and the run number, bumps the
+    generation, wakes sleepers and runs ``glow_main`` as thread 0 (a run on one
+    thread has number 0 and touches no share table). No Python runs between
+    the threads' shares of a run.
     """
     i8p = ir.IntType(8).as_pointer()
     yield_fn = intrinsic(module, "sched_yield", I32, [])
@@ -209,10 +154,13 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     stop = b.load_atomic(stop_p, "seq_cst", 4)
     b.cbranch(b.icmp_unsigned("!=", stop, ir.Constant(I32, 0)), done, work)
     b.position_at_end(work)
+    # the run number first: what is read after it (count, regions and their contents) is that run's or
+    # a later one's, and a later run's only once that run is over (then every share is taken)
+    run = b.load_atomic(_field(b, ctl, CTL_RUN, I32), "acquire", 4)
     n = b.load_atomic(n_p, "acquire", 8)
     with b.if_then(b.icmp_signed("<", k, n)):
         regions = b.load(regions_p)
-        b.call(entry, [regions, k, n])
+        b.call(entry, [regions, k, n, run])
     mine.add_incoming(g, b.block)
     b.branch(wait)
     b.position_at_end(done)
@@ -221,17 +169,26 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     # glow_run(i8* ctl, i8** regions, i64 n): publish, wake, run thread 0's share
     fn = ir.Function(module, ir.FunctionType(VOID, [i8p, i8p.as_pointer(), I64]), name="glow_run")
     ctl, regions, n = fn.args
+    seq = _global(module, RUN_SEQ_GLOBAL, I32)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    solo = b.block
     with b.if_then(b.icmp_signed(">", n, i64(1))):
+        # this library's run number (never reset, unlike a pool's generation: pools are remade)
+        run = b.add(b.atomic_rmw("add", seq, ir.Constant(I32, 1), "seq_cst"), ir.Constant(I32, 1))
         b.store(regions, _field(b, ctl, CTL_REGIONS, i8p.as_pointer()))
         b.store_atomic(n, _field(b, ctl, CTL_NTHREADS, I64), "release", 8)
+        b.store_atomic(run, _field(b, ctl, CTL_RUN, I32), "release", 4)
         gen_p = _field(b, ctl, CTL_GEN, I32)
         b.atomic_rmw("add", gen_p, ir.Constant(I32, 1), "seq_cst")
         if futex:
             asleep = b.load_atomic(_field(b, ctl, CTL_SLEEPERS, I32), "seq_cst", 4)
             with b.if_then(b.icmp_signed(">", asleep, ir.Constant(I32, 0))):
                 futex_call(b, gen_p, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
-    b.call(entry, [regions, i64(0), n])
+        parallel = b.block
+    tag = b.phi(I32, name="run")
+    tag.add_incoming(ir.Constant(I32, 0), solo)
+    tag.add_incoming(run, parallel)
+    b.call(entry, [regions, i64(0), n, tag])
     b.ret_void()
 
     # glow_stop(i8* ctl): every worker returns from glow_worker
@@ -244,3 +201,145 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     if futex:
         futex_call(b, gen_p, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
     b.ret_void()
+
+
+# -- shares: the segments between barriers, claimed by whichever thread is running -------------------
+#
+# ``glow_main`` is cut into *segments* where a barrier is needed. Share ``p`` of a segment is what
+# thread ``p`` of a plain SPMD run would execute there (its part of every kernel, with ``tid = p``, its
+# scratch, and the solo kernels in share 0). A thread first claims its own share of a segment, then,
+# when ``steal`` is on, every other share no thread has claimed yet; it then waits until every share is
+# done. A worker that the OS descheduled thus leaves its shares to the threads that run, instead of
+# stalling every barrier. Claims and completions are tagged with the run's number (``glow_run_seq``,
+# bumped by ``glow_run``): a table entry older than the run is free, one as new is taken, so no table
+# is ever reset, and a worker that wakes after its run has ended finds everything taken and done.
+
+#: most threads a run may use: the columns of the share tables (the runtime caps its thread count)
+MAX_SHARES = 64
+RUN_SEQ_GLOBAL = "glow_run_seq"
+
+
+def declare_share_functions(module: ir.Module) -> tuple[ir.Function, ir.Function]:
+    """``i64 glow_share_first(i64 seg, i64 tid, i64 n, i32 run)`` and ``i64 glow_share_next(i64 seg,
+    i64 done_share, i64 tid, i64 n, i32 run)``: the share to execute next, or -1 once every share of the
+    segment is done. Their bodies come with :func:`define_share_functions`, once the segments are known."""
+    first = ir.Function(module, ir.FunctionType(I64, [I64, I64, I64, I32]), name="glow_share_first")
+    nxt = ir.Function(module, ir.FunctionType(I64, [I64, I64, I64, I64, I32]), name="glow_share_next")
+    for fn in (first, nxt):
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+    return first, nxt
+
+
+def _table(module: ir.Module, name: str, segments: int) -> ir.GlobalVariable:
+    t = ir.ArrayType(I32, max(segments, 1) * MAX_SHARES)
+    g = ir.GlobalVariable(module, t, name=name)
+    g.initializer = ir.Constant(t, None)
+    g.linkage = "internal"
+    g.align = 64
+    return g
+
+
+def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Function, segments: int,
+                           is_x86: bool, steal: bool, futex: bool = False) -> None:
+    """The bodies of the functions :func:`declare_share_functions` made (see the section comment). With
+    ``futex`` (Linux x86-64) a thread that waited long for a share sleeps on its done entry, and the
+    thread that completes a share wakes the sleepers; elsewhere a waiter yields the core every round."""
+    claims = _table(module, "glow_share_claims", segments)
+    done = _table(module, "glow_share_done", segments)
+    sleepers = _global(module, "glow_share_sleepers", I32) if futex else None
+    settle = _emit_settle(module, claims, done, is_x86, steal, sleepers)
+    seg, tid, n, run = first.args
+    b = ir.IRBuilder(first.append_basic_block("entry"))
+    with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
+        b.ret(i64(0))
+    with b.if_then(_try_claim(b, claims, seg, tid, run), likely=True):
+        b.ret(tid)
+    b.ret(b.call(settle, [seg, tid, n, run]))
+    seg, p, tid, n, run = nxt.args
+    b = ir.IRBuilder(nxt.append_basic_block("entry"))
+    with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
+        b.ret(i64(-1))
+    slot = _slot(b, done, seg, p)
+    if sleepers is None:
+        b.store_atomic(run, slot, "release", 4)
+    else:  # the store and the load of the sleepers are ordered (seq_cst): a waiter that counted itself
+        b.store_atomic(run, slot, "seq_cst", 4)  # in before this store sees the new tag or is woken
+        with b.if_then(b.icmp_signed(">", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0)),
+                       likely=False):
+            futex_call(b, slot, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1 << 30))
+    b.ret(b.call(settle, [seg, tid, n, run]))
+
+
+def _slot(b: ir.IRBuilder, table: ir.GlobalVariable, seg: ir.Value, p: ir.Value) -> ir.Value:
+    return b.gep(table, [i64(0), b.add(b.mul(seg, i64(MAX_SHARES)), p)], inbounds=True)
+
+
+def _older(b: ir.IRBuilder, tag: ir.Value, run: ir.Value) -> ir.Value:
+    """``tag`` was written by a run before ``run`` (run numbers wrap: compare their difference)."""
+    return b.icmp_signed(">", b.sub(run, tag), ir.Constant(I32, 0))
+
+
+def _try_claim(b: ir.IRBuilder, claims: ir.GlobalVariable, seg: ir.Value, p: ir.Value, run: ir.Value) -> ir.Value:
+    """Claim share ``p`` of ``seg`` for ``run``; true if this thread got it."""
+    slot = _slot(b, claims, seg, p)
+    tag = b.load_atomic(slot, "monotonic", 4)
+    free = _older(b, tag, run)
+    before = b.block
+    with b.if_then(free):
+        pair = b.cmpxchg(slot, tag, run, "acq_rel", "monotonic")
+        won = b.extract_value(pair, 1)
+        after_cas = b.block
+    result = b.phi(ir.IntType(1))
+    result.add_incoming(ir.Constant(ir.IntType(1), 0), before)
+    result.add_incoming(won, after_cas)
+    return result
+
+
+def _emit_settle(module: ir.Module, claims: ir.GlobalVariable, done: ir.GlobalVariable, is_x86: bool,
+                 steal: bool, sleepers: ir.GlobalVariable | None) -> ir.Function:
+    """``i64 glow_share_settle(seg, tid, n, run)``: claim a free share of another thread (``steal``) and
+    return it, or wait until every share of ``seg`` is done and return -1. The wait spins with ``pause``
+    for :data:`SPINS_BEFORE_YIELD` rounds per share, then sleeps on the share's done entry (``sleepers``:
+    a futex, woken by the thread that completes it) or yields the core on every round."""
+    fn = ir.Function(module, ir.FunctionType(I64, [I64, I64, I64, I32]), name="glow_share_settle")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    seg, tid, n, run = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if steal:
+        with for_range(b, 1, n, name="other") as i:
+            q = b.add(tid, i)
+            q = b.select(b.icmp_signed(">=", q, n), b.sub(q, n), q)
+            with b.if_then(_try_claim(b, claims, seg, q, run), likely=False):
+                b.ret(q)
+    yield_fn = intrinsic(module, "sched_yield", I32, [])
+    with for_range(b, 0, n, name="share") as q:
+        slot = _slot(b, done, seg, q)
+        check = fn.append_basic_block("wait")
+        relax = fn.append_basic_block("relax")
+        out = fn.append_basic_block("settled")
+        head = b.block
+        b.branch(check)
+        b.position_at_end(check)
+        spins = b.phi(I64, name="spins")
+        spins.add_incoming(i64(0), head)
+        tag = b.load_atomic(slot, "acquire", 4)
+        b.cbranch(_older(b, tag, run), relax, out)
+        b.position_at_end(relax)
+        if is_x86:
+            b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
+        with b.if_then(b.icmp_signed(">", spins, i64(SPINS_BEFORE_YIELD)), likely=False):
+            if sleepers is not None:  # sleeps only while the entry still holds the tag just read
+                b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+                futex_call(b, slot, FUTEX_WAIT_PRIVATE, tag)
+                b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+            else:
+                b.call(yield_fn, [])
+        spins.add_incoming(b.add(spins, i64(1)), b.block)
+        b.branch(check)
+        b.position_at_end(out)
+    b.ret(i64(-1))
+    return fn

@@ -58,6 +58,7 @@ class GraphExecutable(CompiledFunction):
 
 
 class InterpreterBackend(Backend):
+    fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
     name = "interpreter"
     version = __version__
 

@@ -596,6 +596,8 @@ def emit_conv_scalar(ctx: EmitContext, instr: Instr) -> None:
 
 def _scalar_act(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> ir.Value:
     zero = ir.Constant(v.type, 0.0)
+    if act == "hardswish":  # (float32 only)
+        return activation(b, v, act, lo, hi)
     if act == "relu":
         return b.select(b.fcmp_ordered("<", v, zero), zero, v)
     if not math.isinf(lo):

@@ -175,12 +175,19 @@ def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
 
 
 def activation(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> ir.Value:
-    """relu: ``max(v, 0)``; clip: ``min(max(v, lo), hi)`` as numpy does them (NaN stays NaN, ties keep v)."""
+    """relu: ``max(v, 0)``; clip: ``min(max(v, lo), hi)`` as numpy does them (NaN stays NaN, ties keep v);
+    hardswish: ``v * max(min((v + 3) / 6, 1), 0)``, the lowered nodes' operations in their order."""
     if act == "none":
         return v
     zero = ir.Constant(v.type, None)
     if act == "relu":
         return b.select(b.fcmp_ordered("<", v, zero), zero, v)
+    if act == "hardswish":
+        def c(x: float) -> ir.Constant:
+            return ir.Constant(v.type, [x] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(x)
+        t = b.fdiv(b.fadd(v, c(3.0)), c(6.0))
+        t = b.select(b.fcmp_ordered(">", t, c(1.0)), c(1.0), t)
+        return b.fmul(v, b.select(b.fcmp_ordered("<", t, zero), zero, t))
     if act == "clip":
         if not math.isinf(lo):
             c = ir.Constant(v.type, [lo] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(lo)

@@ -326,6 +326,8 @@ def emit_matmul_scalar(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand
 
 
 def _act_any(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float, elem: ElemKind) -> ir.Value:
+    if act == "hardswish":  # (float32 only)
+        return activation(b, v, act, lo, hi)
     if dtypes.is_float(elem):
         if act == "relu":
             zero = ir.Constant(v.type, 0.0)

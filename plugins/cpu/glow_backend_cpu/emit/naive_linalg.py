@@ -57,6 +57,13 @@ def _activation(b: ir.IRBuilder, v: ir.Value, attrs, elem: ElemKind) -> ir.Value
     act = attrs.get("activation", "none")
     if act == "none":
         return v
+    if act == "hardswish":  # the lowered nodes' element operations, in their order (float32 only)
+        ee = [elem, elem]
+        t = EW_OPS["Add"](b, [v, const_like(v.type, 3.0)], ee, elem, {})
+        t = EW_OPS["Div"](b, [t, const_like(v.type, 6.0)], ee, elem, {})
+        t = EW_OPS["Min"](b, [t, const_like(v.type, 1.0)], ee, elem, {})
+        t = EW_OPS["Max"](b, [t, const_like(v.type, 0.0)], ee, elem, {})
+        return EW_OPS["Mul"](b, [v, t], ee, elem, {})
     lo = 0.0 if act == "relu" else attrs["clip_min"]
     hi = math.inf if act == "relu" else attrs["clip_max"]
     if not math.isinf(lo):
