@@ -38,6 +38,9 @@ JOBS_ENV = "GLOW_CPU_COMPILE_JOBS"
 MAX_DEFAULT_JOBS = 4
 #: seconds a worker may take for its part before the parent gives up on it and compiles the part itself
 WORKER_TIMEOUT = 600.0
+#: a worker's niceness (added to the parent's): with a free core it changes nothing; on a busy machine the
+#: parent's IR generation (the compile's critical path) goes first instead of sharing its core with a worker
+WORKER_NICE = 10
 
 
 def default_jobs() -> int:
@@ -234,6 +237,10 @@ def compile_text(target: Target, text: str) -> bytes:
 
 def main() -> int:
     """Compile requests (each a length-prefixed JSON header line and IR text) until the input ends."""
+    try:
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):  # pragma: no cover  (no nice on this platform)
+        pass
     while (data := _read_frame(sys.stdin.buffer)) is not None:
         header, _, text = data.partition(b"\n")
         _write_frame(sys.stdout.buffer, compile_text(Target(**json.loads(header)), text.decode()))
