@@ -84,6 +84,23 @@ def test_an_entry_larger_than_the_limit_is_not_stored(cdir: Path, monkeypatch: p
     assert not list(cdir.glob("*.tmp"))
 
 
+def test_an_image_written_ahead_completes_with_the_entry(cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parallel compile writes the packed image while it waits for its workers: the entry is a miss until
+    the rest is stored, a hit with that image after; if the entry then turns out too large, the image goes."""
+    lay = Layout(packed=[(0, b"\x05" * 100), (128, b"\x07" * 10)], packed_bytes=192)
+    assert cache.store_image("early", lay)
+    assert cache.image_path("early").read_bytes() == b"\x05" * 100 + b"\x00" * 28 + b"\x07" * 10 + b"\x00" * 54
+    assert cache.load("early") is None  # no metadata yet: incomplete
+    assert cache.store("early", [b"\x90" * 300], lay, image_written=True)
+    hit = cache.load("early")
+    assert hit is not None and hit[0] == [b"\x90" * 300] and hit[2].read_bytes()[:100] == b"\x05" * 100
+    monkeypatch.setenv("GLOW_CACHE_MAX_BYTES", "4096")
+    assert cache.store_image("big", lay)
+    assert not cache.store("big", [b"\x90" * 8 * KIB], lay, image_written=True)
+    assert not cache.image_path("big").exists() and cache.load("big") is None
+    assert not cache.store_image("nothing", Layout())  # no packed constants: nothing to write
+
+
 def test_eviction_tolerates_vanishing_files_and_spares_writes_in_progress(cdir: Path) -> None:
     _put("a", KIB, time.time() - 50)
     _put("b", KIB, time.time() - 40)

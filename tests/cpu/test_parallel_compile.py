@@ -65,6 +65,39 @@ def test_parts_compute_what_the_whole_module_computes(always_split: Path) -> Non
     np.testing.assert_allclose(_run(whole), ref, rtol=1e-4, atol=1e-5)
 
 
+def test_parts_cut_while_generating_compute_what_the_whole_module_computes(always_split: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipelined compile: a part is cut off after every kernel (PART_BYTES 0) and compiled by the worker
+    while the next kernels are generated; the last part holds the entry point and declares them."""
+    from glow_backend_cpu.codegen import generate
+    from glow_backend_cpu.target import host_codegen
+    from glow_core.lircompiler import build_lir
+
+    monkeypatch.setattr(split, "PART_BYTES", 0)
+    whole = glow_core.compile(_model(), "cpu", options={"cache": False, "compile_jobs": 1})
+    net = glow_core.compile(_model(), "cpu", options={"cache": False, "compile_jobs": 2})
+    kernels = net.executable.layout.kernels_emitted
+    assert net.stats.backend_s["parts"] == kernels + 1 == len(net.executable.library.objects)
+    np.testing.assert_array_equal(_run(net), _run(whole))
+    # the parts' texts: each kernel defined once (external where cut off), the entry point in the last part
+    parts: list[str] = []
+    cutter: list[split.PartCutter] = []
+
+    def on_kernel(module, name):  # type: ignore[no-untyped-def]
+        if not cutter:
+            cutter.append(split.PartCutter(module, {}))
+        part = cutter[0].add_kernel(name)
+        if part is not None:
+            parts.append(part)
+
+    module, _ = generate(host_codegen(), build_lir(net.function), on_kernel=on_kernel)
+    parts.append(cutter[0].rest())
+    assert len(parts) == kernels + 1
+    for k in cutter[0].sent:
+        assert sum(f'define void @"{k}"' in p for p in parts) == 1 and f'declare void @"{k}"' in parts[-1]
+    assert all('define void @"glow_main"' not in p for p in parts[:-1]) and 'define void @"glow_main"' in parts[-1]
+
+
 def test_split_parts_are_valid_modules_that_link_by_name(always_split: Path) -> None:
     from glow_backend_cpu.codegen import generate, module_text, printed_texts
     from glow_backend_cpu.target import host_codegen
@@ -86,13 +119,13 @@ def test_split_parts_are_valid_modules_that_link_by_name(always_split: Path) -> 
 
 def test_a_failing_worker_is_replaced_by_this_process(always_split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(n: int) -> list[objworker.Worker]:
-        cmd = [sys.executable, "-c", "import sys; sys.stdin.buffer.read(); sys.exit(3)"]
+        cmd = [sys.executable, "-c", "import sys; sys.stdin.buffer.read(100); sys.exit(3)"]
         return [objworker.Worker(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE))
                 for _ in range(n)]
 
     monkeypatch.setattr(objworker, "start", broken)
     net = glow_core.compile(_model(), "cpu", options={"cache": False, "compile_jobs": 2})
-    assert net.stats.backend_s["parts"] == 2
+    assert net.stats.backend_s["parts"] >= 2
     whole = glow_core.compile(_model(), "cpu", options={"cache": False, "compile_jobs": 1})
     np.testing.assert_array_equal(_run(net), _run(whole))
 
@@ -103,13 +136,44 @@ def test_the_worker_program_makes_object_code() -> None:
     cg = host_codegen()
     text = f'target triple = "{cg.triple}"\ndefine i32 @"f"(i32 %"a") {{\n  %"b" = add i32 %"a", 1\n  ret i32 %"b"\n}}'
     workers = objworker.start(1)
-    tgt = objworker.Target(cg.triple, cg.cpu_name, cg.features, cg.opt_level, cg.reloc, cg.codemodel)
-    objworker.submit(workers[0], tgt, text)
-    [obj] = objworker.finish(workers, [text], lambda t: b"")
-    assert obj[:4] == b"\x7fELF" if "linux" in cg.triple else len(obj) > 0
-    idle = objworker.start(1)
-    objworker.release(idle)  # a worker given nothing exits cleanly
-    assert idle[0].proc.wait(timeout=120) == 0
+    objs = [objworker.request(workers[0], cg.worker_target(), text) for _ in range(2)]  # one worker, two requests
+    for obj in objs:
+        assert obj is not None and (obj[:4] == b"\x7fELF" if "linux" in cg.triple else len(obj) > 0)
+    assert workers[0].alive
+    objworker.release(workers)  # its input closed: it exits cleanly
+    assert workers[0].proc.wait(timeout=120) == 0
+
+
+def test_the_part_queue_compiles_every_part_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts queued before and after this process joins in are each compiled once, by a worker or here; a part
+    whose worker fails is compiled by another process."""
+    from glow_backend_cpu.target import host_codegen
+
+    cg = host_codegen()
+    texts = [f'target triple = "{cg.triple}"\ndefine i32 @"f{i}"(i32 %"a") {{\n  %"b" = add i32 %"a", {i}\n'
+             f'  ret i32 %"b"\n}}' for i in range(6)]
+    here: list[str] = []
+
+    def local(t: str) -> bytes:
+        here.append(t)
+        return cg._compile_text("t", t).object_code
+
+    for broken in (False, True):
+        here.clear()
+        workers = objworker.start(1)
+        if broken:
+            workers[0].proc.kill()
+        queue = objworker.PartQueue(workers, cg.worker_target())
+        for t in texts[:3]:
+            queue.add(t)
+        for t in texts[3:]:
+            queue.add(t)
+        timings: dict[str, float] = {}
+        objs = queue.finish(local, timings)
+        assert len(objs) == 6 and all(len(o) > 0 for o in objs) and "wait" in timings
+        assert len(here) == len(set(here)) and (len(here) == 6 if broken else len(here) <= 6)
+        for i, o in enumerate(objs):  # each object is its own part's
+            assert f"f{i}".encode() in o
 
 
 def test_compile_jobs_option_is_checked() -> None:

@@ -21,8 +21,9 @@ core, and what still cannot run is reported at compile time, every node at once.
   unless ``solo_ns`` is given;
 - ``compile_jobs`` (default: the cores this process may run on, at most 4;
   ``GLOW_CPU_COMPILE_JOBS``): a function of at least ``SPLIT_MIN_NODES`` nodes
-  whose IR is big is split into that many parts, compiled by worker processes and
-  this one in parallel (``split.py``, ``objworker.py``); 1 compiles in one process;
+  whose IR is big is compiled in parts by that many processes (``jobs - 1`` workers
+  and this one), the first parts while the IR is still being generated
+  (``split.py``, ``objworker.py``); 1 compiles in one process;
 - ``adaptive_threads`` (bool; default false, ``GLOW_CPU_ADAPTIVE=1`` makes it true unless
   ``parallel_threshold=0``): runs alternate between every thread and the calling thread
   alone until the faster is known, then keep it, trying the other again when the latency
@@ -47,7 +48,7 @@ from glow_backend_cpu import objworker
 from glow_backend_cpu.emit import load_all
 from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
-from glow_backend_cpu.target import Library, host_codegen
+from glow_backend_cpu.target import Library, ParallelStream, host_codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, SOLO_ENV
 from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
@@ -173,22 +174,29 @@ class CpuBackend(Backend):
             image = str(path)
             timings["cached"] = stored = True
         else:
-            # a big function compiles in parts in parallel: the workers start now, while the IR is generated
+            # a big function compiles in parts in parallel: the workers start now, while the LIR is generated,
+            # and compile the first kernels while the others are generated
             jobs = compile_jobs(extra) if len(function.nodes) >= SPLIT_MIN_NODES else 1
             workers = objworker.start(jobs - 1)
+            stream = ParallelStream(cg, workers)
             try:
                 t1 = time.perf_counter()
                 lir = options.build_lir(function, debug=options.debug)
                 timings["lir"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
-                module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns)
+                module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns,
+                                          on_kernel=stream.on_kernel)
                 timings["irgen"] = time.perf_counter() - t2
             except BaseException:
+                stream.abandon()
                 objworker.release(workers)
                 raise
-            lib = cg.compile_parallel(module, module_text(module), printed_texts(module), workers)
+            early: list[bool] = []  # the cache's packed image, written while the workers finish their parts
+            lib = cg.compile_parallel(module, printed_texts(module), workers, lambda: module_text(module),
+                                      idle=lambda: early.append(use_cache and object_cache.store_image(key, layout)),
+                                      stream=stream)
             timings.update(lib.timings)
-            stored = use_cache and object_cache.store(key, lib.objects, layout)
+            stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early))
             if stored and layout.packed_bytes:
                 image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()

@@ -200,11 +200,25 @@ def image_path(k: str) -> Path:
     return cache_dir() / f"{k}{IMAGE}"
 
 
-def store(k: str, objects: list[bytes], layout: Layout) -> bool:
+def store_image(k: str, layout: Layout) -> bool:
+    """Write the packed-constant image of entry ``k`` ahead of the rest of it (a parallel compile does it while
+    it waits for its workers); False when it is not written (:func:`store` then writes it). Until the metadata is
+    written the entry is incomplete: a miss, and a leftover for eviction if the rest never comes."""
+    if not layout.packed_bytes or layout.packed_bytes > max_bytes():
+        return False
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        write_atomic(image_path(k), layout)
+    except OSError:
+        return False
+    return True
+
+
+def store(k: str, objects: list[bytes], layout: Layout, *, image_written: bool = False) -> bool:
     """Store an entry (the metadata last, so a complete .json means a complete entry); False when it is not stored.
 
     An entry larger than the limit is not stored; storing may evict the least
-    recently used entries of the folder.
+    recently used entries of the folder. ``image_written``: :func:`store_image` wrote the image already.
     """
     d = cache_dir()
     code = b"".join(objects)
@@ -214,12 +228,15 @@ def store(k: str, objects: list[bytes], layout: Layout) -> bool:
     meta = json.dumps(meta_d).encode()
     size = len(code) + layout.packed_bytes + len(meta)
     limit = max_bytes()
-    if size > limit:
-        return False
     try:
+        if size > limit:
+            if image_written:
+                image_path(k).unlink(missing_ok=True)
+            return False
         d.mkdir(parents=True, exist_ok=True)
         write_atomic(d / f"{k}{OBJECT}", code)
-        write_atomic(image_path(k), layout)
+        if not image_written:
+            write_atomic(image_path(k), layout)
         write_atomic(d / f"{k}{META}", meta)
     except OSError:
         return False

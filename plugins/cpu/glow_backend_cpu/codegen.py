@@ -40,7 +40,7 @@ import bisect
 import math
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,8 +126,10 @@ class LIRCodegen:
     """Builds the module of one LIR function (see the module doc)."""
 
     def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
-                 solo_ns: float = DEFAULT_SOLO_NS) -> None:
+                 solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None) -> None:
         self.cg = codegen
+        #: called with each new (not de-duplicated) kernel once it is complete (the parallel compile's pipelining)
+        self.on_kernel = on_kernel
         #: kernels estimated below this many ns run on thread 0 only (0: every kernel on every thread)
         self.solo_ns = solo_ns
         #: stamp a cycle counter before and after every kernel on every thread (``profiling.Stamper``)
@@ -337,7 +339,10 @@ class LIRCodegen:
             EMITTERS[first.kind](ctx, instr)
         b.ret_void()
         self.layout.scratch_stride = max(self.layout.scratch_stride, scratch_used[0])
-        fn = self._dedup(fn)
+        new = self._dedup(fn)
+        if new is fn and self.on_kernel is not None:
+            self.on_kernel(self.module, fn.name)
+        fn = new
         slots = [(loc.region, loc.offset, t) for loc, t in zip(locs, arg_types)]
         self._calls.append((fn, slots, const_offsets))
         # constant weights a kernel never reads (packed copies replace them) need not be loaded
@@ -613,10 +618,11 @@ def storage_type_of(array: np.ndarray) -> ir.Type:
         ElemKind.BFLOAT16)
 
 
-def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *,
-             profile: bool = False, solo_ns: float = DEFAULT_SOLO_NS) -> tuple[ir.Module, Layout]:
-    """The LLVM module and region layout of ``lir``."""
-    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns)
+def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
+             solo_ns: float = DEFAULT_SOLO_NS,
+             on_kernel: Callable[[ir.Module, str], None] | None = None) -> tuple[ir.Module, Layout]:
+    """The LLVM module and region layout of ``lir`` (``on_kernel``: see :class:`LIRCodegen`)."""
+    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns, on_kernel=on_kernel)
     return g.build(), g.layout
 
 

@@ -1,17 +1,21 @@
 """Compile LLVM IR text to object code in worker processes (the parallel compile of ``split.py``).
 
 llvmlite runs LLVM's optimization and code generation of one module on one
-core, so a big module is split into parts (``split.py``) and all but the first
-are compiled by worker processes while the parent compiles the first.
+core, so a big module is compiled in parts (``split.py``) by this process and
+worker processes at once. The parts go through one queue (:class:`PartQueue`):
+each process takes the next part when it is free, and parts may be queued while
+the module is still being generated, so the workers compile the first kernels
+while this process generates the others.
 
 A worker is ``python -m glow_backend_cpu.objworker``: a fresh interpreter (no
 ``multiprocessing``: a user's script is never re-imported) that imports only
-llvmlite, reads one request from its standard input (a JSON header line with the
-target, then the IR text), and writes the object code to its standard output.
-Workers are started before the parent generates the IR (:func:`start`), so their
-start-up overlaps IR generation; a worker that is not needed gets an empty request
-and exits. A worker that fails (exit status, no output) is not an error: the parent
-compiles that part itself (:func:`finish`).
+llvmlite and compiles requests from its standard input (each a length-prefixed
+JSON header line with the target, then the IR text), writing each object to its
+standard output, until its input ends. Workers are started before the parent
+generates the IR (:func:`start`), so their start-up overlaps LIR generation; a
+worker that is not needed has its input closed and exits. A worker that fails
+(exits, no output) is not an error: its part goes back to the queue and another
+process compiles it.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import llvmlite.binding as llvm
 
@@ -32,6 +38,9 @@ JOBS_ENV = "GLOW_CPU_COMPILE_JOBS"
 MAX_DEFAULT_JOBS = 4
 #: seconds a worker may take for its part before the parent gives up on it and compiles the part itself
 WORKER_TIMEOUT = 600.0
+#: a worker's niceness (added to the parent's): with a free core it changes nothing; on a busy machine the
+#: parent's IR generation (the compile's critical path) goes first instead of sharing its core with a worker
+WORKER_NICE = 10
 
 
 def default_jobs() -> int:
@@ -72,11 +81,11 @@ class Target:
 
 @dataclass
 class Worker:
-    """A started worker process; ``result`` is set by :func:`submit`'s thread."""
+    """A started worker process: it compiles requests until its input is closed."""
 
     proc: subprocess.Popen[bytes]
-    thread: threading.Thread | None = None
-    result: bytes | None = None
+    #: False once it failed: it gets no more requests
+    alive: bool = True
 
 
 def start(n: int) -> list[Worker]:
@@ -92,44 +101,122 @@ def start(n: int) -> list[Worker]:
     return workers
 
 
-def submit(worker: Worker, target: Target, text: str) -> None:
-    """Send a part to a worker; a thread waits for its object code (``worker.result``, None on failure)."""
+def _write_frame(stream: BinaryIO, data: bytes) -> None:
+    stream.write(len(data).to_bytes(8, "little"))
+    stream.write(data)
+    stream.flush()
 
-    def talk() -> None:
-        request = json.dumps(target.__dict__).encode() + b"\n" + text.encode()
-        try:
-            out, _ = worker.proc.communicate(request, timeout=WORKER_TIMEOUT)
-        except (OSError, subprocess.SubprocessError, ValueError):
-            worker.proc.kill()
-            worker.proc.wait()
-            return
-        if worker.proc.returncode == 0 and out:
-            worker.result = out
 
-    worker.thread = threading.Thread(target=talk, name="glow-objworker", daemon=True)
-    worker.thread.start()
+def _read_frame(stream: BinaryIO) -> bytes | None:
+    """One length-prefixed frame; None at the end of the stream (or a truncated frame)."""
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    n = int.from_bytes(head, "little")
+    data = stream.read(n)
+    return data if len(data) == n else None
+
+
+def request(worker: Worker, target: Target, text: str) -> bytes | None:
+    """One part's object code from ``worker``; None (and the worker is dropped) when it fails."""
+    proc = worker.proc
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        _write_frame(proc.stdin, json.dumps(target.__dict__).encode() + b"\n" + text.encode())
+        obj = _read_frame(proc.stdout)
+    except (OSError, ValueError):
+        obj = None
+    if not obj:
+        worker.alive = False
+        proc.kill()
+    return obj or None
 
 
 def release(workers: list[Worker]) -> None:
-    """Let workers that got no part exit (their input closed: an empty request); never waits for them."""
+    """Close the workers' input (they exit at its end); reaped by a thread, never waited for."""
     for w in workers:
-        if w.thread is None:
-            try:
-                if w.proc.stdin is not None:
-                    w.proc.stdin.close()
-            except OSError:
-                pass
-            threading.Thread(target=w.proc.wait, name="glow-objworker-reap", daemon=True).start()
+        try:
+            if w.proc.stdin is not None:
+                w.proc.stdin.close()
+        except OSError:
+            pass
+        threading.Thread(target=w.proc.wait, name="glow-objworker-reap", daemon=True).start()
 
 
-def finish(workers: list[Worker], texts: list[str], fallback: Callable[[str], bytes]) -> list[bytes]:
-    """The object code of each submitted part, in order; a part whose worker failed is compiled by ``fallback``."""
-    out: list[bytes] = []
-    for w, text in zip(workers, texts):
-        assert w.thread is not None
-        w.thread.join()
-        out.append(w.result if w.result is not None else fallback(text))
-    return out
+class PartQueue:
+    """Parts of a module to compile, taken one at a time, in the order they were added, by whichever process
+    is free: a thread per worker feeds its worker from the moment the queue exists (parts may be added while
+    the module is still being generated), and this process takes parts in :meth:`finish`. A part whose worker
+    fails goes back to the queue for another taker."""
+
+    def __init__(self, workers: list[Worker], target: Target) -> None:
+        self.workers = workers
+        self.target = target
+        self.texts: list[str] = []
+        self.objects: list[bytes | None] = []
+        self._todo: list[int] = []
+        self._closed = False
+        self._cond = threading.Condition()
+        self._threads = [threading.Thread(target=self._serve, args=(w,), name="glow-objworker", daemon=True)
+                         for w in workers]
+        for t in self._threads:
+            t.start()
+
+    def add(self, text: str) -> None:
+        with self._cond:
+            self.texts.append(text)
+            self.objects.append(None)
+            self._todo.append(len(self.texts) - 1)
+            self._cond.notify()
+
+    def abort(self) -> None:
+        """No part is needed any more (the module is compiled whole, or its generation failed)."""
+        with self._cond:
+            self._closed = True
+            self._todo.clear()
+            self._cond.notify_all()
+        for w in self.workers:
+            w.alive = False
+            w.proc.kill()
+        release(self.workers)
+
+    def _take(self, wait: bool) -> int | None:
+        with self._cond:
+            while wait and not self._todo and not self._closed:
+                self._cond.wait()
+            return self._todo.pop(0) if self._todo else None
+
+    def _serve(self, worker: Worker) -> None:
+        while worker.alive and (i := self._take(wait=True)) is not None:
+            obj = request(worker, self.target, self.texts[i])
+            if obj is None:  # the worker failed: the part goes back
+                with self._cond:
+                    self._todo.insert(0, i)
+                    self._cond.notify()
+                return
+            self.objects[i] = obj
+
+    def finish(self, local: Callable[[str], bytes], timings: dict[str, float],
+               idle: Callable[[], None] | None = None) -> list[bytes]:
+        """Every part's object code, in order: no more parts come; this process takes parts (``local``) until
+        none are left, does ``idle``, then waits for the workers (``timings["wait"]``) and compiles what a
+        failed one left."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        while (i := self._take(wait=False)) is not None:
+            self.objects[i] = local(self.texts[i])
+        if idle is not None:
+            idle()
+        t0 = time.perf_counter()
+        for w, t in zip(self.workers, self._threads):
+            t.join(WORKER_TIMEOUT)
+            if t.is_alive():  # hung: its part is compiled here
+                w.alive = False
+                w.proc.kill()
+        timings["wait"] = time.perf_counter() - t0
+        release(self.workers)
+        return [obj if obj is not None else local(text) for obj, text in zip(list(self.objects), self.texts)]
 
 
 def compile_text(target: Target, text: str) -> bytes:
@@ -149,14 +236,14 @@ def compile_text(target: Target, text: str) -> bytes:
 
 
 def main() -> int:
-    data = sys.stdin.buffer.read()
-    if not data:
-        return 0  # not needed
-    header, _, text = data.partition(b"\n")
-    target = Target(**json.loads(header))
-    obj = compile_text(target, text.decode())
-    sys.stdout.buffer.write(obj)
-    sys.stdout.buffer.flush()
+    """Compile requests (each a length-prefixed JSON header line and IR text) until the input ends."""
+    try:
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):  # pragma: no cover  (no nice on this platform)
+        pass
+    while (data := _read_frame(sys.stdin.buffer)) is not None:
+        header, _, text = data.partition(b"\n")
+        _write_frame(sys.stdout.buffer, compile_text(Target(**json.loads(header)), text.decode()))
     return 0
 
 

@@ -26,7 +26,9 @@ import ctypes.util
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -200,26 +202,46 @@ class Codegen:
         timings["codegen"] = time.perf_counter() - t2
         return Library(name, bytes(obj), timings=timings)
 
-    def compile_parallel(self, module: ir.Module, text: str, printed: dict[str, str],
-                         workers: list[objworker.Worker]) -> Library:
-        """Like :meth:`compile_module`, split into parts compiled by ``workers`` and this process (``split.py``);
-        whole when the module is small or there are no workers. ``printed``: the text of globals already printed."""
+    def worker_target(self) -> objworker.Target:
+        return objworker.Target(self.triple, self.cpu_name, self.features, self.opt_level, self.reloc,
+                                self.codemodel)
+
+    def compile_parallel(self, module: ir.Module, printed: dict[str, str], workers: list[objworker.Worker],
+                         text: Callable[[], str], idle: Callable[[], None] | None = None,
+                         stream: ParallelStream | None = None) -> Library:
+        """Like :meth:`compile_module`, in parts compiled by ``workers`` and this process at once (``split.py``);
+        whole when the module is small or there are no workers. ``printed``: the text of globals already printed;
+        ``text``: makes the whole module's text (needed only to compile it whole); ``idle``: work for this
+        process once it has no part left, while the workers may still be busy (not called for a whole module);
+        ``stream``: the parts already cut off and queued while the module was generated."""
         from glow_backend_cpu.split import split_module
 
-        parts = split_module(module, printed, len(workers) + 1) if workers else None
-        if parts is None:
-            objworker.release(workers)
-            return self.compile_module(module, text=text)
-        target = objworker.Target(self.triple, self.cpu_name, self.features, self.opt_level, self.reloc,
-                                  self.codemodel)
-        for w, part in zip(workers, parts[1:]):
-            objworker.submit(w, target, part)
-        lib = self._compile_text(module.name, parts[0])
-        t0 = time.perf_counter()
-        lib.more_objects = objworker.finish(workers, parts[1:],
-                                            lambda part: self._compile_text(module.name, part).object_code)
-        lib.timings["wait"] = time.perf_counter() - t0
-        lib.timings["parts"] = len(parts)
+        if stream is not None and stream.queue is not None and stream.cutter is not None and stream.cutter.sent:
+            queue = stream.queue
+            queue.add(stream.cutter.rest())
+        else:
+            parts = split_module(module, printed, len(workers) + 1) if workers else None
+            if parts is None:
+                if stream is not None and stream.queue is not None:
+                    stream.queue.abort()
+                else:
+                    objworker.release(workers)
+                return self.compile_module(module, text=text())
+            queue = stream.queue if stream is not None and stream.queue is not None else \
+                objworker.PartQueue(workers, self.worker_target())
+            for part in parts:
+                queue.add(part)
+        timings: dict[str, float] = {"parse": 0.0, "optimize": 0.0, "codegen": 0.0}
+
+        def local(part: str) -> bytes:
+            lib = self._compile_text(module.name, part)
+            for k, v in lib.timings.items():
+                timings[k] += v
+            return lib.object_code
+
+        objects = queue.finish(local, timings, idle)
+        lib = Library(module.name, objects[0], more_objects=objects[1:], timings=timings)
+        lib.timings["parts"] = len(objects)
         return lib
 
     def assembly(self, module: ir.Module) -> str:
@@ -238,6 +260,33 @@ class Codegen:
         ee.finalize_object()
         lib.engine = ee
         return lib
+
+
+class ParallelStream:
+    """The parallel compile's pipelining: a part queue fed by the workers' threads from the start, and the
+    parts that :class:`~glow_backend_cpu.split.PartCutter` cuts off while the kernels are generated
+    (:meth:`on_kernel`: the code generator's hook for each new kernel)."""
+
+    def __init__(self, codegen: Codegen, workers: list[objworker.Worker]) -> None:
+        self.queue = objworker.PartQueue(workers, codegen.worker_target()) if workers else None
+        self.cutter: Any = None
+
+    def on_kernel(self, module: ir.Module, name: str) -> None:
+        if self.queue is None:
+            return
+        if self.cutter is None:
+            from glow_backend_cpu.codegen import printed_texts
+            from glow_backend_cpu.split import PartCutter
+
+            self.cutter = PartCutter(module, printed_texts(module))
+        part = self.cutter.add_kernel(name)
+        if part is not None:
+            self.queue.add(part)
+
+    def abandon(self) -> None:
+        """Generation failed: let the workers go."""
+        if self.queue is not None:
+            self.queue.abort()
 
 
 _support_engine: llvm.ExecutionEngine | None = None
