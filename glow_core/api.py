@@ -224,7 +224,8 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
              options: Mapping[str, Any] | None, quantize: Any = None) -> CompiledNetwork:
     t0 = time.perf_counter()
     copts = compile_options(threads=threads, debug=debug, extra=dict(options or {}))
-    pkey = compilecache.program_key(model, be, copts, shapes) if bind is None and quantize is None else None
+    pkey, data = compilecache.program_key(model, be, copts, shapes) if bind is None and quantize is None \
+        else (None, None)
     if pkey is not None:  # the program cache: served before the import (glow_core/compilecache.py)
         hit = compilecache.load(pkey, be, copts)
         if hit is not None:
@@ -232,7 +233,8 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
             stats = CompileStats(import_s=time.perf_counter() - t0, nodes_by_kind=counts)
             stats.backend_s = {**dict(getattr(exe, "compile_timings", None) or {}), "program": True}
             return CompiledNetwork(fn, exe, be, stats)
-    proto, _ = load_model(model)
+    proto, _ = load_model(model, data)  # (the bytes the key hashed: the file is read once)
+    del data
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
         if quantize is not None:
             raise UnsupportedError("int8 quantization of a model with If, Loop or Scan is not supported yet",

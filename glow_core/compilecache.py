@@ -70,26 +70,28 @@ def core_digest() -> str:
     return h.hexdigest()
 
 
-def program_key(model: Any, be: Backend, options: CompileOptions, shapes: Mapping[str, Any] | None) -> str | None:
-    """The key of this compile, or None when it is not one this level serves (or the backend keeps none)."""
+def program_key(model: Any, be: Backend, options: CompileOptions,
+                shapes: Mapping[str, Any] | None) -> tuple[str | None, bytes | None]:
+    """The key of this compile (None when it is not one this level serves, or the backend keeps none) and
+    the model file's bytes when they were read for it (the import parses them instead of the file)."""
     if not enabled() or not isinstance(model, (str, os.PathLike)):
-        return None
+        return None, None
     if shapes and not all(isinstance(s, tuple) for s in shapes.values()):
-        return None  # sequence / optional input shapes
+        return None, None  # sequence / optional input shapes
     try:
         identity = be.program_identity(options)
         if identity is None:
-            return None
+            return None, None
         data = Path(model).read_bytes()
     except (OSError, ValueError):
-        return None
+        return None, None
     h = hashlib.sha256(core_digest().encode())
     h.update(f"|{be.name}|{identity}|".encode())
     h.update(json.dumps({"shapes": {k: list(v) for k, v in sorted((shapes or {}).items())},
                          "debug": options.debug,
                          "options": {k: repr(v) for k, v in sorted(options.extra.items())}}).encode())
     h.update(data)
-    return h.hexdigest()
+    return h.hexdigest(), data
 
 
 def _type_info(t: TensorType) -> list[Any]:

@@ -90,8 +90,10 @@ def lean_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     return lean
 
 
-def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
-    """Read a model file (external data only from inside its own directory)."""
+def load_model(model: str | os.PathLike[str] | onnx.ModelProto,
+               data: bytes | None = None) -> tuple[onnx.ModelProto, Path | None]:
+    """Read a model file (external data only from inside its own directory); ``data``: the file's bytes,
+    when the caller has read them already (the program cache hashes them), parsed instead of the file."""
     if isinstance(model, onnx.ModelProto):
         external = [t.name for t in _all_tensors(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL]
         if external:  # with no model directory, onnx would read them relative to the working directory
@@ -105,7 +107,7 @@ def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> tuple[onnx.Mo
     if not path.is_file():
         raise ModelError(f"model file '{path}' does not exist", hint="check the path")
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto = onnx.load(str(path), load_external_data=False) if data is None else onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore[attr-defined]
         raise ModelError(f"cannot parse '{path}': not a valid ONNX model or the file is truncated ({e})") from None
     except Exception as e:  # noqa: BLE001  (protobuf raises assorted errors on garbage)

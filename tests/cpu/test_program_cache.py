@@ -204,3 +204,26 @@ def test_glow_compile_lir_is_the_real_lir_on_a_warm_cache(env: Path) -> None:
     assert warm.returncode == 0 and off.returncode == 0, warm.stderr
     lir = lambda out: out[out.index("lir main"):]  # noqa: E731  (after the timing line)
     assert "code:" in lir(warm.stdout) and "Conv" in lir(warm.stdout) and lir(warm.stdout) == lir(off.stdout)
+
+
+def test_a_miss_reads_the_model_file_once(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key hashes the file's bytes; the import parses those bytes, not the file again."""
+    reads: list[str] = []
+    real_read, real_load = Path.read_bytes, onnx.load
+
+    def read_bytes(self: Path) -> bytes:
+        if self == env:
+            reads.append("read_bytes")
+        return real_read(self)
+
+    def load(f: object, *args: object, **kwargs: object) -> onnx.ModelProto:
+        if str(f) == str(env):
+            reads.append("onnx.load")
+        return real_load(f, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(onnx, "load", load)
+    net = glow_core.compile(str(env), "cpu")
+    assert not _served(net) and reads == ["read_bytes"]
+    want = glow_core.compile(_model(), "interpreter").run({"x": _x()})["y"]
+    np.testing.assert_allclose(net.run({"x": _x()})["y"], want, rtol=1e-5, atol=1e-6)
