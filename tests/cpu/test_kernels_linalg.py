@@ -388,28 +388,6 @@ def test_pack_layouts() -> None:
     assert even_blocks(5, 1024, 9) == [0]
 
 
-def test_balanced_n_tiles_cover_the_columns_in_near_equal_widths() -> None:
-    from glow_backend_cpu.emit.gemm import geometry
-    from glow_backend_cpu.emit.gemm_items import NTiles
-
-    geo = geometry(16)  # 6 x 4 vectors of 16 lanes
-
-    def widths(n: int, balanced: bool) -> list[int]:
-        t = NTiles.of(n, geo.lanes, geo.nvec, balanced)
-        starts = [t.start(nt) for nt in range(t.NT)] + [n]
-        assert starts[0] == 0 and all(a < b for a, b in zip(starts, starts[1:]))
-        return [b - a for a, b in zip(starts, starts[1:])]
-
-    assert widths(196, False) == [64, 64, 64, 4]  # the plain split leaves a 4-pixel tile
-    assert widths(196, True) == [64, 48, 48, 36]  # 13 vectors as 4 + 3 + 3 + 3
-    assert widths(784, True) == [64] * 10 + [48] * 3
-    assert widths(3136, True) == [64] * 49  # a multiple of NR: the same tiles as the plain split
-    assert widths(20, True) == [20]
-    for n in (17, 100, 135, 333):
-        w = widths(n, True)
-        assert sum(w) == n and max(w) - min(w) < 2 * geo.lanes and max(w) <= geo.nr
-
-
 # -- benchmark (python -m tests.cpu.test_kernels_linalg) ---------------------------------------------------
 
 #: ResNet-50 convolution shapes (in channels, out channels, input size, kernel, stride) and its FC layer

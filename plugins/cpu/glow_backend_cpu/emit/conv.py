@@ -215,7 +215,7 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
 
     b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
     return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
-                    ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, prefetch_a=a_packed, balanced_n=True,
+                    ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, prefetch_a=a_packed,
                     c_init=block_of(res.ptr) if res is not None else None,
                     bias="row" if bias is not None else "none",
                     bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from glow_backend_cpu.emit.gemm_items import NTiles, Segment, for_segments, weighted_share
 from glow_backend_cpu.helpers import (
     F32,
     I1,
@@ -47,6 +46,7 @@ from glow_backend_cpu.helpers import (
     i64,
     intrinsic,
     iota,
+    partition,
     smin,
     splat,
 )
@@ -455,8 +455,6 @@ class GemmPlan:
     hi: float = math.inf
     #: k steps per iteration of the micro-kernel's loop (a narrow block also keeps that many partial sums)
     unroll: int = 2
-    #: N tiles of near-equal width (``NTiles``; B must be packed per tile), instead of NR wide but the last
-    balanced_n: bool = False
 
     def blocks(self) -> list[int]:
         if self.k_blocks is not None:
@@ -481,101 +479,118 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
               scratch: ir.Value | None) -> None:
     """Emit this thread's share of ``plan`` at the builder's position."""
     geo = plan.geo
+    W, MR, NR = geo.lanes, geo.mr, geo.nr
     M, N, K = plan.M, plan.N, plan.K
     if M == 0 or N == 0 or plan.BG == 0:
         return
-    tiles = NTiles.of(N, geo.lanes, geo.nvec, plan.balanced_n)
-    MP = -(-M // geo.mr)
+    MP = -(-M // MR)
+    NT = -(-N // NR)
+    m_tail = M - (MP - 1) * MR
+    n_tail = N - (NT - 1) * NR
+    n_tail_vec = -(-n_tail // W)
     kbs = plan.blocks() + [K]
-    variants = _gemm_variants(module_of(b), plan, tiles)
-    lo, hi = weighted_share(b, tid, nthreads, plan.BG, MP, tiles.costs())
-
-    def per_segment(b: ir.IRBuilder, seg: Segment) -> None:
-        if plan.c_init is not None:  # C starts from the given blocks: copy them, every K block then loads C
-            with for_range(b, seg.mp0, seg.mp1, name="ci") as mp:
-                m0 = b.mul(mp, c64(geo.mr))
-                copy_block(b, geo, plan.c_init(b, seg.bg, m0, seg.n0), plan.c_ptr(b, seg.bg, m0, seg.n0),
-                           plan.ldc, smin(b, c64(geo.mr), b.sub(c64(M), m0)), seg.width)
-        with for_range(b, 0, len(kbs) - 1, name="kb") as kb:
-            _k_block_pass(b, plan, tiles, variants, seg, kb, kbs, scratch)
-    for_segments(b, MP, N, tiles, lo, hi, per_segment)
-
-
-def _gemm_variants(mod: ir.Module, plan: GemmPlan, tiles: NTiles) -> dict[tuple[str, bool], ir.Function]:
-    """The micro-kernels of ``plan`` by (kind of N tile, last M panel?)."""
-    geo = plan.geo
-    W, MR, NR = geo.lanes, geo.mr, geo.nr
-    m_tail = plan.M - (-(-plan.M // MR) - 1) * MR
-    pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0  # 2 k steps of a panel: 2 * MR floats
-    variants = {}
-    for kind, nvec, tail in tiles.kinds():
-        for mp_last in (False, True):
-            variants[(kind, mp_last)] = get_ukernel(mod, UKernel(
-                lanes=W, rows=m_tail if mp_last else MR, nvec=nvec, tail=tail, a_packed=plan.a_packed,
-                mr_panel=MR, ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
-                b_align=64 if plan.b_pack is not None else plan.b_align,
-                bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines))
-    return variants
-
-
-def _k_block_pass(b: ir.IRBuilder, plan: GemmPlan, tiles: NTiles, variants: dict[tuple[str, bool], ir.Function],
-                  seg: Segment, kb: ir.Value, kbs: list[int], scratch: ir.Value | None) -> None:
-    """K block ``kb`` of one segment: pack (or locate) its B tile, then one micro-kernel call per M panel."""
-    MR = plan.geo.mr
-    MP = -(-plan.M // MR)
     mod = module_of(b)
-    bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
-    gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
-    gv.linkage = "internal"
-    gv.global_constant = True
-    gv.initializer = bounds
-    k0 = b.load(b.gep(gv, [c32(0), kb]))
-    kc = b.sub(b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))])), k0)
-    if plan.b_pack is not None:
-        assert scratch is not None
-        plan.b_pack(b, seg.bg, seg.n0, seg.width, k0, kc, kb, scratch)
-        btile = scratch
-    else:
-        assert plan.b_ptr is not None
-        btile = plan.b_ptr(b, seg.bg, seg.n0, seg.nt, k0)
-    first = c64(0) if plan.c_init is not None else b.zext(b.icmp_signed("==", kb, c64(0)), I64)
-    flags = b.or_(first, b.shl(b.zext(b.icmp_signed("==", kb, c64(len(kbs) - 2)), I64), c64(1)))
-    pf_lines = plan.prefetch_a and plan.a_packed
-    kinds = [k for k, _, _ in tiles.kinds()]
-    with for_range(b, seg.mp0, seg.mp1, name="mp") as mp:
-        m0 = b.mul(mp, c64(MR))
-        aptr, astride = plan.a_ptr(b, seg.bg, m0)
-        aptr = gep(b, aptr, b.mul(k0, c64(MR)) if plan.a_packed else k0)
-        cptr = plan.c_ptr(b, seg.bg, m0, seg.n0)
-        bias = plan.bias_ptr(b, seg.bg, m0, seg.n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
-        # the next panel's A block (past the last panel: a harmless hint at whatever follows)
-        pf = gep(b, aptr, b.mul(astride, c64(1))) if pf_lines else ir.Constant(F32P, None)
-        args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf]
-        mp_last = b.icmp_signed("==", mp, c64(MP - 1))
-        m_full = plan.M % MR == 0
-        conds = {"wide": b.icmp_signed("<", seg.nt, c64(tiles.wide)),
-                 "last": b.icmp_signed("==", seg.nt, c64(tiles.NT - 1))}
+    pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0  # 2 k steps of a panel: 2 * MR floats
 
-        def call(kind: str, b: ir.IRBuilder = b) -> None:
-            dispatch_variant(b, {(False, ml): variants[(kind, ml)] for ml in (False, True)}, mp_last,
-                             mp_last, args, True, m_full)
-        _dispatch_kinds(b, kinds, conds, call)
+    def uk(rows: int, nvec: int, tail: int) -> ir.Function:
+        return get_ukernel(mod, UKernel(
+            lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
+            ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
+            b_align=64 if plan.b_pack is not None else plan.b_align,
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines))
+
+    # variants by (n tail?, m tail?)
+    variants = {}
+    for nt_last in (False, True):
+        for mp_last in (False, True):
+            rows = m_tail if mp_last else MR
+            nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
+            variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
+
+    lo, hi = _weighted_share(b, tid, nthreads, plan.BG, NT, MP, 4 * geo.nvec, 4 * n_tail_vec + 1)
+    fn = b.block.function
+    pre = b.block
+    hdr = fn.append_basic_block("gemm.items")
+    body = fn.append_basic_block("gemm.item")
+    done = fn.append_basic_block("gemm.done")
+    b.branch(hdr)
+    b.position_at_end(hdr)
+    p = b.phi(I64, name="p")
+    p.add_incoming(lo, pre)
+    b.cbranch(b.icmp_signed("<", p, hi), body, done)
+    b.position_at_end(body)
+    pair = b.udiv(p, c64(MP))
+    mp0 = b.sub(p, b.mul(pair, c64(MP)))
+    cnt = smin(b, b.sub(c64(MP), mp0), b.sub(hi, p))
+    mp1 = b.add(mp0, cnt)
+    bg = b.udiv(pair, c64(NT))
+    nt = b.sub(pair, b.mul(bg, c64(NT)))
+    n0 = b.mul(nt, c64(NR))
+    width = smin(b, c64(NR), b.sub(c64(N), n0))
+    nt_last = b.icmp_signed("==", nt, c64(NT - 1))
+
+    if plan.c_init is not None:  # C starts from the given blocks: copy them, every K block then loads C
+        with for_range(b, mp0, mp1, name="ci") as mp:
+            m0 = b.mul(mp, c64(MR))
+            copy_block(b, geo, plan.c_init(b, bg, m0, n0), plan.c_ptr(b, bg, m0, n0), plan.ldc,
+                       smin(b, c64(MR), b.sub(c64(M), m0)), width)
+    with for_range(b, 0, len(kbs) - 1, name="kb") as kb:
+        bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
+        gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
+        gv.linkage = "internal"
+        gv.global_constant = True
+        gv.initializer = bounds
+        k0 = b.load(b.gep(gv, [c32(0), kb]))
+        k1 = b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
+        kc = b.sub(k1, k0)
+        if plan.b_pack is not None:
+            assert scratch is not None
+            plan.b_pack(b, bg, n0, width, k0, kc, kb, scratch)
+            btile = scratch
+        else:
+            assert plan.b_ptr is not None
+            btile = plan.b_ptr(b, bg, n0, nt, k0)
+        first = c64(0) if plan.c_init is not None else b.zext(b.icmp_signed("==", kb, c64(0)), I64)
+        flags = b.or_(first,
+                      b.shl(b.zext(b.icmp_signed("==", kb, c64(len(kbs) - 2)), I64), c64(1)))
+        with for_range(b, mp0, mp1, name="mp") as mp:
+            m0 = b.mul(mp, c64(MR))
+            aptr, astride = plan.a_ptr(b, bg, m0)
+            aptr = gep(b, aptr, b.mul(k0, c64(MR)) if plan.a_packed else k0)
+            cptr = plan.c_ptr(b, bg, m0, n0)
+            bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
+            # the next panel's A block (past the last panel: a harmless hint at whatever follows)
+            pf = gep(b, aptr, b.mul(astride, c64(1))) if pf_lines else ir.Constant(F32P, None)
+            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf]
+            mp_last = b.icmp_signed("==", mp, c64(MP - 1))
+            dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
+    p.add_incoming(b.add(p, cnt), b.block)
+    b.branch(hdr)
+    b.position_at_end(done)
 
 
-def _dispatch_kinds(b: ir.IRBuilder, kinds: list[str], conds: dict[str, ir.Value],
-                    call: Callable[[str], None]) -> None:
-    """Call ``call(kind)`` for the N tile's kind: the first of ``kinds`` whose condition holds (the last
-    kind with a condition of its own decides between itself and "mid")."""
-    if len(kinds) == 1:
-        call(kinds[0])
-        return
-    head, rest = kinds[0], kinds[1:]
-    cond = conds[head] if head != "mid" else b.not_(conds["last"])
-    with b.if_else(cond) as (then, other):
-        with then:
-            call(head)
-        with other:
-            _dispatch_kinds(b, rest, conds, call)
+def _weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, w_full: int,
+                    w_tail: int) -> tuple[ir.Value, ir.Value]:
+    """This thread's items ``[lo, hi)`` of ``BG x NT x MP`` (M panels innermost) with equal shares of *cost*:
+    an item of the last N tile weighs ``w_tail``, the others ``w_full`` (a narrow tail tile is cheap, so an
+    even split by count would leave the thread without it idle)."""
+    if NT == 1 or w_tail == w_full:
+        return partition(b, BG * NT * MP, tid, nthreads)
+    full_cost = (NT - 1) * MP * w_full
+    per_bg = full_cost + MP * w_tail
+    total = BG * per_bg
+
+    def item_at(c: ir.Value) -> ir.Value:
+        """The number of items whose cost starts before ``c`` (monotonic, 0 at 0, all items at ``total``)."""
+        q = b.udiv(c, c64(per_bg))
+        r = b.urem(c, c64(per_bg))
+        in_full = b.udiv(b.add(r, c64(w_full - 1)), c64(w_full))
+        in_tail = b.add(c64((NT - 1) * MP), b.udiv(b.add(b.sub(r, c64(full_cost)), c64(w_tail - 1)), c64(w_tail)))
+        within = b.select(b.icmp_signed("<=", r, c64(full_cost)), in_full, in_tail)
+        return b.add(b.mul(q, c64(NT * MP)), within)
+
+    c0, c1 = partition(b, total, tid, nthreads)
+    return item_at(c0), item_at(c1)
 
 
 def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,
