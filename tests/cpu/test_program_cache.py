@@ -107,8 +107,13 @@ def _thread_env(path: Path, mp: pytest.MonkeyPatch) -> dict:
     return {}
 
 
+def _adaptive_env(path: Path, mp: pytest.MonkeyPatch) -> dict:
+    mp.setenv("GLOW_CPU_ADAPTIVE", "1")  # (the stored executable would run without the thread chooser)
+    return {}
+
+
 @pytest.mark.parametrize("change", [_other_weights, _other_options, _debug, _glow_version, _backend_sources,
-                                    _cpu_features, _thread_env])
+                                    _cpu_features, _thread_env, _adaptive_env])
 def test_every_part_of_the_key_invalidates(env: Path, monkeypatch: pytest.MonkeyPatch,
                                            change: Callable[[Path, pytest.MonkeyPatch], dict]) -> None:
     glow_core.compile(str(env), "cpu")

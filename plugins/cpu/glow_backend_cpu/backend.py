@@ -100,6 +100,12 @@ def thread_options(extra: Mapping[str, Any]) -> tuple[int, float]:
     return threshold, solo
 
 
+def adaptive_threads(extra: Mapping[str, Any], threshold: int) -> bool:
+    """Does the runtime choose the thread count by measured time (``runtime.ThreadChooser``)? The option
+    ``adaptive_threads``, else ``GLOW_CPU_ADAPTIVE=1`` unless ``parallel_threshold=0``."""
+    return bool(extra.get("adaptive_threads", threshold > 0 and os.environ.get(ADAPTIVE_ENV, "0") == "1"))
+
+
 class CpuBackend(Backend):
     fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
     name = "cpu"
@@ -157,7 +163,7 @@ class CpuBackend(Backend):
         use_cache = bool(extra.get("cache", True)) and object_cache.enabled()
         threshold, solo_ns = thread_options(extra)
         compile_jobs(extra)  # checked on a cache hit too
-        adaptive = bool(extra.get("adaptive_threads", threshold > 0 and os.environ.get(ADAPTIVE_ENV, "0") == "1"))
+        adaptive = adaptive_threads(extra, threshold)
         profile = bool(extra.get("profile", False))
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}

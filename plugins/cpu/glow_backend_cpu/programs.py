@@ -43,14 +43,15 @@ PREFIX = "p-"
 
 def identity(options: CompileOptions) -> str | None:
     """What a program depends on besides the model and the core; None when the cache is off."""
-    from glow_backend_cpu.backend import thread_options
+    from glow_backend_cpu.backend import adaptive_threads, thread_options
 
     extra = dict(options.extra)
     if not (bool(extra.get("cache", True)) and object_cache.enabled()):
         return None
     threshold, solo_ns = thread_options(extra)
     return (f"cpu {__version__}|program {FORMAT}|objects {object_cache.FORMAT}|{object_cache.sources_digest()}|"
-            f"{host_codegen().identity}|threshold {threshold}|solo {solo_ns}")
+            f"{host_codegen().identity}|threshold {threshold}|solo {solo_ns}|"
+            f"adaptive {adaptive_threads(extra, threshold)}")
 
 
 def _paths(key: str) -> tuple[os.PathLike[str], os.PathLike[str]]:
