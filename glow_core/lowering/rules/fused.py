@@ -2,8 +2,8 @@
 
 ``FusedConv`` -> Conv, Add of the residual, then the activation; ``FusedMatMul`` -> MatMul, Add of
 the bias, then the activation. The activation ``relu`` becomes a Relu node and
-``clip`` a Clip with constant bounds (both lowered further when needed), ``hardswish`` the
-nodes HardSwish lowers to (Add 3, Div 6, Min 1, Max 0, Mul).
+``clip`` a Clip with constant bounds, ``hardswish`` a HardSwish node (each lowered further when
+needed).
 ``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
 Add (the exporters' pattern); ``FusedAttention`` -> MatMul, Mul / Div by the
 scale, Add of the mask, Softmax over the last axis (masked_rows zero: the
@@ -51,8 +51,7 @@ def _clip(b: Builder, node: Node, y: Value) -> Value:
 
 
 def _hardswish(b: Builder, node: Node, y: Value) -> Value:
-    three, six, one, zero = (b.scalar(v, y) for v in (3.0, 6.0, 1.0, 0.0))
-    return b.mul(y, b.maximum(b.minimum(b.div(b.add(y, three), six), one), zero))
+    return b.unary("HardSwish", y)
 
 
 #: activation name -> emits it on the unfused result

@@ -41,14 +41,7 @@ def _clip(attrs: Attrs, out: Types, y: np.ndarray) -> np.ndarray:
 
 
 def _hardswish(attrs: Attrs, out: Types, y: np.ndarray) -> np.ndarray:
-    """HardSwish as it is lowered: ``y * max(min((y + 3) / 6, 1), 0)``, each step in y's kind."""
-    dt = out[0].dtype
-
-    def c(v: float) -> np.ndarray:
-        return np.asarray(v, dtype=dt)
-
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.multiply(y, np.maximum(np.minimum(np.divide(np.add(y, c(3.0)), c(6.0)), c(1.0)), c(0.0)))
+    return np.asarray(KERNELS["HardSwish"]({}, out, y))
 
 
 #: activation name -> applies it to the unfused result
