@@ -4,7 +4,7 @@
 does (LIR -> LLVM IR -> O3 -> object code), for the host or for another
 target LLVM knows (``--target`` / ``--cpu`` / ``--features``), as
 position-independent code, and wraps the SPMD entry ``glow_main(regions, tid,
-nthreads)`` in one exported C function::
+nthreads, run)`` in one exported C function::
 
     int NAME(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations);
 

@@ -3,9 +3,10 @@
 In: a planned :class:`~glow_core.lir.LIRFunction`. Out: an ``llvmlite.ir.Module``
 with the entry point
 
-    void glow_main(i8** regions, i64 tid, i64 nthreads)
+    void glow_main(i8** regions, i64 tid, i64 nthreads, i32 run)
 
-that every worker thread calls once per inference (SPMD), plus the
+that every worker thread calls once per inference (SPMD; ``run`` numbers the parallel runs for
+the share tables of ``sync.py``, 0 on one thread), plus the
 :class:`Layout` the runtime needs to set up the regions:
 
 - ``regions[0]`` constants: the function's weights, each at a 64-byte aligned offset;
