@@ -51,6 +51,7 @@ from glow_backend_cpu.emit.gemm import (
     geometry,
     gep,
     get_ukernel,
+    kblock_bounds,
     masked_load,
     masked_store,
     pack_rows,
@@ -59,6 +60,7 @@ from glow_backend_cpu.emit.gemm import (
     vty,
 )
 from glow_backend_cpu.helpers import (
+    I64,
     carried_loop,
     for_range,
     iota,
@@ -71,6 +73,14 @@ from glow_backend_cpu.helpers import (
 )
 from glow_backend_cpu.pack import conv_filter_matrix, even_blocks, pack_a_panels, pack_b_panels
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
+
+
+#: the transposed path takes output planes of at most this many pixel tiles (NR pixels each)
+PLANE_T = 4
+#: K block of the transposed path: a 6 x 4 micro-kernel's filter panel block, KC_T x 64 floats (24 KiB), stays in
+#: L1 while every pixel panel of the tile streams past it (with blocks near 128K floats of the tile, read from
+#: L2, ResNet-50's 7 x 7 and 14 x 14 layers ran 5-20 % slower)
+KC_T = 96
 
 
 @dataclass(frozen=True)
@@ -254,16 +264,18 @@ def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias:
 
 
 def transposed_fits(s: ConvShape, lanes: int) -> bool:
-    """Vectorize over output channels instead of pixels: for small output planes (a 7 x 7 plane fills 49
-    of a tile's 64 lanes), and for planes whose last pixel vector wastes more than an eighth of the
-    pixels (9 x 9: 15 lanes for 81 pixels) when K is long enough to hide the transposed store. A 14 x 14
-    plane (12 lanes for 196 pixels) stays on the pixel path, faster there since its tiles fit L1."""
+    """Vectorize over output channels instead of pixels: for planes of at most ``PLANE_T`` tiles (a 7 x 7
+    plane fills 49 of a tile's 64 lanes, a 14 x 14 one wastes 12 lanes of its fourth tile, and the pixel path
+    streams the whole filter once per tile, from L3 once it outgrows L2: 2.4 MB for a 3 x 3 layer with 256
+    channels, ResNet-50's stage 3), and for planes whose last pixel vector wastes more than an eighth of the
+    pixels (9 x 9: 15 lanes for 81 pixels) when K is long enough to hide the transposed store. A 28 x 28
+    plane (13 tiles) stays on the pixel path, faster there since its im2col tiles fit L1."""
     n = s.OH * s.OW
     nr = geometry(lanes).nr
     if s.Mg < 2 * lanes or s.K < 4:
         return False
     wasted = -(-n // lanes) * lanes - n
-    return n < nr - 8 or (wasted * 8 > n and s.K >= 1024 and n <= 1024 and s.OW <= 64)
+    return n <= PLANE_T * nr or (wasted * 8 > n and s.K >= 1024 and n <= 1024 and s.OW <= 64)
 
 
 def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
@@ -287,9 +299,9 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     MPp = -(-N // MR)
     wt = conv_filter_matrix(np.asarray(w.const_value, dtype=np.float32), G).transpose(0, 2, 1)
     bt = b.bitcast(ctx.add_constant(pack_b_panels(wt, NR), f"{name or 'conv'}.filter.packed_t"), F32P)
-    # the whole pixel row of the tile is packed at once: keep a K block of it near 128K floats (L2)
-    tile_w = -(-N // W) * W + W
-    b_pack, k_blocks, TR = _b_source(s, geo, x.ptr, N, max(s.KH * s.KW, min(KC_MAX, (128 * 1024) // tile_w)))
+    # the whole pixel row of the tile is packed at once, a K block of at most KC_T rows: a filter panel's
+    # block stays in L1 while every pixel panel streams past it
+    b_pack, k_blocks, TR = _b_source(s, geo, x.ptr, N, max(s.KH * s.KW, KC_T))
     kbs = k_blocks + [K]
     kc_max = max(kbs[i + 1] - kbs[i] for i in range(len(kbs) - 1))
     cs_tile = MPp * MR * NR  # floats of one channel panel's result block
@@ -315,27 +327,31 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
             it_hi = smin(b, b.sub(i1, b.mul(bg, c64(per_bg))), c64(per_bg))
             px0, px1 = _pixel_span(b, it_lo, it_hi, MPp, MR, N)
             g = b.urem(bg, c64(G))
-            for kb in range(len(kbs) - 1):  # few blocks: unrolled
-                k0, kc = kbs[kb], kbs[kb + 1] - kbs[kb]
-                b_pack(b, bg, px0, b.sub(px1, px0), c64(k0), c64(kc), c64(kb), tile)
-                flags = c64((1 if kb == 0 else 0) | (2 if kb == len(kbs) - 2 else 0))
+            nkb = len(kbs) - 1
+            with for_range(b, 0, nkb, name="kb") as kb:
+                k0, k1 = kblock_bounds(b, kbs, kb)
+                kc = b.sub(k1, k0)
+                b_pack(b, bg, px0, b.sub(px1, px0), k0, kc, kb, tile)
+                flags = b.or_(b.zext(b.icmp_signed("==", kb, c64(0)), I64),
+                              b.shl(b.zext(b.icmp_signed("==", kb, c64(nkb - 1)), I64), c64(1)))
+                # the next block's start (this one's, past the last): the next channel panel's first stream
+                k0n = b.select(b.icmp_signed("==", kb, c64(nkb - 1)), k0, k1)
                 with for_range(b, it_lo, it_hi, name="it") as it:
                     ot = b.udiv(it, c64(MPp))
                     mp = b.urem(it, c64(MPp))
                     oc0 = b.mul(ot, c64(NR))
                     bias_p = gep(b, bias.ptr, b.add(b.mul(g, c64(Mg)), oc0)) if bias is not None \
                         else ir.Constant(F32P, None)
-                    bpanel = gep(b, bt, b.mul(b.add(b.mul(b.add(b.mul(g, c64(NTc)), ot), c64(K)), c64(k0)), c64(NR)))
+                    bpanel = gep(b, bt, b.mul(b.add(b.mul(b.add(b.mul(g, c64(NTc)), ot), c64(K)), k0), c64(NR)))
                     cblk = gep(b, cs, b.add(b.mul(ot, c64(cs_tile)), b.mul(mp, c64(MR * NR))))
                     # prefetch this pass's share of the filter block the next channel panel streams
-                    k0n = kbs[kb + 1] if kb + 1 < len(kbs) - 1 else k0
-                    nxt = b.select(b.icmp_signed("==", ot, c64(NTc - 1)), c64((k0n - k0 - (NTc - 1) * K) * NR),
-                                   c64(K * NR))
-                    pf = gep(b, bpanel, b.add(nxt, b.mul(mp, c64(pf_lines * 8 * kc))))
-                    args = [gep(b, tile, b.sub(b.mul(mp, c64(MR)), px0)), c64(TR), bpanel, cblk, c64(NR), c64(kc),
-                            flags, bias_p, c64(0), pf]
-                    dispatch_variant(b, variants, b.icmp_signed("==", ot, c64(NTc - 1)),
-                                     b.icmp_signed("==", mp, c64(MPp - 1)), args, oc_tail == NR, m_tail == MR)
+                    last_ot = b.icmp_signed("==", ot, c64(NTc - 1))
+                    nxt = b.select(last_ot, b.mul(b.sub(b.sub(k0n, k0), c64((NTc - 1) * K)), c64(NR)), c64(K * NR))
+                    pf = gep(b, bpanel, b.add(nxt, b.mul(mp, b.mul(kc, c64(pf_lines * 8)))))
+                    args = [gep(b, tile, b.sub(b.mul(mp, c64(MR)), px0)), c64(TR), bpanel, cblk, c64(NR), kc,
+                            flags, bias_p, c64(0), pf, ir.Constant(F32P, None)]
+                    dispatch_variant(b, variants, last_ot, b.icmp_signed("==", mp, c64(MPp - 1)), args,
+                                     oc_tail == NR, m_tail == MR)
             _store_transposed(b, cgeo, N, Mg, MPp, cs, y.ptr, bg, it_lo, it_hi,
                               (res.ptr, act, lo, hi) if res is not None else None)
 
@@ -392,8 +408,10 @@ def _pixel_span(b: ir.IRBuilder, it_lo: ir.Value, it_hi: ir.Value, MPp: int, MR:
 
 
 def transposed_geometry(geo: Geometry, pixels: int) -> Geometry:
-    """Rows x vectors of the transposed path's micro-kernel: 7 x 3 when the pixels split into 7-row panels."""
-    if geo.lanes >= 16 and pixels % 7 == 0:
+    """Rows x vectors of the transposed path's micro-kernel: 7 x 3 when a plane smaller than one tile splits
+    into 7-row panels (7 x 7); otherwise 6 x 4 (64-channel panels: 256 channels split evenly over 2 threads,
+    where 48-channel ones leave a 16-channel panel)."""
+    if geo.lanes >= 16 and pixels % 7 == 0 and pixels < geo.nr:
         return Geometry(geo.lanes, 7, 3)
     return geo
 

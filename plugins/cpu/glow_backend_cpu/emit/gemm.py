@@ -240,9 +240,9 @@ def geometry(lanes: int) -> Geometry:
 class UKernel:
     """One micro-kernel variant; emitted once per module as an internal function.
 
-    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf)`` with flags bit 0
-    "first K block" (start from 0 instead of loading C) and bit 1 "last K block"
-    (apply bias and activation). A element (i, k): ``a[(i // mr_panel) * a_stride +
+    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf, c0)`` with flags bit 0
+    "first K block" (start from 0, or with ``c_src`` from the block at ``c0``, row stride ``ldc``,
+    instead of loading C) and bit 1 "last K block" (apply bias and activation). A element (i, k): ``a[(i // mr_panel) * a_stride +
     k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
     ``a_cols``, ``a[i * a_stride + k]`` otherwise.
     B element (k, j): ``b[k * ldb + j]``. Bias "row": ``bias[i * bias_rs]``; "col":
@@ -267,9 +267,11 @@ class UKernel:
     #: cache lines of ``pf`` to prefetch into L2 per ``unroll`` k steps (0: none): the operand the next call
     #: streams from memory, fetched while this call computes
     prefetch: int = 0
+    #: the first K block starts from the block at ``c0`` (a residual to add; it may be C itself)
+    c_src: bool = False
 
 
-UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P]
+UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P]
 
 
 
@@ -287,9 +289,9 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), UK_ARGS), name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")  # shared by every call site of the module: compiled once
-    for i in (0, 2, 3, 7):
+    for i in (0, 2, 7) if s.c_src else (0, 2, 3, 7):  # c0 may be C itself (an in-place residual)
         fn.args[i].add_attribute("noalias")
-    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs, pf = fn.args
+    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs, pf, c0 = fn.args
     W, R, V = s.lanes, s.rows, s.nvec
     vt = vty(W)
     entry = fn.append_basic_block("entry")
@@ -310,17 +312,6 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
         a_rows.append(gep(b, a, off))
     c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
     a_step = a_stride if s.a_cols else c64(s.mr_panel if s.a_packed else 1)
-
-    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
-    init_zero = fn.append_basic_block("init.zero")
-    init_load = fn.append_basic_block("init.load")
-    main_hdr = fn.append_basic_block("main.hdr")
-    b.cbranch(first, init_zero, init_load)
-    b.position_at_end(init_load)
-    loaded = [[load_maybe_masked(b, gep(b, c_rows[i], j * W), W, vvalid(j)) for j in range(V)] for i in range(R)]
-    b.branch(main_hdr)
-    b.position_at_end(init_zero)
-    b.branch(main_hdr)
 
     U = max(1, s.unroll)
 
@@ -358,23 +349,20 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
 
         return nested(carried_loop(b, start, stop, flat(init_sets), body, step=step, name=tag))
 
-    # main.hdr is a trampoline merging the two initializations
-    b.position_at_end(main_hdr)
-    zeros = [[ir.Constant(vt, None)] * V for _ in range(R)]
-    init = [[b.phi(vt) for _ in range(V)] for _ in range(R)]
-    for i in range(R):
-        for j in range(V):
-            init[i][j].add_incoming(zeros[i][j], init_zero)
-            init[i][j].add_incoming(loaded[i][j], init_load)
+    # every K block sums from zero and is then added to C (or, first, to c0 / nothing): blocked summation,
+    # whose rounding error grows with the block length instead of K
     kmain = b.mul(b.sdiv(kc, c64(U)), c64(U))
     # few accumulators (a GEMV-like block) cannot hide the FMA latency: keep independent partial sums
     S = 1 if R * V >= 8 else min(U, -(-8 // (R * V)))
-    sets = k_loop(b, [init] + [zeros] * (S - 1), c64(0), kmain, U, "kmain")
+    zeros = [[ir.Constant(vt, None)] * V for _ in range(R)]
+    sets = k_loop(b, [zeros] * S, c64(0), kmain, U, "kmain")
     acc = sets[0]
     for other in sets[1:]:
         acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
     if U > 1:
         acc = k_loop(b, [acc], kmain, kc, 1, "krest")[0]
+    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
+    acc = _add_start(b, s, acc, first, c_rows, [gep(b, c0, b.mul(c64(i), ldc)) for i in range(R)] if s.c_src else None)
 
     last = b.icmp_signed("!=", b.and_(flags, c64(2)), c64(0))
     epi = fn.append_basic_block("epilogue")
@@ -407,6 +395,40 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
             store_maybe_masked(b, phis[i][j], gep(b, c_rows[i], j * W), vvalid(j))
     b.ret_void()
     return fn
+
+
+def _add_start(b: ir.IRBuilder, s: UKernel, acc: list[list[ir.Value]], first: ir.Value, c_rows: list[ir.Value],
+               src_rows: list[ir.Value] | None) -> list[list[ir.Value]]:
+    """``acc`` plus the block it continues: C after the first K block; on the first, the block at
+    ``src_rows`` (a residual) or nothing."""
+    W, R, V = s.lanes, s.rows, s.nvec
+    fn = b.block.function
+
+    def plus(rows: list[ir.Value]) -> list[list[ir.Value]]:
+        return [[b.fadd(acc[i][j], load_maybe_masked(b, gep(b, rows[i], j * W), W, s.tail if j == V - 1 else W))
+                 for j in range(V)] for i in range(R)]
+
+    with_c = fn.append_basic_block("add.c")
+    joined = fn.append_basic_block("add.done")
+    if src_rows is None:
+        incoming = [(acc, b.block)]
+        b.cbranch(first, joined, with_c)
+    else:
+        with_src = fn.append_basic_block("add.src")
+        b.cbranch(first, with_src, with_c)
+        b.position_at_end(with_src)
+        incoming = [(plus(src_rows), b.block)]
+        b.branch(joined)
+    b.position_at_end(with_c)
+    incoming.append((plus(c_rows), b.block))
+    b.branch(joined)
+    b.position_at_end(joined)
+    out = [[b.phi(acc[i][j].type) for j in range(V)] for i in range(R)]
+    for vals, blk in incoming:
+        for i in range(R):
+            for j in range(V):
+                out[i][j].add_incoming(vals[i][j], blk)
+    return out
 
 
 # -- the driver -------------------------------------------------------------------------------------------------
@@ -459,9 +481,6 @@ class GemmPlan:
     def blocks(self) -> list[int]:
         if self.k_blocks is not None:
             return self.k_blocks
-        mp = -(-self.M // self.geo.mr)
-        if mp == 1 and self.b_pack is None:
-            return [0]
         nb = max(1, -(-self.K // KC_MAX))
         kc = -(-self.K // nb)
         return list(range(0, self.K, kc)) or [0]
@@ -497,7 +516,8 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
             ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
-            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines))
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines,
+            c_src=plan.c_init is not None))
 
     # variants by (n tail?, m tail?)
     variants = {}
@@ -529,19 +549,8 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     width = smin(b, c64(NR), b.sub(c64(N), n0))
     nt_last = b.icmp_signed("==", nt, c64(NT - 1))
 
-    if plan.c_init is not None:  # C starts from the given blocks: copy them, every K block then loads C
-        with for_range(b, mp0, mp1, name="ci") as mp:
-            m0 = b.mul(mp, c64(MR))
-            copy_block(b, geo, plan.c_init(b, bg, m0, n0), plan.c_ptr(b, bg, m0, n0), plan.ldc,
-                       smin(b, c64(MR), b.sub(c64(M), m0)), width)
     with for_range(b, 0, len(kbs) - 1, name="kb") as kb:
-        bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
-        gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
-        gv.linkage = "internal"
-        gv.global_constant = True
-        gv.initializer = bounds
-        k0 = b.load(b.gep(gv, [c32(0), kb]))
-        k1 = b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
+        k0, k1 = kblock_bounds(b, kbs, kb)
         kc = b.sub(k1, k0)
         if plan.b_pack is not None:
             assert scratch is not None
@@ -550,7 +559,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
         else:
             assert plan.b_ptr is not None
             btile = plan.b_ptr(b, bg, n0, nt, k0)
-        first = c64(0) if plan.c_init is not None else b.zext(b.icmp_signed("==", kb, c64(0)), I64)
+        first = b.zext(b.icmp_signed("==", kb, c64(0)), I64)
         flags = b.or_(first,
                       b.shl(b.zext(b.icmp_signed("==", kb, c64(len(kbs) - 2)), I64), c64(1)))
         with for_range(b, mp0, mp1, name="mp") as mp:
@@ -561,12 +570,25 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
             # the next panel's A block (past the last panel: a harmless hint at whatever follows)
             pf = gep(b, aptr, b.mul(astride, c64(1))) if pf_lines else ir.Constant(F32P, None)
-            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf]
+            c0 = plan.c_init(b, bg, m0, n0) if plan.c_init is not None else ir.Constant(F32P, None)
+            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0]
             mp_last = b.icmp_signed("==", mp, c64(MP - 1))
             dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
     p.add_incoming(b.add(p, cnt), b.block)
     b.branch(hdr)
     b.position_at_end(done)
+
+
+def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(k0, k1) of K block ``kb`` (a run-time index) of the bounds ``kbs`` (first 0, last K), read from a
+    constant table, so a long K runs as a loop instead of one unrolled copy per block."""
+    mod = module_of(b)
+    bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
+    gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
+    gv.linkage = "internal"
+    gv.global_constant = True
+    gv.initializer = bounds
+    return b.load(b.gep(gv, [c32(0), kb])), b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
 
 
 def _weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, w_full: int,
@@ -617,19 +639,6 @@ def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Funct
             call_m(True)
         with other:
             call_m(False)
-
-
-def copy_block(b: ir.IRBuilder, geo: Geometry, src: ir.Value, dst: ir.Value, ld: int, rows: ir.Value,
-               width: ir.Value) -> None:
-    """dst[i * ld + j] = src[i * ld + j] for i < rows, j < width (width <= NR)."""
-    W = geo.lanes
-    lanes = splat(b, width, W)
-    masks = [b.icmp_signed("<", b.add(iota(W), splat(b, c64(j * W), W)), lanes) for j in range(geo.nvec)]
-    with for_range(b, 0, rows, name="cr") as i:
-        off = b.mul(i, c64(ld))
-        for j in range(geo.nvec):
-            v = masked_load(b, gep(b, src, b.add(off, c64(j * W))), masks[j])
-            masked_store(b, v, gep(b, dst, b.add(off, c64(j * W))), masks[j])
 
 
 # -- B packers ----------------------------------------------------------------------------------------------------
