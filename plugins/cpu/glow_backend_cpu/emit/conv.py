@@ -52,6 +52,7 @@ from glow_backend_cpu.emit.gemm import (
     gep,
     get_ukernel,
     kblock_bounds,
+    weighted_share,
     masked_load,
     masked_store,
     pack_rows,
@@ -318,7 +319,8 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     # block is read from memory once and reused from cache by every pixel panel; a thread packs the im2col
     # columns of the pixel panels it touches (all of them once it spans two channel panels), once per K block
     per_bg = MPp * NTc
-    i0, i1 = partition(b, s.N * G * per_bg, ctx.tid, ctx.nthreads)
+    # equal shares of cost: an item of a narrow last channel panel weighs less
+    i0, i1 = weighted_share(b, ctx.tid, ctx.nthreads, s.N * G, NTc, MPp, 4 * cgeo.nvec, 4 * -(-oc_tail // W) + 1)
     with b.if_then(b.icmp_signed("<", i0, i1)):
         bg_first = b.udiv(i0, c64(per_bg))
         bg_end = b.add(b.udiv(b.sub(i1, c64(1)), c64(per_bg)), c64(1))

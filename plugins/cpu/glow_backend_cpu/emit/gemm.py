@@ -527,7 +527,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
             variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
 
-    lo, hi = _weighted_share(b, tid, nthreads, plan.BG, NT, MP, 4 * geo.nvec, 4 * n_tail_vec + 1)
+    lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, 4 * geo.nvec, 4 * n_tail_vec + 1)
     fn = b.block.function
     pre = b.block
     hdr = fn.append_basic_block("gemm.items")
@@ -591,7 +591,7 @@ def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Val
     return b.load(b.gep(gv, [c32(0), kb])), b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
 
 
-def _weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, w_full: int,
+def weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, w_full: int,
                     w_tail: int) -> tuple[ir.Value, ir.Value]:
     """This thread's items ``[lo, hi)`` of ``BG x NT x MP`` (M panels innermost) with equal shares of *cost*:
     an item of the last N tile weighs ``w_tail``, the others ``w_full`` (a narrow tail tile is cheap, so an
