@@ -267,7 +267,9 @@ class UKernel:
     #: cache lines of ``pf`` to prefetch into L2 per ``unroll`` k steps (0: none): the operand the next call
     #: streams from memory, fetched while this call computes
     prefetch: int = 0
-    #: the first K block starts from the block at ``c0`` (a residual to add; it may be C itself)
+    #: the first K block adds the block at ``c0`` (a residual; it may be C itself), and the call prefetches the
+    #: next M panel's block (``c0 + rows * ldc``) into L2: read from L3 when it is needed, it stalled each call
+    #: (ResNet-50's 1x1 projections with a residual ran 10 % slower)
     c_src: bool = False
 
 
@@ -313,6 +315,9 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
     a_step = a_stride if s.a_cols else c64(s.mr_panel if s.a_packed else 1)
 
+    if s.c_src:  # the residual block of the next M panel (the next R rows): into L2 while this call computes
+        for i in range(R):
+            prefetch_lines(b, gep(b, c0, b.mul(c64(R + i), ldc)), V)
     U = max(1, s.unroll)
 
     def k_step(b: ir.IRBuilder, k: ir.Value, acc: list[list[ir.Value]]) -> list[list[ir.Value]]:
