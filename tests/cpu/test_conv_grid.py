@@ -1,4 +1,4 @@
-"""Depthwise and grouped convolutions of the CPU backend vs the interpreter, over a grid of shapes.
+"""Depthwise, grouped and im2col-packed convolutions of the CPU backend vs the interpreter, over a grid of shapes.
 
 The shapes are those of mobile detectors (PicoDet, the OCR models: depthwise 3x3 / 5x5 convolutions,
 channel counts that are no multiple of the vector width, odd spatial sizes) and the corners of the
@@ -79,7 +79,25 @@ def grouped_cases(rng: np.random.Generator) -> list[Case]:
     ]
 
 
-GRID = Family(depthwise_cases(np.random.default_rng(7)) + grouped_cases(np.random.default_rng(8)))
+def im2col_cases(rng: np.random.Generator) -> list[Case]:
+    """The GEMM path's im2col packing on images wide enough for vectors whose every lane and tap row lies
+    inside the input, next to border vectors and rows: pads, dilation, asymmetric pads, tiles that span
+    output rows, 1-D, batch 2, stride 2 (the wide load and shuffle), a fused activation."""
+    c = _conv
+    return [
+        c(rng, "im2col-k3-wide", (1, 6, 12, 70), (8, 6, 3, 3), (1, 1), (1, 1, 1, 1)),
+        c(rng, "im2col-k5-d2-asym", (1, 4, 15, 53), (6, 4, 5, 5), (1, 1), (4, 3, 4, 5), (2, 2)),
+        c(rng, "im2col-k3-rows-span", (1, 5, 9, 37), (7, 5, 3, 3), (1, 1), (1, 1, 1, 1)),
+        c(rng, "im2col-k3-nopad", (1, 3, 8, 40), (5, 3, 3, 3), (1, 1), (0, 0, 0, 0)),
+        c(rng, "im2col-k7-pad3", (1, 2, 11, 75), (4, 2, 7, 7), (1, 1), (3, 3, 3, 3), act="relu"),
+        c(rng, "im2col1d-k3-wide", (1, 4, 90), (6, 4, 3), (1,), (1, 1)),
+        c(rng, "im2col-k3-s2-wide", (1, 4, 10, 70), (6, 4, 3, 3), (2, 2), (1, 1, 1, 1)),
+        c(rng, "im2col-batch2", (2, 3, 6, 50), (4, 3, 3, 3), (1, 1), (1, 1, 1, 1)),
+    ]
+
+
+GRID = Family(depthwise_cases(np.random.default_rng(7)) + grouped_cases(np.random.default_rng(8))
+              + im2col_cases(np.random.default_rng(9)))
 
 
 def test_grid_covers_the_brief() -> None:
