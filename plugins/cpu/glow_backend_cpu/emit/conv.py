@@ -52,16 +52,16 @@ from glow_backend_cpu.emit.gemm import (
     gep,
     get_ukernel,
     kblock_bounds,
-    weighted_share,
+    kblock_flags,
     masked_load,
     masked_store,
     pack_rows,
     strided_masked_load,
     vstore,
     vty,
+    weighted_share,
 )
 from glow_backend_cpu.helpers import (
-    I64,
     carried_loop,
     for_range,
     iota,
@@ -320,7 +320,7 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
     # columns of the pixel panels it touches (all of them once it spans two channel panels), once per K block
     per_bg = MPp * NTc
     # equal shares of cost: an item of a narrow last channel panel weighs less
-    i0, i1 = weighted_share(b, ctx.tid, ctx.nthreads, s.N * G, NTc, MPp, 4 * cgeo.nvec, 4 * -(-oc_tail // W) + 1)
+    i0, i1 = weighted_share(b, ctx.tid, ctx.nthreads, s.N * G, NTc, MPp, cgeo.nvec, -(-oc_tail // W))
     with b.if_then(b.icmp_signed("<", i0, i1)):
         bg_first = b.udiv(i0, c64(per_bg))
         bg_end = b.add(b.udiv(b.sub(i1, c64(1)), c64(per_bg)), c64(1))
@@ -334,8 +334,7 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                 k0, k1 = kblock_bounds(b, kbs, kb)
                 kc = b.sub(k1, k0)
                 b_pack(b, bg, px0, b.sub(px1, px0), k0, kc, kb, tile)
-                flags = b.or_(b.zext(b.icmp_signed("==", kb, c64(0)), I64),
-                              b.shl(b.zext(b.icmp_signed("==", kb, c64(nkb - 1)), I64), c64(1)))
+                flags = kblock_flags(b, kb, nkb)
                 # the next block's start (this one's, past the last): the next channel panel's first stream
                 k0n = b.select(b.icmp_signed("==", kb, c64(nkb - 1)), k0, k1)
                 with for_range(b, it_lo, it_hi, name="it") as it:

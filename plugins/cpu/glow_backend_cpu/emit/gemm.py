@@ -240,10 +240,10 @@ def geometry(lanes: int) -> Geometry:
 class UKernel:
     """One micro-kernel variant; emitted once per module as an internal function.
 
-    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf, c0)`` with flags bit 0
-    "first K block" (start from 0, or with ``c_src`` from the block at ``c0``, row stride ``ldc``,
-    instead of loading C) and bit 1 "last K block" (apply bias and activation). A element (i, k): ``a[(i // mr_panel) * a_stride +
-    k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
+    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf, c0)``. The K block is summed from
+    zero, then added to C, or with flags bit 0 "first K block" to nothing (with ``c_src``: to the block at
+    ``c0``, row stride ``ldc``); flags bit 1 "last K block" applies bias and activation.
+    A element (i, k): ``a[(i // mr_panel) * a_stride + k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
     ``a_cols``, ``a[i * a_stride + k]`` otherwise.
     B element (k, j): ``b[k * ldb + j]``. Bias "row": ``bias[i * bias_rs]``; "col":
     ``bias[i * bias_rs + j]``.
@@ -267,8 +267,8 @@ class UKernel:
     #: cache lines of ``pf`` to prefetch into L2 per ``unroll`` k steps (0: none): the operand the next call
     #: streams from memory, fetched while this call computes
     prefetch: int = 0
-    #: the first K block adds the block at ``c0`` (a residual; it may be C itself), and the call prefetches the
-    #: next M panel's block (``c0 + rows * ldc``) into L2: read from L3 when it is needed, it stalled each call
+    #: the first K block adds the block at ``c0`` (a residual; it may be C itself), and prefetches the next M
+    #: panel's block (``c0 + rows * ldc``) into L2: read from L3 when it is needed, it stalled each call
     #: (ResNet-50's 1x1 projections with a residual ran 10 % slower)
     c_src: bool = False
 
@@ -315,9 +315,11 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
     a_step = a_stride if s.a_cols else c64(s.mr_panel if s.a_packed else 1)
 
-    if s.c_src:  # the residual block of the next M panel (the next R rows): into L2 while this call computes
-        for i in range(R):
-            prefetch_lines(b, gep(b, c0, b.mul(c64(R + i), ldc)), V)
+    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
+    if s.c_src:  # the residual block of the next M panel (the next R rows, read by its first K block, the only
+        with b.if_then(first):  # one that adds it): into L2 while this call computes
+            for i in range(R):
+                prefetch_lines(b, gep(b, c0, b.mul(c64(R + i), ldc)), V)
     U = max(1, s.unroll)
 
     def k_step(b: ir.IRBuilder, k: ir.Value, acc: list[list[ir.Value]]) -> list[list[ir.Value]]:
@@ -366,7 +368,6 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
         acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
     if U > 1:
         acc = k_loop(b, [acc], kmain, kc, 1, "krest")[0]
-    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
     acc = _add_start(b, s, acc, first, c_rows, [gep(b, c0, b.mul(c64(i), ldc)) for i in range(R)] if s.c_src else None)
 
     last = b.icmp_signed("!=", b.and_(flags, c64(2)), c64(0))
@@ -532,7 +533,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
             variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
 
-    lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, 4 * geo.nvec, 4 * n_tail_vec + 1)
+    lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, geo.nvec, n_tail_vec)
     fn = b.block.function
     pre = b.block
     hdr = fn.append_basic_block("gemm.items")
@@ -564,9 +565,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
         else:
             assert plan.b_ptr is not None
             btile = plan.b_ptr(b, bg, n0, nt, k0)
-        first = b.zext(b.icmp_signed("==", kb, c64(0)), I64)
-        flags = b.or_(first,
-                      b.shl(b.zext(b.icmp_signed("==", kb, c64(len(kbs) - 2)), I64), c64(1)))
+        flags = kblock_flags(b, kb, len(kbs) - 1)
         with for_range(b, mp0, mp1, name="mp") as mp:
             m0 = b.mul(mp, c64(MR))
             aptr, astride = plan.a_ptr(b, bg, m0)
@@ -596,12 +595,20 @@ def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Val
     return b.load(b.gep(gv, [c32(0), kb])), b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
 
 
-def weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, w_full: int,
-                    w_tail: int) -> tuple[ir.Value, ir.Value]:
+def kblock_flags(b: ir.IRBuilder, kb: ir.Value, nkb: int) -> ir.Value:
+    """The micro-kernel's flags for K block ``kb`` of ``nkb``: bit 0 first block, bit 1 last block."""
+    first = b.zext(b.icmp_signed("==", kb, c64(0)), I64)
+    return b.or_(first, b.shl(b.zext(b.icmp_signed("==", kb, c64(nkb - 1)), I64), c64(1)))
+
+
+def weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, nvec: int,
+                   tail_nvec: int) -> tuple[ir.Value, ir.Value]:
     """This thread's items ``[lo, hi)`` of ``BG x NT x MP`` (M panels innermost) with equal shares of *cost*:
-    an item of the last N tile weighs ``w_tail``, the others ``w_full`` (a narrow tail tile is cheap, so an
-    even split by count would leave the thread without it idle)."""
-    if NT == 1 or w_tail == w_full:
+    an item weighs 4 per vector of its tile, ``nvec`` vectors, and an item of the last tile, ``tail_nvec``
+    vectors, one more (a narrow tail tile is cheap, so an even split by count would leave the thread without
+    it idle)."""
+    w_full, w_tail = 4 * nvec, 4 * tail_nvec + 1
+    if NT == 1:
         return partition(b, BG * NT * MP, tid, nthreads)
     full_cost = (NT - 1) * MP * w_full
     per_bg = full_cost + MP * w_tail
