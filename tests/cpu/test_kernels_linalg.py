@@ -354,7 +354,7 @@ def test_pool(cid: str, nthreads: int) -> None:
 
 
 def test_gemv_panels_are_narrow_only_for_few_columns_of_a_constant_weight() -> None:
-    from glow_backend_cpu.emit.gemm import geometry
+    from glow_backend_cpu.emit.vecops import geometry
     from glow_backend_cpu.emit.matmul import gemv_geometry, matmul_shape
 
     geo = geometry(16)

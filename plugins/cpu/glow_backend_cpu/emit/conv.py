@@ -12,6 +12,8 @@ float32 with 1 or 2 spatial axes takes one of two vectorized paths:
   gather; padding lanes masked off). A 1x1 stride-1 unpadded convolution packs
   plain rows of the input. Bias and activation run in the micro-kernel's
   epilogue. K blocks are whole input channels (at most ``KC_L1`` rows, so the tile stays in L1).
+  Stride-1 convolutions with few output channels read B in place instead
+  (``taps.py``: no im2col tile, each tap a constant offset into the input).
 - **direct** (depthwise and other narrow groups): each thread computes whole
   output rows, vectorized over the output width, with the filter taps as
   broadcast scalars.
@@ -36,30 +38,33 @@ from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_
 from glow_backend_cpu.emit.conv_coords import conv_coords
 from glow_backend_cpu.emit.depthwise import depthwise_rows_fit, emit_conv_depthwise_rows
 from glow_backend_cpu.emit.gemm import (
-    F32P,
     KC_L1,
     KC_MAX,
     BPack,
     GemmPlan,
-    Geometry,
     UKernel,
-    activation,
-    c64,
     dispatch_variant,
     emit_gemm,
-    fma,
-    geometry,
-    gep,
     get_ukernel,
     kblock_bounds,
     kblock_flags,
+    pack_rows,
+    weighted_share,
+)
+from glow_backend_cpu.emit.taps import read_taps_in_place, taps_fit
+from glow_backend_cpu.emit.vecops import (
+    F32P,
+    Geometry,
+    activation,
+    c64,
+    fma,
+    geometry,
+    gep,
     masked_load,
     masked_store,
-    pack_rows,
     strided_masked_load,
     vstore,
     vty,
-    weighted_share,
 )
 from glow_backend_cpu.helpers import (
     carried_loop,
@@ -225,11 +230,14 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
             return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
 
     b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
-    return GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
+    plan = GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
                     ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, prefetch_a=a_packed,
                     c_init=block_of(res.ptr) if res is not None else None,
                     bias="row" if bias is not None else "none",
                     bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
+    if taps_fit(s, geo.lanes):
+        read_taps_in_place(ctx, s, geo, x.ptr, plan, name)
+    return plan
 
 
 def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
@@ -350,7 +358,7 @@ def emit_conv_gemm_t(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bia
                     nxt = b.select(last_ot, b.mul(b.sub(b.sub(k0n, k0), c64((NTc - 1) * K)), c64(NR)), c64(K * NR))
                     pf = gep(b, bpanel, b.add(nxt, b.mul(mp, b.mul(kc, c64(pf_lines * 8)))))
                     args = [gep(b, tile, b.sub(b.mul(mp, c64(MR)), px0)), c64(TR), bpanel, cblk, c64(NR), kc,
-                            flags, bias_p, c64(0), pf, ir.Constant(F32P, None)]
+                            flags, bias_p, c64(0), pf, ir.Constant(F32P, None), ir.Constant(F32P, None)]
                     dispatch_variant(b, variants, last_ot, b.icmp_signed("==", mp, c64(MPp - 1)), args,
                                      oc_tail == NR, m_tail == MR)
             _store_transposed(b, cgeo, N, Mg, MPp, cs, y.ptr, bg, it_lo, it_hi,

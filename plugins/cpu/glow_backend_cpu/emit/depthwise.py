@@ -29,16 +29,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Operand
-from glow_backend_cpu.emit.gemm import (
-    activation,
-    c64,
-    fma,
-    gep,
-    masked_load,
-    masked_store,
-    strided_masked_load,
-    vty,
-)
+from glow_backend_cpu.emit.vecops import activation, c64, fma, gep, masked_load, masked_store, strided_masked_load, vty
 from glow_backend_cpu.helpers import I1, for_range, partition, splat
 
 if TYPE_CHECKING:

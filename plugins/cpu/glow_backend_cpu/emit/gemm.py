@@ -36,22 +36,35 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from glow_backend_cpu.helpers import (
-    F32,
-    I1,
-    I32,
     I64,
     carried_loop,
     for_range,
-    i32,
-    i64,
-    intrinsic,
     iota,
     partition,
     smin,
     splat,
 )
 
-F32P = F32.as_pointer()
+from glow_backend_cpu.emit.taps import dispatch_kind, kind_table, taps_sum
+from glow_backend_cpu.emit.vecops import (
+    activation,
+    c32,
+    c64,
+    F32P,
+    fma,
+    fn_cache,
+    Geometry,
+    gep,
+    load_maybe_masked,
+    masked_load,
+    module_of,
+    prefetch_lines,
+    store_maybe_masked,
+    unique_name,
+    vload,
+    vstore,
+    vty,
+)
 
 #: K is blocked so a packed B tile holds at most this many rows (KC_MAX x NR floats: 256 KiB at NR=64)
 KC_MAX = 1024
@@ -60,187 +73,15 @@ KC_MAX = 1024
 #: ResNet-50 ran 15-25 % slower on one thread (the C block is reloaded once per K block, which is cheap)
 KC_L1 = 128
 
-c64 = i64
-c32 = i32
-
-
-def cf(v: float) -> ir.Constant:
-    return ir.Constant(F32, float(v))
-
-
-def vty(lanes: int, elem: ir.Type = F32) -> ir.VectorType:
-    return ir.VectorType(elem, lanes)
-
-
-def module_of(b: ir.IRBuilder) -> ir.Module:
-    return b.block.function.module  # type: ignore[no-any-return]
-
-
-def unique_name(mod: ir.Module, base: str) -> str:
-    name, i = base, 0
-    while name in mod.globals:
-        i += 1
-        name = f"{base}.{i}"
-    return name
-
-
-def fn_cache(mod: ir.Module) -> dict[object, ir.Function]:
-    """Per-module cache of generated helper functions (micro-kernels, ...)."""
-    cache = getattr(mod, "_glow_linalg_fns", None)
-    if cache is None:
-        cache = {}
-        mod._glow_linalg_fns = cache
-    return cache  # type: ignore[no-any-return]
-
-
-# -- vectors -----------------------------------------------------------------------------------------------
-
-def iota_step(lanes: int, step: int = 1) -> ir.Constant:
-    return ir.Constant(vty(lanes, I64), [i * step for i in range(lanes)])
-
-
-def lane_mask(lanes: int, valid: int) -> ir.Constant:
-    return ir.Constant(vty(lanes, I1), [1 if i < valid else 0 for i in range(lanes)])
-
-
-def vptr(b: ir.IRBuilder, p: ir.Value, lanes: int) -> ir.Value:
-    return b.bitcast(p, vty(lanes).as_pointer())
-
-
-def vload(b: ir.IRBuilder, p: ir.Value, lanes: int, align: int = 4) -> ir.Value:
-    return b.load(vptr(b, p, lanes), align=align)
-
-
-def vstore(b: ir.IRBuilder, v: ir.Value, p: ir.Value, align: int = 4) -> None:
-    b.store(v, vptr(b, p, v.type.count), align=align)
-
-
-def masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, align: int = 4) -> ir.Value:
-    """Load the lanes of ``mask`` from ``p`` (others 0.0); masked-off lanes are never accessed."""
-    lanes = mask.type.count
-    t = vty(lanes)
-    fn = intrinsic(module_of(b), f"llvm.masked.load.v{lanes}f32.p0", t, [t.as_pointer(), I32, mask.type, t])
-    return b.call(fn, [vptr(b, p, lanes), c32(align), mask, ir.Constant(t, None)])
-
-
-def masked_store(b: ir.IRBuilder, v: ir.Value, p: ir.Value, mask: ir.Value, align: int = 4) -> None:
-    lanes = mask.type.count
-    t = vty(lanes)
-    fn = intrinsic(module_of(b), f"llvm.masked.store.v{lanes}f32.p0", ir.VoidType(),
-                   [t, t.as_pointer(), I32, mask.type])
-    b.call(fn, [v, vptr(b, p, lanes), c32(align), mask])
-
-
-def load_maybe_masked(b: ir.IRBuilder, p: ir.Value, lanes: int, valid: int, align: int = 4) -> ir.Value:
-    if valid >= lanes:
-        return vload(b, p, lanes, align)
-    return masked_load(b, p, lane_mask(lanes, valid), align)
-
-
-def store_maybe_masked(b: ir.IRBuilder, v: ir.Value, p: ir.Value, valid: int, align: int = 4) -> None:
-    lanes = v.type.count
-    if valid >= lanes:
-        vstore(b, v, p, align)
-    else:
-        masked_store(b, v, p, lane_mask(lanes, valid), align)
-
-
-def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: int) -> ir.Value:
-    """Lanes ``p[i * stride]`` for the set lanes of ``mask`` (0.0 elsewhere)."""
-    lanes = mask.type.count
-    if stride == 1:
-        return masked_load(b, p, mask)
-    if stride <= 4:  # one wide masked load, then keep every stride-th lane
-        wide = lanes * stride
-        idx = []
-        for i in range(wide):
-            idx.append(i // stride if i % stride == 0 else lanes)
-        false = ir.Constant(vty(lanes, I1), None)
-        wmask = b.shuffle_vector(mask, false, ir.Constant(vty(wide, I32), idx))
-        v = masked_load(b, p, wmask)
-        keep = ir.Constant(vty(lanes, I32), [i * stride for i in range(lanes)])
-        return b.shuffle_vector(v, ir.Constant(vty(wide), ir.Undefined), keep)
-    base = b.ptrtoint(p, I64)
-    addrs = b.add(splat(b, base, lanes), iota_step(lanes, 4 * stride))
-    ptrs = b.inttoptr(addrs, vty(lanes, F32P))
-    t = vty(lanes)
-    fn = intrinsic(module_of(b), f"llvm.masked.gather.v{lanes}f32.v{lanes}p0", t, [ptrs.type, I32, mask.type, t])
-    return b.call(fn, [ptrs, c32(4), mask, ir.Constant(t, None)])
-
-
-def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-    t = x.type
-    name = f"llvm.fma.v{t.count}f32" if isinstance(t, ir.VectorType) else "llvm.fma.f32"
-    return b.call(intrinsic(module_of(b), name, t, [t, t, t]), [x, y, z])
-
-
-def activation(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> ir.Value:
-    """relu: ``max(v, 0)``; clip: ``min(max(v, lo), hi)`` as numpy does them (NaN stays NaN, ties keep v);
-    hardswish: ``v * max(min((v + 3) / 6, 1), 0)``, the lowered nodes' operations in their order."""
-    if act == "none":
-        return v
-    zero = ir.Constant(v.type, None)
-    if act == "relu":
-        return b.select(b.fcmp_ordered("<", v, zero), zero, v)
-    if act == "hardswish":
-        def c(x: float) -> ir.Constant:
-            return ir.Constant(v.type, [x] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(x)
-        t = b.fdiv(b.fadd(v, c(3.0)), c(6.0))
-        t = b.select(b.fcmp_ordered(">", t, c(1.0)), c(1.0), t)
-        return b.fmul(v, b.select(b.fcmp_ordered("<", t, zero), zero, t))
-    if act == "clip":
-        if not math.isinf(lo):
-            c = ir.Constant(v.type, [lo] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(lo)
-            v = b.select(b.fcmp_ordered("<", v, c), c, v)
-        if not math.isinf(hi):
-            c = ir.Constant(v.type, [hi] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(hi)
-            v = b.select(b.fcmp_ordered(">", v, c), c, v)
-        return v
-    raise ValueError(f"unknown activation {act!r}")
-
-
-# -- addressing --------------------------------------------------------------------------------------------
-
-def prefetch_lines(b: ir.IRBuilder, p: ir.Value, lines: int) -> None:
-    """Prefetch ``lines`` 64-byte lines from ``p`` into L2 (a hint: never faults, whatever the address)."""
-    i8p = ir.IntType(8).as_pointer()
-    fn = intrinsic(module_of(b), "llvm.prefetch.p0i8", ir.VoidType(), [i8p, I32, I32, I32])
-    for i in range(lines):
-        b.call(fn, [b.bitcast(gep(b, p, 16 * i), i8p), i32(0), i32(2), i32(1)])
-
-
-def gep(b: ir.IRBuilder, p: ir.Value, off: ir.Value | int) -> ir.Value:
-    return b.gep(p, [c64(off) if isinstance(off, int) else off])
-
 
 # -- the micro-kernel -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Geometry:
-    """Register blocking for a vector width: MR rows x NVEC vectors of ``lanes`` floats."""
-
-    lanes: int
-    mr: int
-    nvec: int
-
-    @property
-    def nr(self) -> int:
-        return self.lanes * self.nvec
-
-
-def geometry(lanes: int) -> Geometry:
-    if lanes >= 16:  # 32 zmm registers: 24 accumulators, 4 B vectors, broadcasts
-        return Geometry(16, 6, 4)
-    if lanes == 8:  # 16 ymm registers: 12 accumulators
-        return Geometry(8, 6, 2)
-    return Geometry(4, 4, 2)
 
 
 @dataclass(frozen=True)
 class UKernel:
     """One micro-kernel variant; emitted once per module as an internal function.
 
-    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf, c0)``. The K block is summed from
+    Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf, c0, aux)``. The K block is summed from
     zero, then added to C, or with flags bit 0 "first K block" to nothing (with ``c_src``: to the block at
     ``c0``, row stride ``ldc``); flags bit 1 "last K block" applies bias and activation.
     A element (i, k): ``a[(i // mr_panel) * a_stride + k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
@@ -271,9 +112,17 @@ class UKernel:
     #: panel's block (``c0 + rows * ldc``) into L2: read from L3 when it is needed, it stalled each call
     #: (ResNet-50's 1x1 projections with a residual ran 10 % slower)
     c_src: bool = False
+    #: B read in place from a stride-1 convolution's input: B row ``k = c * T + t`` (T taps) is
+    #: ``b + c * tap_stride + taps[t]``, its vector j loaded under the 16-bit lane mask
+    #: ``aux[t * tap_masks + j]`` (padding, and pixels past the plane, read as 0); K blocks hold whole channels
+    taps: tuple[int, ...] = ()
+    tap_stride: int = 0
+    tap_masks: int = 0
+    #: which (tap, vector) loads go under their masks, ``tap_masked[t * nvec + j]`` (the others are whole)
+    tap_masked: tuple[bool, ...] = ()
 
 
-UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P]
+UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P, F32P]
 
 
 
@@ -287,31 +136,20 @@ def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
 
 
 def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
-    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{'c' if s.a_cols else 'p' if s.a_packed else 'r'}")
+    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{'c' if s.a_cols else 'p' if s.a_packed else 'r'}"
+                            f"{'.taps' if s.taps else ''}")
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), UK_ARGS), name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")  # shared by every call site of the module: compiled once
     for i in (0, 2, 7) if s.c_src else (0, 2, 3, 7):  # c0 may be C itself (an in-place residual)
         fn.args[i].add_attribute("noalias")
-    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs, pf, c0 = fn.args
+    a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs, pf, c0, aux = fn.args
     W, R, V = s.lanes, s.rows, s.nvec
     vt = vty(W)
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
 
-    def vvalid(j: int) -> int:
-        return s.tail if j == V - 1 else W
-
-    # row pointers of A and C
-    a_rows = []
-    for i in range(R):
-        if s.a_cols:
-            off = c64(i)
-        elif s.a_packed:
-            off = b.add(b.mul(c64(i // s.mr_panel), a_stride), c64(i % s.mr_panel))
-        else:
-            off = b.mul(c64(i), a_stride)
-        a_rows.append(gep(b, a, off))
+    a_rows = _a_rows(b, s, a, a_stride)
     c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
     a_step = a_stride if s.a_cols else c64(s.mr_panel if s.a_packed else 1)
 
@@ -358,17 +196,49 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
 
     # every K block sums from zero and is then added to C (or, first, to c0 / nothing): blocked summation,
     # whose rounding error grows with the block length instead of K
-    kmain = b.mul(b.sdiv(kc, c64(U)), c64(U))
-    # few accumulators (a GEMV-like block) cannot hide the FMA latency: keep independent partial sums
-    S = 1 if R * V >= 8 else min(U, -(-8 // (R * V)))
     zeros = [[ir.Constant(vt, None)] * V for _ in range(R)]
-    sets = k_loop(b, [zeros] * S, c64(0), kmain, U, "kmain")
-    acc = sets[0]
-    for other in sets[1:]:
-        acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
-    if U > 1:
-        acc = k_loop(b, [acc], kmain, kc, 1, "krest")[0]
+    if s.taps:
+        acc = taps_sum(b, s, zeros, a_rows, a_step, bp, kc, pf, aux)
+    else:
+        kmain = b.mul(b.sdiv(kc, c64(U)), c64(U))
+        # few accumulators (a GEMV-like block) cannot hide the FMA latency: keep independent partial sums
+        S = 1 if R * V >= 8 else min(U, -(-8 // (R * V)))
+        sets = k_loop(b, [zeros] * S, c64(0), kmain, U, "kmain")
+        acc = sets[0]
+        for other in sets[1:]:
+            acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
+        if U > 1:
+            acc = k_loop(b, [acc], kmain, kc, 1, "krest")[0]
     acc = _add_start(b, s, acc, first, c_rows, [gep(b, c0, b.mul(c64(i), ldc)) for i in range(R)] if s.c_src else None)
+
+    _finish(b, s, acc, flags, bias, bias_rs, c_rows)
+    b.ret_void()
+    return fn
+
+
+def _a_rows(b: ir.IRBuilder, s: UKernel, a: ir.Value, a_stride: ir.Value) -> list[ir.Value]:
+    """Pointers to element (i, 0) of A for each row i of the block."""
+    rows = []
+    for i in range(s.rows):
+        if s.a_cols:
+            off = c64(i)
+        elif s.a_packed:
+            off = b.add(b.mul(c64(i // s.mr_panel), a_stride), c64(i % s.mr_panel))
+        else:
+            off = b.mul(c64(i), a_stride)
+        rows.append(gep(b, a, off))
+    return rows
+
+
+def _finish(b: ir.IRBuilder, s: UKernel, acc: list[list[ir.Value]], flags: ir.Value, bias: ir.Value,
+            bias_rs: ir.Value, c_rows: list[ir.Value]) -> None:
+    """Store the block; on the last K block (flags bit 1) after adding the bias and applying the activation."""
+    W, R, V = s.lanes, s.rows, s.nvec
+    vt = vty(W)
+    fn = b.block.function
+
+    def vvalid(j: int) -> int:
+        return s.tail if j == V - 1 else W
 
     last = b.icmp_signed("!=", b.and_(flags, c64(2)), c64(0))
     epi = fn.append_basic_block("epilogue")
@@ -399,8 +269,6 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     for i in range(R):
         for j in range(V):
             store_maybe_masked(b, phis[i][j], gep(b, c_rows[i], j * W), vvalid(j))
-    b.ret_void()
-    return fn
 
 
 def _add_start(b: ir.IRBuilder, s: UKernel, acc: list[list[ir.Value]], first: ir.Value, c_rows: list[ir.Value],
@@ -483,6 +351,15 @@ class GemmPlan:
     hi: float = math.inf
     #: k steps per iteration of the micro-kernel's loop (a narrow block also keeps that many partial sums)
     unroll: int = 2
+    #: B read in place by taps (see ``UKernel.taps``; ``b_ptr`` gives the tile's base): the taps' offsets, the
+    #: channel stride, masks per tap, the tile's mask table ``(builder, nt) -> pointer``, and each N tile's
+    #: kind, an index into ``tap_kinds``: (vectors, valid lanes of the last, which vectors load under masks)
+    taps: tuple[int, ...] = ()
+    tap_stride: int = 0
+    tap_masks: int = 0
+    aux_ptr: Callable[[ir.IRBuilder, ir.Value], ir.Value] | None = None
+    tap_tiles: list[int] | None = None
+    tap_kinds: list[tuple[int, int, tuple[bool, ...]]] | None = None
 
     def blocks(self) -> list[int]:
         if self.k_blocks is not None:
@@ -505,7 +382,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     """Emit this thread's share of ``plan`` at the builder's position."""
     geo = plan.geo
     W, MR, NR = geo.lanes, geo.mr, geo.nr
-    M, N, K = plan.M, plan.N, plan.K
+    M, N = plan.M, plan.N
     if M == 0 or N == 0 or plan.BG == 0:
         return
     MP = -(-M // MR)
@@ -513,27 +390,46 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     m_tail = M - (MP - 1) * MR
     n_tail = N - (NT - 1) * NR
     n_tail_vec = -(-n_tail // W)
-    kbs = plan.blocks() + [K]
     mod = module_of(b)
     pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0  # 2 k steps of a panel: 2 * MR floats
 
-    def uk(rows: int, nvec: int, tail: int) -> ir.Function:
+    def uk(rows: int, nvec: int, tail: int, masked: tuple[bool, ...] = ()) -> ir.Function:
         return get_ukernel(mod, UKernel(
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
             ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
             bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines,
-            c_src=plan.c_init is not None))
+            c_src=plan.c_init is not None, taps=plan.taps, tap_stride=plan.tap_stride, tap_masks=plan.tap_masks,
+            tap_masked=masked))
 
     # variants by (n tail?, m tail?)
     variants = {}
-    for nt_last in (False, True):
+    for nt_last in (False, True) if not plan.tap_kinds else ():
         for mp_last in (False, True):
             rows = m_tail if mp_last else MR
             nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
             variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
 
+    kind_of = kind_table(b, plan.tap_tiles) if plan.tap_kinds else None
+
     lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, geo.nvec, n_tail_vec)
+    _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of)
+
+
+def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scratch: ir.Value | None,
+                variants: dict[tuple[bool, bool], ir.Function], uk: Callable[..., ir.Function],
+                kind_of: ir.Value | None) -> None:
+    """The work items ``[lo, hi)``: (batch x group, N tile, M panel), M panels innermost."""
+    geo = plan.geo
+    MR, NR = geo.mr, geo.nr
+    M, N, K = plan.M, plan.N, plan.K
+    MP = -(-M // MR)
+    NT = -(-N // NR)
+    m_tail = M - (MP - 1) * MR
+    n_tail = N - (NT - 1) * NR
+    kbs = plan.blocks() + [K]
+    pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0
+
     fn = b.block.function
     pre = b.block
     hdr = fn.append_basic_block("gemm.items")
@@ -575,9 +471,13 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             # the next panel's A block (past the last panel: a harmless hint at whatever follows)
             pf = gep(b, aptr, b.mul(astride, c64(1))) if pf_lines else ir.Constant(F32P, None)
             c0 = plan.c_init(b, bg, m0, n0) if plan.c_init is not None else ir.Constant(F32P, None)
-            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0]
+            aux = plan.aux_ptr(b, nt) if plan.aux_ptr is not None else ir.Constant(F32P, None)
+            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0, aux]
             mp_last = b.icmp_signed("==", mp, c64(MP - 1))
-            dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
+            if plan.tap_kinds:
+                dispatch_kind(b, plan, uk, kind_of, nt, mp_last, args, m_tail)
+            else:
+                dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
     p.add_incoming(b.add(p, cnt), b.block)
     b.branch(hdr)
     b.position_at_end(done)

@@ -29,21 +29,8 @@ from llvmlite import ir
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.conv import act_of
-from glow_backend_cpu.emit.gemm import (
-    F32P,
-    GemmPlan,
-    Geometry,
-    activation,
-    c64,
-    emit_gemm,
-    fma,
-    geometry,
-    gep,
-    masked_load,
-    pack_rows,
-    vload,
-    vty,
-)
+from glow_backend_cpu.emit.gemm import GemmPlan, emit_gemm, pack_rows
+from glow_backend_cpu.emit.vecops import F32P, Geometry, activation, c64, fma, geometry, gep, masked_load, vload, vty
 from glow_backend_cpu.helpers import carried_loop, for_range, partition, strided_offset
 from glow_backend_cpu.pack import pack_a_panels, pack_b_panels
 from glow_core.ir.defs.nn import MATMUL_KINDS

@@ -30,7 +30,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
-from glow_backend_cpu.emit.gemm import F32P, c64, gep, masked_store, strided_masked_load, vty
+from glow_backend_cpu.emit.vecops import F32P, c64, gep, masked_store, strided_masked_load, vty
 from glow_backend_cpu.emit.qvec import lane_range, masked_store_int, strided_load_i8, vec
 from glow_backend_cpu.helpers import I8, carried_loop, for_range, iota, partition, splat, unravel, window_tap
 from glow_core.ir.defs.nn import MAXPOOL_KINDS

@@ -19,7 +19,7 @@ from glow_backend_cpu.emit.context import EmitContext, Instr
 from glow_backend_cpu.emit.conv import ConvShape
 from glow_backend_cpu.emit.conv_coords import conv_coords
 from glow_backend_cpu.emit.dtypes import UNSIGNED
-from glow_backend_cpu.emit.gemm import c64, gep
+from glow_backend_cpu.emit.vecops import c64, gep
 from glow_backend_cpu.emit.qvec import lane_range, masked_store_int, strided_load_i8, vec
 from glow_backend_cpu.helpers import I32, carried_loop, for_range, partition, splat
 from glow_core.ir.types import ElemKind

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from glow_backend_cpu.emit.gemm import module_of
+from glow_backend_cpu.emit.vecops import module_of
 from glow_backend_cpu.helpers import I1, I8, I32, I64, i32, intrinsic, iota, splat
 
 

@@ -33,7 +33,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.ew_math import sigmoid_f32, tanh_f32
-from glow_backend_cpu.emit.gemm import F32P, fma, gep, vload, vstore, vty
+from glow_backend_cpu.emit.vecops import F32P, fma, gep, vload, vstore, vty
 from glow_backend_cpu.emit.matmul import emit_matmul_gemm, emit_matmul_scalar, matmul_shape
 from glow_backend_cpu.helpers import F32, I64, carried_loop, for_range, i64
 from glow_core.ir.graph import Constant, Node
