@@ -45,11 +45,12 @@ from glow_backend_cpu.helpers import (
     splat,
 )
 
-from glow_backend_cpu.emit.taps import dispatch_kind, kind_table, taps_sum
+from glow_backend_cpu.emit.taps import taps_sum
 from glow_backend_cpu.emit.vecops import (
     activation,
     c32,
     c64,
+    const_table,
     F32P,
     fma,
     fn_cache,
@@ -84,8 +85,8 @@ class UKernel:
     Call: ``uk(a, a_stride, b, c, ldc, kc, flags, bias, bias_rs, pf, c0, aux)``. The K block is summed from
     zero, then added to C, or with flags bit 0 "first K block" to nothing (with ``c_src``: to the block at
     ``c0``, row stride ``ldc``); flags bit 1 "last K block" applies bias and activation.
-    A element (i, k): ``a[(i // mr_panel) * a_stride + k * mr_panel + i % mr_panel]`` when packed, ``a[i + k * a_stride]`` with
-    ``a_cols``, ``a[i * a_stride + k]`` otherwise.
+    A element (i, k): ``a[(i // mr_panel) * a_stride + k * mr_panel + i % mr_panel]`` when packed,
+    ``a[i + k * a_stride]`` with ``a_cols``, ``a[i * a_stride + k]`` otherwise.
     B element (k, j): ``b[k * ldb + j]``. Bias "row": ``bias[i * bias_rs]``; "col":
     ``bias[i * bias_rs + j]``.
     """
@@ -136,8 +137,8 @@ def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
 
 
 def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
-    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{'c' if s.a_cols else 'p' if s.a_packed else 'r'}"
-                            f"{'.taps' if s.taps else ''}")
+    a_kind = 'c' if s.a_cols else 'p' if s.a_packed else 'r'
+    name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{a_kind}{'.taps' if s.taps else ''}")
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), UK_ARGS), name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")  # shared by every call site of the module: compiled once
@@ -351,15 +352,41 @@ class GemmPlan:
     hi: float = math.inf
     #: k steps per iteration of the micro-kernel's loop (a narrow block also keeps that many partial sums)
     unroll: int = 2
-    #: B read in place by taps (see ``UKernel.taps``; ``b_ptr`` gives the tile's base): the taps' offsets, the
-    #: channel stride, masks per tap, the tile's mask table ``(builder, nt) -> pointer``, and each N tile's
-    #: kind, an index into ``tap_kinds``: (vectors, valid lanes of the last, which vectors load under masks)
+    #: B read in place by taps (see ``UKernel.taps``; ``b_ptr`` gives the tile's base, a tile's masks are
+    #: ``geo.nvec`` a tap): the taps' offsets, the channel stride, the tile's mask table
+    #: ``(builder, nt) -> pointer``, and each N tile's kind, an index into ``tap_kinds``: (vectors, valid
+    #: lanes of the last, which (tap, vector) loads go under their masks)
     taps: tuple[int, ...] = ()
     tap_stride: int = 0
-    tap_masks: int = 0
     aux_ptr: Callable[[ir.IRBuilder, ir.Value], ir.Value] | None = None
     tap_tiles: list[int] | None = None
     tap_kinds: list[tuple[int, int, tuple[bool, ...]]] | None = None
+
+    @property
+    def panels(self) -> int:
+        """M panels of MR rows."""
+        return -(-self.M // self.geo.mr)
+
+    @property
+    def tiles(self) -> int:
+        """N tiles of NR columns."""
+        return -(-self.N // self.geo.nr)
+
+    @property
+    def m_tail(self) -> int:
+        """Rows of the last M panel."""
+        return self.M - (self.panels - 1) * self.geo.mr
+
+    @property
+    def n_tail(self) -> int:
+        """Columns of the last N tile."""
+        return self.N - (self.tiles - 1) * self.geo.nr
+
+    @property
+    def prefetch_lines(self) -> int:
+        """Lines of the next M panel's A block each micro-kernel call prefetches (2 k steps of a packed panel:
+        2 * MR floats), 0 without ``prefetch_a``."""
+        return -(-self.geo.mr // 8) if self.prefetch_a and self.a_packed else 0
 
     def blocks(self) -> list[int]:
         if self.k_blocks is not None:
@@ -382,25 +409,20 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     """Emit this thread's share of ``plan`` at the builder's position."""
     geo = plan.geo
     W, MR, NR = geo.lanes, geo.mr, geo.nr
-    M, N = plan.M, plan.N
-    if M == 0 or N == 0 or plan.BG == 0:
+    if plan.M == 0 or plan.N == 0 or plan.BG == 0:
         return
-    MP = -(-M // MR)
-    NT = -(-N // NR)
-    m_tail = M - (MP - 1) * MR
-    n_tail = N - (NT - 1) * NR
+    MP, NT, m_tail, n_tail = plan.panels, plan.tiles, plan.m_tail, plan.n_tail
     n_tail_vec = -(-n_tail // W)
     mod = module_of(b)
-    pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0  # 2 k steps of a panel: 2 * MR floats
 
     def uk(rows: int, nvec: int, tail: int, masked: tuple[bool, ...] = ()) -> ir.Function:
         return get_ukernel(mod, UKernel(
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
             ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
-            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=pf_lines,
-            c_src=plan.c_init is not None, taps=plan.taps, tap_stride=plan.tap_stride, tap_masks=plan.tap_masks,
-            tap_masked=masked))
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=plan.prefetch_lines,
+            c_src=plan.c_init is not None, taps=plan.taps, tap_stride=plan.tap_stride,
+            tap_masks=geo.nvec if plan.taps else 0, tap_masked=masked))
 
     # variants by (n tail?, m tail?)
     variants = {}
@@ -420,15 +442,9 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
                 variants: dict[tuple[bool, bool], ir.Function], uk: Callable[..., ir.Function],
                 kind_of: ir.Value | None) -> None:
     """The work items ``[lo, hi)``: (batch x group, N tile, M panel), M panels innermost."""
-    geo = plan.geo
-    MR, NR = geo.mr, geo.nr
-    M, N, K = plan.M, plan.N, plan.K
-    MP = -(-M // MR)
-    NT = -(-N // NR)
-    m_tail = M - (MP - 1) * MR
-    n_tail = N - (NT - 1) * NR
-    kbs = plan.blocks() + [K]
-    pf_lines = -(-MR // 8) if plan.prefetch_a and plan.a_packed else 0
+    MR, NR, N = plan.geo.mr, plan.geo.nr, plan.N
+    MP, NT, m_tail, n_tail = plan.panels, plan.tiles, plan.m_tail, plan.n_tail
+    kbs = plan.blocks() + [plan.K]
 
     fn = b.block.function
     pre = b.block
@@ -469,7 +485,7 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
             cptr = plan.c_ptr(b, bg, m0, n0)
             bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
             # the next panel's A block (past the last panel: a harmless hint at whatever follows)
-            pf = gep(b, aptr, b.mul(astride, c64(1))) if pf_lines else ir.Constant(F32P, None)
+            pf = gep(b, aptr, b.mul(astride, c64(1))) if plan.prefetch_lines else ir.Constant(F32P, None)
             c0 = plan.c_init(b, bg, m0, n0) if plan.c_init is not None else ir.Constant(F32P, None)
             aux = plan.aux_ptr(b, nt) if plan.aux_ptr is not None else ir.Constant(F32P, None)
             args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0, aux]
@@ -483,15 +499,35 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     b.position_at_end(done)
 
 
+def kind_table(b: ir.IRBuilder, kinds: list[int] | None) -> ir.Value:
+    """A constant table of each N tile's kind (bytes)."""
+    assert kinds is not None
+    return const_table(module_of(b), ir.IntType(8), kinds, "glow.tapkinds")
+
+
+def dispatch_kind(b: ir.IRBuilder, plan: GemmPlan, uk: Callable[..., ir.Function], table: ir.Value,
+                  nt: ir.Value, mp_last: ir.Value, args: list[ir.Value], m_tail: int) -> None:
+    """Call the micro-kernel of N tile ``nt``'s kind (taps read in place), and of the last M panel's rows."""
+    assert plan.tap_kinds is not None
+    MR = plan.geo.mr
+    kind = b.load(b.gep(table, [c32(0), nt]))
+    fn = b.block.function
+    done = fn.append_basic_block("kind.done")
+    sw = b.switch(kind, done)
+    for i, (nvec, tail, masked) in enumerate(plan.tap_kinds):
+        blk = fn.append_basic_block(f"kind{i}")
+        sw.add_case(ir.Constant(ir.IntType(8), i), blk)
+        b.position_at_end(blk)
+        variants = {(False, m_last): uk(m_tail if m_last else MR, nvec, tail, masked) for m_last in (False, True)}
+        dispatch_variant(b, variants, nt, mp_last, args, True, m_tail == MR)
+        b.branch(done)
+    b.position_at_end(done)
+
+
 def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Value, ir.Value]:
     """(k0, k1) of K block ``kb`` (a run-time index) of the bounds ``kbs`` (first 0, last K), read from a
     constant table, so a long K runs as a loop instead of one unrolled copy per block."""
-    mod = module_of(b)
-    bounds = ir.Constant(ir.ArrayType(I64, len(kbs)), kbs)
-    gv = ir.GlobalVariable(mod, bounds.type, unique_name(mod, "glow.kblocks"))
-    gv.linkage = "internal"
-    gv.global_constant = True
-    gv.initializer = bounds
+    gv = const_table(module_of(b), I64, kbs, "glow.kblocks")
     return b.load(b.gep(gv, [c32(0), kb])), b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
 
 

@@ -9,9 +9,10 @@ padding or in the next or previous row (or past the plane) are loaded under
 16-bit lane masks from a compile-time table ``[tile][tap][vector]``. Masked
 loads cost more than plain ones, so each N tile has a *kind*, the set of
 (tap, vector) loads that need their masks, and each kind its micro-kernel;
-the driver switches on a constant table of tile kinds. The K blocks are the
-im2col path's, so the result is the same, bit for bit, wherever the packed
-path keeps one accumulator set (every variant of at least 8 vectors).
+the driver (``gemm.dispatch_kind``) switches on a constant table of tile
+kinds. The K blocks are the im2col path's, so the result is the same, bit for
+bit, wherever the packed path keeps one accumulator set (every variant of at
+least 8 accumulators).
 
 It pays where the im2col tile is expensive next to the work that reuses it:
 few output channels (each packed tile serves ``Mg / 6`` micro-kernel calls).
@@ -19,14 +20,22 @@ few output channels (each packed tile serves ``Mg / 6`` micro-kernel calls).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 from llvmlite import ir
 
-from glow_backend_cpu.emit.vecops import F32P, Geometry, c32, c64, fma, gep, geometry, masked_load, module_of, \
-    prefetch_lines, unique_name, vload
+from glow_backend_cpu.emit.vecops import (
+    F32P,
+    Geometry,
+    c64,
+    fma,
+    gep,
+    geometry,
+    masked_load,
+    prefetch_lines,
+    vload,
+)
 from glow_backend_cpu.helpers import carried_loop, splat
 
 if TYPE_CHECKING:
@@ -52,16 +61,18 @@ TAPS_MAX_M = 128
 
 def taps_fit(s: ConvShape, lanes: int) -> bool:
     """Read B in place (no im2col tiles): stride 1 and output rows as wide as the input's, so an output
-    pixel's tap is a constant offset from the pixel in the flat plane; at most ``TAPS_MAX`` taps (each one
-    unrolled in the micro-kernel), a 1x1 unpadded convolution excluded (it packs plain rows); and a mask table
-    of at most ``TAPS_TABLE`` bytes."""
+    pixel's tap is a constant offset from the pixel in the flat plane; rows of at least ``TAPS_MIN_W``
+    pixels, at most ``TAPS_MAX_M`` output channels a group, at most ``TAPS_MAX`` taps (each one unrolled in
+    the micro-kernel), a 1x1 unpadded convolution excluded (it packs plain rows); lane masks of 16 bits at
+    most, and a mask table of at most ``TAPS_TABLE`` bytes."""
     if not TAPS or lanes > 16 or s.sh != 1 or s.sw != 1 or s.OW != s.W or s.OW < TAPS_MIN_W or s.Mg > TAPS_MAX_M:
         return False
     T = s.KH * s.KW
     if T == 1 and s.ph == 0 and s.pw == 0 and s.OH == s.H:
         return False
-    nt = -(-s.OH * s.OW // geometry(lanes).nr)
-    return T <= TAPS_MAX and nt * T * geometry(lanes).nvec * 2 <= TAPS_TABLE
+    geo = geometry(lanes)
+    nt = -(-s.OH * s.OW // geo.nr)
+    return T <= TAPS_MAX and nt * T * geo.nvec * 2 <= TAPS_TABLE
 
 
 def tap_masks(s: ConvShape, geo: Geometry) -> np.ndarray:
@@ -89,26 +100,27 @@ def read_taps_in_place(ctx: EmitContext, s: ConvShape, geo: Geometry, xp: ir.Val
     packed path's, bit for bit."""
     T, HW = s.KH * s.KW, s.H * s.W
     masks = tap_masks(s, geo)
-    table = ctx.builder.bitcast(ctx.add_constant(masks, f"{name or 'conv'}.tap_masks"), F32P)
-    row = T * geo.nvec  # uint16 masks per tile
+    table = ctx.add_constant(masks, f"{name or 'conv'}.tap_masks")  # i16*
+    row = T * geo.nvec  # masks per tile
 
     def b_ptr(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, nt: ir.Value, k0: ir.Value) -> ir.Value:
         ch = b.add(b.mul(bg, c64(s.Cg)), b.udiv(k0, c64(T)))
         return gep(b, xp, b.add(b.mul(ch, c64(HW)), n0))
 
     def aux_ptr(b: ir.IRBuilder, nt: ir.Value) -> ir.Value:
-        return gep(b, table, b.udiv(b.mul(nt, c64(row)), c64(2)))  # row is even: 4-byte steps
+        return b.bitcast(gep(b, table, b.mul(nt, c64(row))), F32P)  # the micro-kernel's pointer argument
 
     plan.b_pack, plan.pack_ld, plan.b_ptr, plan.aux_ptr = None, 0, b_ptr, aux_ptr
     plan.taps = tuple((kh * s.dh - s.ph) * s.W + kw * s.dw - s.pw for kh in range(s.KH) for kw in range(s.KW))
-    plan.tap_stride, plan.tap_masks = HW, geo.nvec
+    plan.tap_stride = HW
     plan.tap_tiles, plan.tap_kinds = tile_kinds(masks, s.OH * s.OW, geo)
 
 
 def tile_kinds(masks: np.ndarray, N: int, geo: Geometry) -> tuple[list[int], list[tuple[int, int, tuple[bool, ...]]]]:
-    """Each tile's kind and the kinds: (vectors, valid lanes of the last, which vectors need their masks). A
-    vector needs them when some tap reads padding or past the plane through it; at most ``TAP_KINDS``
-    kinds (the rarest ones mask every vector), each a micro-kernel."""
+    """Each tile's kind and the kinds: (vectors, valid lanes of the last, which (tap, vector) loads need their
+    masks, ``[t * vectors + j]``). A load needs its mask when some of its lanes read padding, the
+    neighbouring row or past the plane; at most ``TAP_KINDS`` kinds (the rarest tiles take a kind that masks
+    every load), each a micro-kernel."""
     W, NR = geo.lanes, geo.nr
     full = (1 << W) - 1
     keys = []
@@ -133,7 +145,7 @@ def tile_kinds(masks: np.ndarray, N: int, geo: Geometry) -> tuple[list[int], lis
     return tiles, kinds
 
 
-# -- micro-kernel and driver ------------------------------------------------------------------------------------
+# -- micro-kernel ------------------------------------------------------------------------------------------------
 
 def taps_sum(b: ir.IRBuilder, s: UKernel, zeros: list[list[ir.Value]], a_rows: list[ir.Value], a_step: ir.Value,
               bp: ir.Value, kc: ir.Value, pf: ir.Value, aux: ir.Value) -> list[list[ir.Value]]:
@@ -157,8 +169,8 @@ def taps_sum(b: ir.IRBuilder, s: UKernel, zeros: list[list[ir.Value]], a_rows: l
             prefetch_lines(b, gep(b, pf, b.mul(kc0, a_step)), pf_lines)
         for t in range(T):
             brow = gep(b, bc, s.taps[t])
-            bv = [masked_load(b, gep(b, brow, j * W), mask(t, j)) if s.tap_masked[t * V + j] else vload(b, gep(b, brow, j * W), W)
-                  for j in range(V)]
+            bv = [masked_load(b, gep(b, brow, j * W), mask(t, j)) if s.tap_masked[t * V + j]
+                  else vload(b, gep(b, brow, j * W), W) for j in range(V)]
             ka = b.mul(b.add(kc0, c64(t)), a_step)
             for i in range(R):
                 av = splat(b, b.load(gep(b, a_rows[i], ka), align=4), W)
@@ -168,40 +180,3 @@ def taps_sum(b: ir.IRBuilder, s: UKernel, zeros: list[list[ir.Value]], a_rows: l
     nch = b.udiv(kc, c64(T))
     out = carried_loop(b, c64(0), nch, [v for row in zeros for v in row], body, name="taps")
     return [out[i * V:(i + 1) * V] for i in range(R)]
-
-
-def kind_table(b: ir.IRBuilder, kinds: list[int] | None) -> ir.Value:
-    """A constant table of each N tile's kind (bytes)."""
-    assert kinds is not None
-    mod = module_of(b)
-    i8 = ir.IntType(8)
-    gv = ir.GlobalVariable(mod, ir.ArrayType(i8, len(kinds)), unique_name(mod, "glow.tapkinds"))
-    gv.linkage = "internal"
-    gv.global_constant = True
-    gv.initializer = ir.Constant(ir.ArrayType(i8, len(kinds)), kinds)
-    return gv
-
-
-def dispatch_kind(b: ir.IRBuilder, plan: GemmPlan, uk: Callable[..., ir.Function], table: ir.Value,
-                   nt: ir.Value, mp_last: ir.Value, args: list[ir.Value], m_tail: int) -> None:
-    """Call the micro-kernel of N tile ``nt``'s kind (taps read in place), and of the last M panel's rows."""
-    assert plan.tap_kinds is not None
-    MR = plan.geo.mr
-    kind = b.load(b.gep(table, [c32(0), nt]))
-    fn = b.block.function
-    done = fn.append_basic_block("kind.done")
-    sw = b.switch(kind, done)
-    for i, (nvec, tail, masked) in enumerate(plan.tap_kinds):
-        blk = fn.append_basic_block(f"kind{i}")
-        sw.add_case(ir.Constant(ir.IntType(8), i), blk)
-        b.position_at_end(blk)
-        if m_tail == MR:
-            b.call(uk(MR, nvec, tail, masked), args)
-        else:
-            with b.if_else(mp_last) as (then, other):
-                with then:
-                    b.call(uk(m_tail, nvec, tail, masked), args)
-                with other:
-                    b.call(uk(MR, nvec, tail, masked), args)
-        b.branch(done)
-    b.position_at_end(done)

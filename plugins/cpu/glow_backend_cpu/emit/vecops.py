@@ -35,6 +35,16 @@ def unique_name(mod: ir.Module, base: str) -> str:
     return name
 
 
+def const_table(mod: ir.Module, elem: ir.Type, values: list[int], base: str) -> ir.GlobalVariable:
+    """An internal constant array of ``values`` (a run-time-indexed table instead of unrolled code)."""
+    ty = ir.ArrayType(elem, len(values))
+    gv = ir.GlobalVariable(mod, ty, unique_name(mod, base))
+    gv.linkage = "internal"
+    gv.global_constant = True
+    gv.initializer = ir.Constant(ty, values)
+    return gv
+
+
 def fn_cache(mod: ir.Module) -> dict[object, ir.Function]:
     """Per-module cache of generated helper functions (micro-kernels, ...)."""
     cache = getattr(mod, "_glow_linalg_fns", None)
