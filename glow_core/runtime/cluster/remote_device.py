@@ -47,6 +47,8 @@ from glow_core.runtime.graphcut import MemoryEstimate
 #: seconds to wait for an actor to start, and for one partition to load (compile) in it
 START_TIMEOUT = 120.0
 LOAD_TIMEOUT = 600.0
+#: seconds ``stop`` waits for a killed actor to be gone
+KILL_WAIT_S = 10.0
 
 
 @dataclass
@@ -145,6 +147,23 @@ class RayDeviceManager(DeviceAccount):
                 self.cluster.ray.kill(self._actor, no_restart=True)
             except Exception:  # noqa: BLE001  # pragma: no cover  (already gone)
                 pass
+
+    def _await_death(self, timeout: float = KILL_WAIT_S) -> None:
+        """Wait until the killed actor answers no more (``ray.kill`` only sends the request: on a busy
+        machine a call made right after it still ran, so the actor's CPUs were not yet free when ``stop``
+        returned). Pings it until a ping fails, sending the kill again between pings, for at most
+        ``timeout`` seconds."""
+        ray, actor = self.cluster.ray, self._actor
+        if actor is None:
+            return
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                ray.get(actor.ready.remote(), timeout=left)
+            except Exception:  # noqa: BLE001  (RayActorError: gone; GetTimeoutError: out of time)
+                return
+            time.sleep(0.05)
+            self._kill()
 
     # -- loading --------------------------------------------------------------------------------
     def start_load(self, key: str, function: Function, estimate: MemoryEstimate, threads: int | None,
@@ -341,4 +360,5 @@ class RayDeviceManager(DeviceAccount):
         for c in calls:
             self._events.put(("fail", c.done, DeviceExecutionError(f"{self.where()} was stopped")))
         self._kill()
+        self._await_death()
         self._events.put(None)
