@@ -4,7 +4,8 @@ Each case must take the path (``winograd_fits``) and match a float64 evaluation 
 few float32 roundings of the output's scale, and the interpreter. The cases cover odd output sizes (a last
 row or column of tiles half outside the plane), no padding, wide and asymmetric padding, batch 2, more input
 channels than one K block, output channels that leave a short last panel, planes of fewer tiles than one
-N tile, several N tiles with a short last one, and the fused activations. Infinite and NaN inputs, and a
+N tile, several N tiles with a short last one, N tiles dealt unevenly (28 x 28: 196 tiles as 4 + 3 + 3 + 3
+vectors; 21 x 17: 7 vectors as 4 + 3), and the fused activations. Infinite and NaN inputs, and a
 value whose transforms overflow, must give the direct sum's infinities and NaNs where it has them (the
 output stage recomputes such tiles directly).
 """
@@ -30,6 +31,7 @@ CASES = {  # id: (N, C, H, W, M, pads (top, left, bottom, right), activation, bi
     "pad2-asym": (1, 35, 20, 17, 70, (2, 0, 1, 2), "Clip", True),
     "k-blocks": (1, 200, 12, 12, 30, (1, 1, 1, 1), "Relu", True),
     "tiles-tail": (1, 48, 30, 34, 40, (1, 1, 1, 1), None, True),
+    "28-dealt": (1, 48, 28, 28, 40, (1, 1, 1, 1), "Relu", True),
     "many-panels": (1, 32, 8, 8, 520, (1, 1, 1, 1), "Relu", True),
 }
 
@@ -74,7 +76,7 @@ def _direct(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, pads: tuple[int, in
 @pytest.fixture
 def small_convs_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the small cases take the path (the thresholds keep it to convolutions where it pays)."""
-    for name in ("WINO_MIN_C", "WINO_MIN_M", "WINO_BIG_TILES", "WINO_MIN_CM"):
+    for name in ("WINO_MIN_C", "WINO_MIN_M", "WINO_BIG_TILES"):
         monkeypatch.setattr(winograd, name, 1)
 
 
@@ -149,10 +151,11 @@ def test_the_path_takes_the_convolutions_where_it_pays() -> None:
         attrs = dict(base, **kw)
         out = hw if attrs["strides"] == [1, 1] else hw // 2
         return conv_shape((1, c, hw, hw), (m, c, 3, 3), (1, m, out, out), attrs)
-    for c, hw, m in [(64, 56, 64), (64, 224, 64), (256, 56, 256), (256, 28, 512), (512, 28, 512)]:
+    for c, hw, m in [(64, 56, 64), (128, 56, 32), (64, 224, 64), (256, 56, 256), (128, 28, 128), (64, 28, 96),
+                     (256, 28, 512), (512, 28, 512)]:
         assert winograd_fits(shape(c, hw, m), 16, True, False), (c, hw, m)
-    for c, hw, m in [(128, 28, 32), (32, 27, 128), (256, 28, 256), (256, 14, 256), (512, 14, 512), (512, 7, 512),
-                     (16, 56, 64)]:
+    for c, hw, m in [(128, 28, 32), (32, 27, 128), (64, 28, 64), (256, 14, 256), (512, 14, 512), (512, 7, 512),
+                     (16, 56, 64), (64, 56, 16)]:
         assert not winograd_fits(shape(c, hw, m), 16, True, False), (c, hw, m)
     s = shape(64, 56, 64)
     assert not winograd_fits(s, 8, True, False)  # AVX2: 8 lanes

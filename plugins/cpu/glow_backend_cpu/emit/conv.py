@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -178,7 +178,7 @@ def emit_conv(ctx: EmitContext, instr: Instr) -> None:
     s = conv_shape(x.type.shape, w.type.shape, y.type.shape, instr.attrs)
     act, lo, hi = act_of(instr.attrs)
     if winograd_fits(s, ctx.target.vector_lanes, w.const_value is not None, res is not None):
-        emit_conv_winograd(ctx, s, x, w, bias, y, act, lo, hi, instr.name, *_patch_packer(ctx, s, x.ptr))
+        emit_conv_winograd(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
     elif transposed_fits(s, ctx.target.vector_lanes) and w.const_value is not None:
         emit_conv_gemm_t(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
     elif s.Mg >= 4 and s.K >= 4:
@@ -266,17 +266,6 @@ def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
         return b_pack, even_blocks(s.K, kc_limit), nvec * W
     ld = (nvec + 1) * W
     return _im2col_packer(s, geo, x_group, ld, nvec), even_blocks(s.K, kc_limit, s.KH * s.KW), ld
-
-
-def _patch_packer(ctx: EmitContext, s: ConvShape, xp: ir.Value) -> tuple[BPack, int]:
-    """The Winograd path's packer of 4 x 4 input patches: the im2col tile of a 4x4 stride-2 convolution whose
-    outputs are the 2 x 2 tiles (row stride NR)."""
-    geo = geometry(ctx.target.vector_lanes)
-    ps = replace(s, KH=4, KW=4, OH=-(-s.OH // 2), OW=-(-s.OW // 2), sh=2, sw=2)
-
-    def x_group(b: ir.IRBuilder, bg: ir.Value) -> ir.Value:
-        return gep(b, xp, b.mul(bg, c64(s.C * s.H * s.W)))
-    return _im2col_packer(ps, geo, x_group, geo.nr, geo.nvec), geo.nr
 
 
 def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,
