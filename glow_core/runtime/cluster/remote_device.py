@@ -328,6 +328,7 @@ class RayDeviceManager(DeviceAccount):
         self.restarts += 1
         try:
             self._kill()
+            self._await_death()  # its CPUs free before the new actor asks the node for them
             self._spawn(self.node)
             self._await_actor()
             with self._lock:
