@@ -63,8 +63,8 @@ from glow_backend_cpu.pack import even_blocks, pack_a_panels
 if TYPE_CHECKING:  # conv.py imports this module
     from glow_backend_cpu.emit.conv import ConvShape
 
-#: input channels per K block: the block's transformed tiles (16 x 64 x NR floats, 256 KiB) and its patch
-#: tile stay in L2 while the 16 GEMMs run over the item's output-channel panels
+#: input channels per K block: the block's transformed tiles (16 x 64 x NR floats, 256 KiB) stay in L2 while
+#: the 16 GEMMs run over the item's output-channel panels
 WINO_KC = 64
 #: output-channel panels per work item at most: the item's 16 result blocks (16 x 21 x MR x NR floats, 516 KiB)
 #: stay in L2 across the K blocks
