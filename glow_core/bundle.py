@@ -27,9 +27,19 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.api import CompiledNetwork
 from glow_core.errors import BackendError, ExecutionError, GlowError, InputError, ModelError, UnsupportedError
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.pipeline import (
+    CompiledNetwork,
+    check_support,
+    check_threads,
+    compile_options,
+    guard_backend,
+    prepare_model,
+)
+from glow_core.plugin_host import get_backend
+from glow_core.quantization.apply import quantize_prepared
+from glow_sdk.backend import Backend, BundleOptions
 
 ALIGN = 64
 #: ELF e_machine numbers of the targets people bundle for
@@ -47,35 +57,22 @@ def write_bundle(model: Any, backend: str, out_dir: str | os.PathLike[str], *, n
                  input_shapes: Mapping[str, Sequence[int]] | None = None, quantize: Any = None,
                  options: Mapping[str, Any] | None = None) -> list[Path]:
     """Import, optimize and lower ``model`` for ``backend``, then let the backend write its bundle."""
-    from glow_core.api import _check_input_shapes, _check_model_arg, check_support, compile_options, prepare_function
-    from glow_core.importer import import_model
-    from glow_core.plugin_host import get_backend
-    from glow_sdk.backend import Backend, BundleOptions
-
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise InputError(f"threads must be a positive integer, got {threads!r}")
+    check_threads(threads, optional=False)
     be = get_backend(backend)
     if type(be).save_bundle is Backend.save_bundle:  # say so before the whole pipeline runs
         raise UnsupportedError(f"backend '{be.name}' cannot write bundles",
                                hint="use a backend that can, such as cpu (glow backends lists them)")
-    fn = import_model(_check_model_arg(model), _check_input_shapes(input_shapes), None)
-    fn = prepare_function(fn, be, quantizable=quantize is not None)
+    fn = prepare_model(model, be, input_shapes, quantizable=quantize is not None)
     if quantize is not None:
-        from glow_core.quantization.apply import quantize_prepared
-
         quantize_prepared(fn, be, quantize)
     check_support(fn, be)
     opts = BundleOptions(name=name or default_name(model), target=target, cpu=cpu, features=features,
                          threads=threads, embed_weights=embed_weights, weights_text=weights_text)
-    try:
-        return be.save_bundle(fn, compile_options(threads=threads, extra=options), opts, Path(out_dir))
-    except GlowError:
-        raise
-    except OSError as e:
-        raise BackendError(f"cannot write the bundle into '{out_dir}': {e}") from None
-    except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
-        raise BackendError(f"backend '{be.name}' failed to write the bundle: {type(e).__name__}: {e}",
-                           hint="this is a bug in the backend; rerun with --traceback for details") from e
+    with guard_backend(be.name, "to write the bundle", activity="writing the bundle"):
+        try:
+            return be.save_bundle(fn, compile_options(threads=threads, extra=options), opts, Path(out_dir))
+        except OSError as e:
+            raise BackendError(f"cannot write the bundle into '{out_dir}': {e}") from None
 
 
 def default_name(model: Any) -> str:

@@ -57,13 +57,14 @@ def enabled() -> bool:
 @functools.lru_cache(maxsize=1)
 def core_digest() -> str:
     """glow's, onnx's and numpy's versions and a digest of the sources of ``glow_core`` and ``glow_sdk``."""
-    import glow_core
+    import glow_core.version
     import glow_sdk
 
-    h = hashlib.sha256(f"glow {glow_core.__version__}|onnx {onnx.__version__}|numpy {np.__version__}|"
+    h = hashlib.sha256(f"glow {glow_core.version.__version__}|onnx {onnx.__version__}|numpy {np.__version__}|"
                        f"info {INFO_FORMAT}|".encode())
-    for pkg in (glow_core, glow_sdk):
-        root = Path(str(pkg.__file__)).resolve().parent
+    # the package folders (found from modules that import nothing above this layer)
+    for anchor in (glow_core.version, glow_sdk):
+        root = Path(str(anchor.__file__)).resolve().parent
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())

@@ -22,12 +22,12 @@ import onnx
 from onnx.backend.base import Backend as OnnxBackendBase
 from onnx.backend.base import BackendRep, Device, DeviceType
 
-from glow_core.api import CompiledNetwork
-from glow_core.api import compile as glow_compile
 from glow_core.controlflow.cache import BindingCache
+from glow_core.driver import compile_model
 from glow_core.errors import InputError
 from glow_core.importer.precheck import check_strings
 from glow_core.importer.structured import flatten_feed, kind_of, rebuild
+from glow_core.pipeline import CompiledNetwork
 
 #: compiled networks kept per prepared model
 CACHE_SIZE = 16
@@ -82,7 +82,7 @@ class GlowRep(BackendRep):
 
         def build(bound: list[str]) -> CompiledNetwork:
             shapes = {n: s for n, s in given.items() if n not in bound}
-            return glow_compile(self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options)
+            return compile_model(self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options)
 
         return self.compiled.get(key, feeds, build)
 

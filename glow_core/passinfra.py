@@ -159,9 +159,6 @@ class PassManager:
             out.extend(self._flatten(s.steps) if isinstance(s, FixedPoint) else [s])
         return out
 
-    def pass_names(self) -> list[str]:
-        return self._flatten(self.pipeline)
-
     def run(self, fn: Any, ctx: PassContext | None = None) -> bool:
         ctx = ctx or PassContext()
         return self._run_steps(self.pipeline, fn, ctx)

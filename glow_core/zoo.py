@@ -64,7 +64,7 @@ DATA_DIR = Path(__file__).resolve().parent / "zoo_data"
 
 
 class Runnable(Protocol):
-    """What an evaluation needs of a compiled network (``glow_core.api.CompiledNetwork`` is one)."""
+    """What an evaluation needs of a compiled network (``glow_core.pipeline.CompiledNetwork`` is one)."""
 
     @property
     def input_types(self) -> Mapping[str, TensorType]: ...

@@ -193,7 +193,7 @@ class CompileOptions:
     """Options passed from ``glow_core.compile`` to ``Backend.compile``, and the core's services.
 
     ``lir_builder`` is the core's LIR compiler (IRGen -> LIR passes -> static
-    memory plan), filled in by the core (``glow_core.api.compile_options``);
+    memory plan), filled in by the core (``glow_core.pipeline.compile_options``);
     a backend that consumes the low-level IR calls :meth:`build_lir` instead of
     importing the compiler (SDK API 2).
     """
@@ -208,7 +208,7 @@ class CompileOptions:
         if self.lir_builder is None:
             raise BackendError("these CompileOptions carry no LIR service: the backend needs the low-level IR, "
                                "so compile through glow (glow_core.compile) or build the options with "
-                               "glow_core.api.compile_options()")
+                               "glow_core.pipeline.compile_options()")
         return self.lir_builder(function, debug=self.debug if debug is None else debug)
 
 

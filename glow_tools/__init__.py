@@ -8,7 +8,7 @@
 | ``glow_tools.scaffold`` | a new backend package, ready for pip install (``glow sdk new-backend``) |
 | ``glow_tools.nodetests`` | the ONNX node-test runner (the node-test ratchet and the conformance suite) |
 
-This package sits above the core (it drives ``glow_core.api``, the plugin host,
-the importer and lowering) and below ``glow_core.cli`` and ``glow_conformance``;
+This package sits above the core (it drives ``glow_core.pipeline`` and ``glow_core.api``, the plugin host,
+the importer and lowering) and below ``glow_cli`` and ``glow_conformance``;
 the import-linter contract in pyproject.toml enforces it (docs/architecture.md).
 """

@@ -6,7 +6,7 @@ Helpers::
     r = check_node("xyz", "Add", [a, b])          # run one Add on backend xyz and on the reference
     assert r.ok, r.message
 
-They drive the compiler (``glow_core.api.prepare_function``, the plugin
+They drive the compiler (``glow_core.pipeline.prepare_function``, the plugin
 registry), so they live in the developer tooling above the core. The pure
 tolerance and comparison helpers they use are the SDK's ``glow_sdk.testing``
 (re-exported here).
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.api import check_support, compile_options, prepare_function
+from glow_core.pipeline import check_support, compile_options, prepare_function
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import get_kind

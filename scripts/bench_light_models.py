@@ -4,7 +4,7 @@
     python scripts/bench_light_models.py [--backend cpu] [--threads 2] [--runs 20] [--out bench.md]
 
 For each model (seeded random weights, random inputs): a cold compile into an empty object cache, a
-second compile served by the cache, then ``glow bench``'s measurement (``glow_core.cli.cmd_bench.benchmark``):
+second compile served by the cache, then ``glow bench``'s measurement (``glow_cli.cmd_bench.benchmark``):
 warm-up runs, timed runs of glow and of onnxruntime on the same inputs with the same thread count, in
 this process. The table gives the median latencies, their ratio (glow / onnxruntime: below 1, glow is
 faster), glow's effective GFLOP/s and both compile times; below it, the geometric mean of the ratios
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = tempfile.mkdtemp(prefix="glow-bench-cache-")
     os.environ["GLOW_CACHE_DIR"] = cache_dir  # cold compiles really are cold
     from glow_core.api import compile as glow_compile
-    from glow_core.cli.cmd_bench import benchmark
+    from glow_cli.cmd_bench import benchmark
 
     # thread scaling first, before any onnxruntime session exists in this process (their
     # intra-op threads keep spinning after each run and would steal the cores being measured)

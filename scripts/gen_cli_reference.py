@@ -11,7 +11,7 @@ docs/cli.md holds hand-written prose and two generated regions, each between
   (``glow sdk new-backend``), its usage line, description, every argument and
   option with its help text, and its examples (the parser's epilog).
 
-Everything comes from ``glow_core.cli.main.build_parser()``, so a subcommand or
+Everything comes from ``glow_cli.main.build_parser()``, so a subcommand or
 option added anywhere (a ``cmd_<name>.py`` module, ``register_command``) appears
 after one run of this script; ``tests/docs/test_cli_reference.py`` fails until
 it is run. Nothing here depends on the terminal width.
@@ -39,14 +39,14 @@ REGION = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from glow_core.cli.main import build_parser as build
+    from glow_cli.main import build_parser as build
 
     return build()
 
 
 def all_parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """``glow`` itself, then every subcommand parser depth first (as ``glow --help`` orders them)."""
-    from glow_core.cli.common import subcommand_parsers
+    from glow_cli.common import subcommand_parsers
 
     yield (), parser
     yield from subcommand_parsers(parser)

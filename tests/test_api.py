@@ -12,7 +12,7 @@ import pytest
 
 import glow_core
 from glow_core import zoo
-from glow_core.api import CompiledNetwork
+from glow_core.pipeline import CompiledNetwork
 from glow_core.errors import (
     BackendError,
     ExecutionError,
@@ -218,12 +218,12 @@ class _BuggyBackend(Backend):
 
 
 def test_backend_bugs_surface_as_glow_errors_naming_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from glow_core import api
+    from glow_core import driver
 
-    monkeypatch.setattr(api, "get_backend", lambda name: _BuggyBackend(fail_compile=True))
+    monkeypatch.setattr(driver, "get_backend", lambda name: _BuggyBackend(fail_compile=True))
     with pytest.raises(BackendError, match="backend 'buggy' failed to compile the model: IndexError"):
         glow_core.compile(add_relu_model(), "buggy")
-    monkeypatch.setattr(api, "get_backend", lambda name: _BuggyBackend(fail_compile=False))
+    monkeypatch.setattr(driver, "get_backend", lambda name: _BuggyBackend(fail_compile=False))
     net = glow_core.compile(add_relu_model(), "buggy")
     with pytest.raises(ExecutionError, match="backend 'buggy' failed while running: ZeroDivisionError: oops"):
         net.run({"x": X, "y": Y})

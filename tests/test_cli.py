@@ -261,8 +261,8 @@ def test_dump_svg_uses_graphviz_dot(work: Path, tmp_path: Path) -> None:
 # -- in-process: the command table and unexpected errors --------------------------------
 def test_unexpected_exception_is_one_line_exit_3(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from glow_core.cli import main as cli_main
-    from glow_core.cli.common import Command
+    from glow_cli import main as cli_main
+    from glow_cli.common import Command
 
     def boom(args: argparse.Namespace) -> int:
         raise KeyError("kaboom")
@@ -316,7 +316,7 @@ def _dist(site: Path, name: str, version: str, entry_points: str, modules: dict[
 
 
 HELLO = '''
-from glow_core.cli.common import Command
+from glow_cli.common import Command
 
 def add_arguments(p):
     p.add_argument("--who", default="world")
@@ -371,9 +371,9 @@ def test_conformance_command_missing_or_broken_says_what_to_install(tmp_path: Pa
 
 
 def test_core_cli_does_not_import_the_conformance_suite() -> None:
-    import glow_core.cli
+    import glow_cli
 
-    root = Path(glow_core.cli.__file__).resolve().parent
+    root = Path(glow_cli.__file__).resolve().parent
     assert not (root / "cmd_conformance.py").exists()
     offenders = [p.name for p in root.glob("*.py") if "import glow_conformance" in p.read_text()
                  or "from glow_conformance" in p.read_text()]

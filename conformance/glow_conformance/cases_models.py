@@ -24,7 +24,7 @@ import onnx
 
 from glow_conformance.model import Case, Context, Level, Outcome, Result
 from glow_core import zoo
-from glow_core.api import compile_options
+from glow_core.pipeline import compile_options
 from glow_core.ir.kinds import Category
 from glow_tools.testing import compare_arrays, prepare_for, tolerance_for, unsupported_nodes
 

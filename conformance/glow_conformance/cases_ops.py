@@ -81,7 +81,7 @@ def run_node_case(ctx: Context, case_id: str, kind: str, build: Build, lower_all
     nodes = fn.count_by_kind()
     details = {"nodes": nodes}
     try:
-        from glow_core.api import check_support, compile_options
+        from glow_core.pipeline import check_support, compile_options
 
         check_support(fn, backend)
     except UnsupportedError as e:

@@ -18,8 +18,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from glow_core.cli.common import Command
+from glow_cli.common import Command
 
 DEFAULT_REPORT_ROOT = Path("conformance-reports")
 
@@ -39,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", dest="filter", metavar="FILTER", action="append", default=[],
                    help="run only cases whose id contains FILTER (repeatable: any of them; ~FILTER excludes); "
                         "a run that leaves cases out is partial: no conformance verdict")
+    p.add_argument("--sample", metavar="N", type=_positive, default=1,
+                   help="run every N-th selected case only (a quick check of a whole level; a partial run)")
     p.add_argument("--force-lowering", action="store_true",
                    help="lower every high-level kind, even those the backend declares natively")
     p.add_argument("--reference", metavar="NAME", default=None,
@@ -52,6 +55,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "so a backend that crashes the process fails a case instead of the whole suite)")
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _selection(opts: Any) -> str:
+    """How a partial run chose its cases: ``filter: a b``, ``every 8th case``."""
+    parts = [f"filter: {' '.join(opts.filters)}"] if opts.filters else []
+    if opts.sample > 1:
+        parts.append(f"sample: 1 case in {opts.sample}")
+    return ", ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     from glow_conformance.model import SUITE_VERSION, Level
     from glow_conformance.report import check_report_dir, report_paths
@@ -60,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.progress == "auto" else args.progress
     opts = SuiteOptions(level=Level(args.level), filters=tuple(args.filter or ()), waivers=args.waivers,
                         onnx_node_tests=args.onnx_node_tests, force_lowering=args.force_lowering, seed=args.seed,
-                        reference=args.reference, progress=progress, isolate=not args.no_isolate)
+                        reference=args.reference, progress=progress, isolate=not args.no_isolate,
+                        sample=args.sample)
     suite = Suite(args.backend, opts)
     if not suite.cases:
         raise no_cases_error(args.backend, opts, suite.total_cases)
@@ -80,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     check_report_dir(report_dir)  # before the first case, not after the last
     partial = len(suite.cases) < suite.total_cases
     print(f"running {len(suite.cases)} cases"
-          + (f" of {suite.total_cases} (partial run, filter: {' '.join(opts.filters)})" if partial else ""),
+          + (f" of {suite.total_cases} (partial run, {_selection(opts)})" if partial else ""),
           flush=True)
     report = suite.run(report_dir)
     for line in report.summary_lines():
@@ -109,7 +131,7 @@ COMMAND = Command(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m glow_conformance``: the same options as ``glow conformance``."""
-    from glow_core.cli.main import main as glow_main
+    from glow_cli.main import main as glow_main
 
     return glow_main(["conformance", *(sys.argv[1:] if argv is None else argv)])
 

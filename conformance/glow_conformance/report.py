@@ -97,6 +97,8 @@ class Report:
             return ""
         filters = self.options.get("filters") or []
         how = f", filter: {' '.join(filters)}" if filters else ""
+        sample = int(self.options.get("sample") or 1)
+        how += f", sample: 1 case in {sample}" if sample > 1 else ""
         return f"partial run: {len(self.records)} of {self.total_cases} cases{how}"
 
     def counts(self) -> dict[str, int]:

@@ -50,20 +50,24 @@ class SuiteOptions:
     node_test_timeout: float = 60.0
     #: run the cases in worker processes: a backend that crashes the process fails the case, not the suite
     isolate: bool = False
+    #: run every ``sample``-th selected case only (1: all); a sampled run is partial
+    sample: int = 1
     extra: dict[str, object] = field(default_factory=dict)
 
 
-def select(cases: list[Case], filters: Sequence[str]) -> list[Case]:
-    """``-k`` filtering: keep ids containing any positive filter (all if none), drop ids containing a ``~`` one."""
+def select(cases: list[Case], filters: Sequence[str], sample: int = 1) -> list[Case]:
+    """``-k`` filtering: keep ids containing any positive filter (all if none), drop ids containing a ``~`` one;
+    then every ``sample``-th case of what is left (in suite order, so each category and kind keeps its share)."""
     pos = [f for f in filters if f and not f.startswith("~")]
     neg = [f[1:] for f in filters if f.startswith("~") and len(f) > 1]
-    return [c for c in cases if (not pos or any(p in c.id for p in pos)) and not any(n in c.id for n in neg)]
+    kept = [c for c in cases if (not pos or any(p in c.id for p in pos)) and not any(n in c.id for n in neg)]
+    return kept[::sample] if sample > 1 else kept
 
 
 def collect(backend_name: str, options: SuiteOptions) -> tuple[list[Case], Context, list[str]]:
     """The cases of ``options.level`` for the backend (filtered), the context to run them, kinds without generator."""
     cases, ctx, missing = collect_all(backend_name, options)
-    return select(cases, options.filters), ctx, missing
+    return select(cases, options.filters, options.sample), ctx, missing
 
 
 def collect_all(backend_name: str, options: SuiteOptions) -> tuple[list[Case], Context, list[str]]:
@@ -182,12 +186,13 @@ class Suite:
         every, self.ctx, self.missing = collect_all(backend, options)
         #: the number of cases at this level before ``-k``: a run of fewer is partial
         self.total_cases = len(every)
-        self.cases = select(every, options.filters)
+        self.cases = select(every, options.filters, options.sample)
         self.waivers, self.waiver_source = _waivers(backend, options)
         self.report = Report(SUITE_VERSION, options.level.value, _identity(backend),
                              _identity(self.ctx.reference_name), glow_version, _platform(),
                              _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                             options={"filters": list(options.filters), "force_lowering": options.force_lowering,
+                             options={"filters": list(options.filters), "sample": options.sample,
+                                      "force_lowering": options.force_lowering,
                                       "seed": options.seed, "onnx_node_tests": str(options.onnx_node_tests or ""),
                                       "waivers": self.waiver_source, "isolate": options.isolate},
                              kinds_without_generator=sorted(self.missing), total_cases=self.total_cases)

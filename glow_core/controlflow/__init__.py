@@ -10,6 +10,6 @@ functions: they need no change to run models with control flow.
 """
 
 from glow_core.controlflow.hostops import HOST_OPS, MAX_ITERATIONS_ENV
-from glow_core.controlflow.program import Program, Stage, StagedExecutable, Target, compile_staged
+from glow_core.controlflow.program import CompileTarget, Program, Stage, StagedExecutable, compile_staged
 
-__all__ = ["HOST_OPS", "MAX_ITERATIONS_ENV", "Program", "Stage", "StagedExecutable", "Target", "compile_staged"]
+__all__ = ["HOST_OPS", "MAX_ITERATIONS_ENV", "CompileTarget", "Program", "Stage", "StagedExecutable", "compile_staged"]

@@ -21,7 +21,7 @@ import onnx
 from onnx import numpy_helper
 
 from glow_core import budget
-from glow_core.api import CompiledNetwork, CompileStats, compile_function
+from glow_core.pipeline import CompiledNetwork, CompileStats, compile_function
 from glow_core.controlflow.cache import BindingCache
 from glow_core.controlflow.hostops import CHECKS, HOST_OPS, WARMERS
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
@@ -37,8 +37,9 @@ CACHE_SIZE = 16
 
 
 @dataclass
-class Target:
-    """What programs compile for: the backend, the compile options and the memory budget."""
+class CompileTarget:
+    """What programs compile for: the backend, the compile options and the memory budget (not a machine
+    target: the backend decides that)."""
 
     backend: Backend
     threads: int | None = None
@@ -89,7 +90,7 @@ class Program:
     the declared types of the graph's formal inputs (a subgraph's), which the feeds are coerced to.
     """
 
-    def __init__(self, template: onnx.ModelProto, input_names: Sequence[str], target: Target, name: str,
+    def __init__(self, template: onnx.ModelProto, input_names: Sequence[str], target: CompileTarget, name: str,
                  declared: Mapping[str, onnx.TypeProto] | None = None) -> None:
         self.declared = dict(declared or {})
         #: SequenceInserts into a carried sequence, run on the host after the compiled pieces
@@ -170,7 +171,7 @@ class Stage:
     node (run on the host) and a program for the rest."""
 
     def __init__(self, model: onnx.ModelProto, fn: Function, net: CompiledNetwork | None, split: Split | None,
-                 input_types: Mapping[str, Any], target: Target, name: str) -> None:
+                 input_types: Mapping[str, Any], target: CompileTarget, name: str) -> None:
         self.model = model
         self.fn = fn
         self.net = net
@@ -194,7 +195,7 @@ class Stage:
 
     @staticmethod
     def build(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None,
-              bind: Mapping[str, np.ndarray] | None, target: Target, name: str, checked: bool = False,
+              bind: Mapping[str, np.ndarray] | None, target: CompileTarget, name: str, checked: bool = False,
               template: onnx.ModelProto | None = None) -> "Stage":
         """Import ``model`` up to its first run-time control-flow node and compile that part.
 
@@ -349,7 +350,7 @@ class StagedExecutable:
         return {n: to_user(v) for n, v in self.stage.run(feeds).items()}
 
 
-def compile_staged(proto: onnx.ModelProto, target: Target, shapes: Mapping[str, Sequence[int]] | None,
+def compile_staged(proto: onnx.ModelProto, target: CompileTarget, shapes: Mapping[str, Sequence[int]] | None,
                    bind: Mapping[str, np.ndarray] | None) -> CompiledNetwork:
     """Compile a model with control flow: a plain network when every control-flow node folds."""
     stage = Stage.build(proto, shapes, bind, target, proto.graph.name or "main")

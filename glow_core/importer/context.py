@@ -96,7 +96,10 @@ def onnx_elem(data_type: int, where: str) -> ElemKind:
     try:
         return ONNX_ELEMS[data_type]
     except KeyError:
-        name = onnx.TensorProto.DataType.Name(data_type) if data_type in onnx.TensorProto.DataType.values() else data_type
+        if data_type not in onnx.TensorProto.DataType.values():
+            raise ModelError(f"{where}: element type {data_type} is not an ONNX TensorProto data type",
+                             hint="the model file is corrupt") from None
+        name = onnx.TensorProto.DataType.Name(data_type)
         why = (" (string tensors have no element kind: glow's backends run on fixed-width memory)"
                if data_type == onnx.TensorProto.STRING else "")
         raise UnsupportedError(f"{where}: element type {name} is not supported{why}") from None
@@ -268,10 +271,6 @@ class NodeContext:
     def constant(self, array: np.ndarray | Any, dtype: Any = None, name: str | None = None) -> Constant:
         arr = np.asarray(array, dtype=dtype)
         return self.fn.add_constant(arr, name or f"{self.name}_const")
-
-
-def is_constant(v: Value | None) -> bool:
-    return isinstance(v, Constant)
 
 
 def placeholders_behind(v: Value) -> set[str]:

@@ -1,7 +1,8 @@
 """Graph optimizer: named passes, explicit pipelines, a pass manager.
 
 In: a verified graph function. Out: the same function, optimized in place
-(still verified). See manager.py for the pass contract and pipelines.py for
+(still verified). See glow_core/passinfra.py (shared with lowering and the LIR
+optimizer) for the pass contract and the pass manager, and pipelines.py for
 the pipelines the compiler runs.
 """
 

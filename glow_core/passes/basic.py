@@ -8,7 +8,7 @@ from typing import Any, Hashable
 import numpy as np
 
 from glow_core.errors import UnsupportedError
-from glow_core.ir.graph import Constant, Function, Node, Value
+from glow_core.ir.graph import Constant, Function, Node
 from glow_core.passinfra import PassContext, graph_pass
 from glow_core.reference import run_kernel
 
@@ -135,10 +135,3 @@ def constant_folding(fn: Function, ctx: PassContext) -> bool:
     if changed:
         fn.erase_unused_constants()
     return changed
-
-
-def replace_node(fn: Function, node: Node, values: list[Value]) -> None:
-    """Rewire every result of ``node`` to ``values`` and erase it."""
-    for o, v in zip(node.outputs, values):
-        fn.replace_all_uses_with(o, v)
-    fn.erase_node(node)

@@ -23,9 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.errors import GlowTypeError
 from glow_core.ir.graph import Constant, Function, Node, NodeOutput, Value
-from glow_core.ir.types import TensorType
 
 
 def payload(v: Value | None) -> np.ndarray | None:
@@ -63,14 +61,6 @@ def is_private_to(fn: Function, v: Value, node: Node) -> bool:
     return all(u is node for u, _ in v.users) and bool(v.users) and not fn.is_output(v)
 
 
-def sole_user(fn: Function, v: Value) -> Node | None:
-    """The one node reading ``v`` (possibly through several operands), if ``v`` is private to it."""
-    nodes = v.user_nodes()
-    if len(nodes) != 1 or fn.is_output(v):
-        return None
-    return nodes[0]
-
-
 def create_before(fn: Function, anchor: Node, kind: str, inputs: Sequence[Value | None],
                   attrs: Mapping[str, Any] | None = None, *, origin_of: Node | None = None) -> Node:
     """Create a node right before ``anchor``, keeping the ONNX origin of ``origin_of`` (default ``anchor``)."""
@@ -78,15 +68,6 @@ def create_before(fn: Function, anchor: Node, kind: str, inputs: Sequence[Value 
     with fn.inserting_before(anchor):
         return fn.create(kind, list(inputs), dict(attrs or {}), name=f"{src.name}.{kind.lower()}",
                          origin=src.origin or src.name)
-
-
-def try_create_before(fn: Function, anchor: Node, kind: str, inputs: Sequence[Value | None],
-                      attrs: Mapping[str, Any] | None = None, *, origin_of: Node | None = None) -> Node | None:
-    """:func:`create_before`, or None when the kind's type rule refuses the operands."""
-    try:
-        return create_before(fn, anchor, kind, inputs, attrs, origin_of=origin_of)
-    except GlowTypeError:
-        return None
 
 
 def add_constant_like(fn: Function, array: np.ndarray, like: Value, name: str) -> Constant:
@@ -107,16 +88,6 @@ def erase_if_dead(fn: Function, *nodes: Node | None) -> None:
             fn.erase_node(n)
 
 
-def replace_node(fn: Function, node: Node, new: Value) -> None:
-    """Rewire the single result of ``node`` to ``new`` and erase ``node``."""
-    replace_value(fn, node.result, new)
-    erase_if_dead(fn, node)
-
-
-def same_type(a: TensorType, b: TensorType) -> bool:
-    return a == b
-
-
 def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -131,11 +102,6 @@ def is_identity_perm(perm: Sequence[int]) -> bool:
 def padded_shape(shape: Sequence[int], rank: int) -> tuple[int, ...]:
     """``shape`` with leading 1s up to ``rank`` (numpy broadcasting alignment)."""
     return (1,) * (rank - len(shape)) + tuple(shape)
-
-
-def live_nodes(fn: Function) -> list[Node]:
-    """A snapshot of the nodes; skip the ones a rewrite erased meanwhile with ``node.function is fn``."""
-    return list(fn.nodes)
 
 
 @dataclass(frozen=True)

@@ -334,14 +334,6 @@ def _why_float(c: Converter, node: Node, low_sqnr: Mapping[str, float], cfg: Qua
     return "no calibrated range or non-constant weight"
 
 
-def calibrated_params(records: Mapping[str, object], cfg: QuantizationConfig) -> dict[str, QuantParams]:
-    """Parameters of every profiled value that has a finite sample (the others stay float).
-
-    With ``cfg.auto_keep_float``, the values whose estimated SQNR is below it get none (:func:`calibrate_all`).
-    """
-    return calibrate_all(records, cfg)[0]
-
-
 def calibrate_all(records: Mapping[str, object],
                   cfg: QuantizationConfig) -> tuple[dict[str, QuantParams], dict[str, float]]:
     """(parameters by value name, the values ``cfg.auto_keep_float`` left float -> their estimated SQNR in dB)."""

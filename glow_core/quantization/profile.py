@@ -27,6 +27,8 @@ import numpy as np
 
 from glow_core.errors import GlowError, InputError
 from glow_core.ir.graph import Function, Placeholder, Value
+from glow_core.pipeline import check_support, check_threads, compile_prepared, import_function, prepare_function
+from glow_core.plugin_host import get_backend
 from glow_core.quantization.histogram import DEFAULT_BINS, ValueRecord
 
 FORMAT = "glow-quantization-profile"
@@ -267,33 +269,20 @@ def profile(model: Any, data: Any, backend: str = "interpreter",
     :class:`~glow_core.quantization.data.ImageOptions` for image folders.
     ``progress`` None draws the bar only when stderr is a terminal.
     """
-    from glow_core.api import (
-        CompiledNetwork,
-        CompileStats,
-        _check_input_shapes,
-        _check_model_arg,
-        check_support,
-        compile_options,
-        prepare_function,
-    )
-    from glow_core.importer import import_model
-    from glow_core.plugin_host import get_backend
     from glow_core.quantization.data import open_samples
 
     if not isinstance(bins, int) or isinstance(bins, bool) or not 16 <= bins <= 1 << 16:
         raise InputError(f"bins must be an integer in [16, 65536], got {bins!r}")
     be = get_backend(backend)
-    model_arg = _check_model_arg(model)
-    shapes = _check_input_shapes(input_shapes)
-    probe = import_model(model_arg, shapes)
+    check_threads(threads)
+    probe = import_function(model, input_shapes)
     source = open_samples(data, {p.name: p.type for p in probe.inputs}, image)
     fn = prepare_function(probe, be, quantizable=True)  # the graph the int8 conversion sees
     check_support(fn, be)
     fp = fingerprint(fn, be.name)
     infos = {n: info for n, (_, info) in profiled_values(fn).items()}
     read_from = instrument(fn)
-    exe = be.compile(fn, compile_options(threads=threads))
-    net = CompiledNetwork(fn, exe, be, CompileStats())
+    net = compile_prepared(fn, be, threads=threads)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     records, n, labels = run_profile(net, infos, read_from, source, Progress(source.count, show), bins)
     label = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""

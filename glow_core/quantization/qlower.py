@@ -174,10 +174,6 @@ def _plain_value(fn: Function, v: Value, plain: dict[int, Value]) -> Value:
     return v
 
 
-def has_typed_quantized(fn: Function) -> bool:
-    return any(n.kind.name in QLOWERINGS for n in fn.nodes)
-
-
 def lower_quantized(fn: Function) -> int:
     """Rewrite every typed quantized node and every value of a quantized type; returns the nodes rewritten."""
     plain: dict[int, Value] = {}  # id(old typed value) -> its plain replacement

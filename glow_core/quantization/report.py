@@ -21,6 +21,16 @@ from typing import Any
 import numpy as np
 
 from glow_core.errors import InputError
+from glow_core.pipeline import (
+    CompileStats,
+    check_input_shapes,
+    check_model_arg,
+    compile_function,
+    compile_prepared,
+    import_function,
+    prepare_model,
+)
+from glow_core.plugin_host import get_backend
 from glow_core.quantization.convert import Conversion
 
 EXPOSE = "__quant__."
@@ -119,38 +129,29 @@ class QuantReport:
         return out
 
 
-def _compile_prepared(fn: Any, be: Any) -> Any:
-    from glow_core.api import CompiledNetwork, CompileStats, check_support, compile_options
-
-    check_support(fn, be)
-    return CompiledNetwork(fn, be.compile(fn, compile_options()), be, CompileStats())
-
-
 def compare_quantized(model: Any, quantize: Any, data: Any, backend: str = "interpreter",
                       input_shapes: Mapping[str, Sequence[int]] | None = None, *, image: Any = None) -> QuantReport:
     """Run the float and the int8 network on ``data`` (as ``glow profile`` reads it) and compare them."""
     import os
 
-    from glow_core.api import _check_input_shapes, _check_model_arg, compile, prepare_function
-    from glow_core.importer import import_model
-    from glow_core.plugin_host import get_backend
     from glow_core.quantization.apply import quantize_prepared
     from glow_core.quantization.data import open_samples
     from glow_core.quantization.profile import profiled_values
 
     be = get_backend(backend)
-    arg, shapes = _check_model_arg(model), _check_input_shapes(input_shapes)
-    fn_q = prepare_function(import_model(arg, shapes), be, quantizable=True)
+    arg, shapes = check_model_arg(model), check_input_shapes(input_shapes)
+    fn_q = prepare_model(arg, be, shapes, quantizable=True)
     infos = profiled_values(fn_q)
     conversion = quantize_prepared(fn_q, be, quantize, expose=EXPOSE)
     exposed = {n[len(EXPOSE):]: n for n, _ in fn_q.outputs if n.startswith(EXPOSE)}
-    fn_f = prepare_function(import_model(arg, shapes), be, quantizable=True)
+    fn_f = prepare_model(arg, be, shapes, quantizable=True)
     values = profiled_values(fn_f)
     for name, out in exposed.items():
         fn_f.set_output(out, values[name][0])
     real_names = [n for n, _ in fn_f.outputs if not n.startswith(EXPOSE)]
-    net_f, net_x = _compile_prepared(fn_f, be), _compile_prepared(fn_q, be)
-    net_q = compile(arg, backend, shapes, quantize=quantize)
+    net_f, net_x = compile_prepared(fn_f, be), compile_prepared(fn_q, be)
+    net_q = compile_function(import_function(arg, shapes), be, CompileStats(),
+                             transform=lambda f: quantize_prepared(f, be, quantize))
     layers = {n: LayerNoise(n, infos[n][1].kind, infos[n][1].origin) for n in exposed}
     outputs = {n: OutputAgreement(n) for n in real_names}
     samples = 0

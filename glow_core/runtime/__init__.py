@@ -3,7 +3,7 @@
 Components, bottom up: the device list (:mod:`.devices`), one device manager per device
 (:mod:`.device_manager`), the partitioner (:mod:`.partitioner`), the provisioner
 (:mod:`.provisioner`), the executor (:mod:`.executor`) and the host manager (:mod:`.host_manager`).
-The runtime sits above ``glow_core.api`` and reaches backends by name through ``glow_core.plugin_host``.
+The runtime sits above ``glow_core.pipeline`` (it compiles partitions through it) and reaches backends by name through ``glow_core.plugin_host``.
 """
 
 from __future__ import annotations

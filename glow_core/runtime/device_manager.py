@@ -159,5 +159,5 @@ class DeviceManager(DeviceAccount):
             return item.executable.execute({n: materialize(v) for n, v in feeds.items()})
         except Exception as e:  # noqa: BLE001
             what = e.one_line() if isinstance(e, GlowError) else f"{type(e).__name__}: {e}"
-            raise DeviceExecutionError(f"device {self.id} ({self.config.backend}) failed running partition "
+            raise DeviceExecutionError(f"device {self.id}: backend '{self.config.backend}' failed running partition "
                                        f"{key}: {what}") from e

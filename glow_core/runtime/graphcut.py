@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from glow_core.ir.graph import Constant, Function, Node, Placeholder, Value
+from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 
@@ -150,7 +150,3 @@ def node_cost(node: Node) -> int:
         if w is not None and w.type.rank >= 2:
             return elems + node.outputs[0].type.size * max(1, w.type.size // max(1, w.type.shape[0]))
     return elems
-
-
-def is_placeholder(v: Value) -> bool:
-    return isinstance(v, Placeholder)

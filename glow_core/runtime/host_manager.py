@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.api import CompiledNetwork, _check_input_shapes, _check_model_arg, prepare_function
 from glow_core.errors import InputError
-from glow_core.importer import import_model
+from glow_core.ir.graph import Function
+from glow_core.pipeline import CompiledNetwork, prepare_model
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.cluster import Cluster, RayDeviceManager
 from glow_core.runtime.device_manager import DeviceManager
@@ -43,7 +43,6 @@ from glow_core.runtime.devices import DeviceConfig, as_device_list, backend_orde
 from glow_core.runtime.errors import NetworkError, QueueFullError, RequestTimeoutError
 from glow_core.runtime.executor import Executor, Request
 from glow_core.runtime.graphcut import UnionBackend
-from glow_core.ir.graph import Function
 from glow_core.runtime.partitioner import PartitionPlan, partition, partition_user
 from glow_core.runtime.provisioner import ProvisionedPartition, provision
 
@@ -103,8 +102,7 @@ def prepare_network(model: Any, devices: Sequence[DeviceConfig],
                     bind: Mapping[str, np.ndarray] | None = None) -> Function:
     """Import, optimize and lower ``model`` for the devices' backends."""
     backends = [get_backend(n) for n in backend_order(list(devices))]
-    fn = import_model(_check_model_arg(model), _check_input_shapes(input_shapes), bind)
-    return prepare_function(fn, UnionBackend(backends))
+    return prepare_model(model, UnionBackend(backends), input_shapes, bind)
 
 
 def plan_network(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.api import CompiledNetwork, CompileStats
+from glow_core.pipeline import CompiledNetwork, CompileStats
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.host_manager import HostManager
 from glow_core.runtime.partitioner import PartitionPlan

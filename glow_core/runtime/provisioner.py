@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from glow_core.api import compile_options
-from glow_core.errors import BackendError, GlowError
+from glow_core.pipeline import compile_options, guard_backend
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.device_manager import DeviceManager, compiled_memory
 from glow_core.runtime.graphcut import MemoryEstimate, extract
@@ -39,13 +38,9 @@ class ProvisionedPartition:
 def _compile(network: str, p: Partition, sub: Any, threads: int | None,
              options: Mapping[str, Any] | None) -> CompiledFunction:
     backend = get_backend(p.backend)
-    try:
+    with guard_backend(p.backend, f"to compile partition {p.name} of {network}",
+                       activity=f"compiling partition {p.name} of {network}"):
         return backend.compile(sub, compile_options(threads=threads, extra=options))
-    except GlowError:
-        raise
-    except Exception as e:  # noqa: BLE001  (a backend bug must surface as a clear error)
-        raise BackendError(f"backend '{p.backend}' failed to compile partition {p.name} of {network}: "
-                           f"{type(e).__name__}: {e}") from e
 
 
 def keeps_outputs_remote(plan: PartitionPlan, p: Partition, managers: Mapping[str, Any]) -> bool:

@@ -3,6 +3,8 @@
 - ``interpreter`` passes level ``full``; the JSON report records the suite version, the backend's name,
   version and distribution, the glow version, the platform and every case with its result and max error;
 - ``cpu`` passes level ``full``, every case it does not pass waived by its shipped waiver file;
+- those two whole-level runs are the exhaustive tier (marker ``full``, ``tox -e full``); the default run
+  takes every :data:`SAMPLE`-th case of level ``full`` on both (``--sample``), which is partial;
 - the example backend (``examples/glow-backend-example``), installed through its own pyproject into a
   temporary directory, passes level ``core``;
 - a deliberately broken backend (``fixtures/wrong_add_backend``: Add is wrong for odd row lengths) does
@@ -36,6 +38,8 @@ from tests.cliutil import Result, glow, save
 from tests.conformance.pkgs import EXAMPLE, FIXTURES, pip_install
 
 TIMEOUT = 900.0
+#: the default tier runs every SAMPLE-th case of level full (the whole level is the `full` tier)
+SAMPLE = 10
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +64,24 @@ def by_id(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for c in data["cases"]}
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_sample_of_level_full_passes(backend: str, tmp_path: Path) -> None:
+    """Every SAMPLE-th case of level full, each kind and category keeping its share: a partial run that passes."""
+    listed = conformance(["--backend", backend, "--level", "full", "--list"], tmp_path)
+    total = int(listed.stdout.splitlines()[-1].split(" of ")[1].split()[0])
+    r = conformance(["--backend", backend, "--level", "full", "--sample", str(SAMPLE)], tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    run = len(range(0, total, SAMPLE))
+    assert f"running {run} cases of {total} (partial run, sample: 1 case in {SAMPLE})" in r.stdout
+    assert "PASSES THE SELECTED CASES" in r.stdout and "CONFORMS" not in r.stdout
+    data = load_report(tmp_path, partial=True)
+    s = data["summary"]
+    assert s["fail"] == 0 and s["unsupported"] == 0 and s["total"] == run and s["pass"] + s["waived"] == run
+    assert data["suite"]["options"]["sample"] == SAMPLE
+    assert {c["category"] for c in data["cases"]} >= {"primitive", "high-level", "model"}
+
+
+@pytest.mark.full
 def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
     r = conformance(["--backend", "interpreter", "--level", "full"], tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
@@ -103,6 +125,7 @@ def test_interpreter_passes_full(tmp_path: Path, record_property: Callable[[str,
     assert "Partial run: 6 of" in (tmp_path / "report" / "report.partial.md").read_text()
 
 
+@pytest.mark.full
 def test_cpu_passes_full_with_its_waivers_listed(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
     """The LLVM backend conforms at level full; what it does not pass is waived in its shipped waiver file."""
     r = conformance(["--backend", "cpu", "--level", "full"], tmp_path)
@@ -294,7 +317,7 @@ def test_a_bad_report_dir_fails_before_the_first_case(tmp_path: Path) -> None:
 def test_ctrl_c_is_one_line_exit_130_and_writes_no_report(tmp_path: Path) -> None:
     """SIGINT to the whole process group, as a terminal's Ctrl-C sends it (the worker process included)."""
     env = {k: v for k, v in os.environ.items() if k != "GLOW_TRACEBACK"}
-    proc = subprocess.Popen([sys.executable, "-m", "glow_core.cli", "conformance", "-b", "interpreter", "--level",
+    proc = subprocess.Popen([sys.executable, "-m", "glow_cli", "conformance", "-b", "interpreter", "--level",
                              "full", "--report-dir", str(tmp_path / "report"), "--progress", "lines"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
                             start_new_session=True)

@@ -13,7 +13,7 @@ from onnx import helper
 
 import glow_core
 from glow_core import onnx_backend
-from glow_core.api import CompiledNetwork
+from glow_core.pipeline import CompiledNetwork
 from glow_core.controlflow import MAX_ITERATIONS_ENV, StagedExecutable
 from glow_core.errors import ExecutionError, ImportShapeError, RuntimeControlFlowError
 from glow_core.importer import import_model
@@ -155,7 +155,7 @@ def test_onnx_backend_runs_control_flow() -> None:
 
 
 def test_glow_run_control_flow(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    from glow_core.cli.main import main
+    from glow_cli.main import main
 
     path = tmp_path / "ww.onnx"
     onnx.save(cm.wakeword_like(), str(path))

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import glow_core
-from glow_core.cli import main as cli_main
-from glow_core.cli.cmd_bench import benchmark, count_flops
+from glow_cli import main as cli_main
+from glow_cli.cmd_bench import benchmark, count_flops
 
 
 def _convnet() -> onnx.ModelProto:

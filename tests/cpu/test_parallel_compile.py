@@ -49,7 +49,7 @@ def always_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cpu"
 
 
-def _run(net: glow_core.api.CompiledNetwork) -> np.ndarray:
+def _run(net: glow_core.pipeline.CompiledNetwork) -> np.ndarray:
     return net.run({"x": X})["y"]
 
 

@@ -74,7 +74,7 @@ def test_every_lir_instruction_is_timed_and_times_fit_in_the_run() -> None:
     assert 0 < total <= run.wall * 1.05 + 50e-6
     assert run.span <= run.wall * 1.05 + 50e-6
     # the FLOPs of the kernels are those of the graph's convolutions and matrix product
-    from glow_core.cli.cmd_bench import count_flops
+    from glow_cli.cmd_bench import count_flops
 
     assert sum(k.flops for k in run.kernels) == count_flops(net.function) > 0
 
@@ -119,7 +119,7 @@ def test_profile_needs_the_option() -> None:
 
 
 def _glow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "glow_core.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "glow_cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=600)
 
 

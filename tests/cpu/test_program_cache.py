@@ -44,7 +44,7 @@ def _x(batch: int = 1) -> np.ndarray:
     return np.random.default_rng(4).standard_normal((batch, 3, 6, 6)).astype(np.float32)
 
 
-def _served(net: glow_core.api.CompiledNetwork) -> bool:
+def _served(net: glow_core.pipeline.CompiledNetwork) -> bool:
     return bool(net.stats.backend_s.get("program"))
 
 
@@ -85,7 +85,7 @@ def _debug(path: Path, mp: pytest.MonkeyPatch) -> dict:
 
 
 def _glow_version(path: Path, mp: pytest.MonkeyPatch) -> dict:
-    mp.setattr(glow_core, "__version__", "99.0")
+    mp.setattr(glow_core.version, "__version__", "99.0")
     compilecache.core_digest.cache_clear()
     return {}
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import compile_options, prepare_function
+from glow_core.pipeline import compile_options, prepare_function
 from glow_core.ir.graph import Function
 from glow_core.ir.types import TensorType
 from glow_core.plugin_host import get_backend

@@ -19,7 +19,7 @@ from glow_tools.testing import (
 
 
 def run_cpu(fn: Any, feeds: Mapping[str, np.ndarray], **options: Any) -> dict[str, np.ndarray]:
-    from glow_core.api import check_support, compile_options
+    from glow_core.pipeline import check_support, compile_options
     from glow_core.plugin_host import get_backend
 
     be = get_backend("cpu")

@@ -20,8 +20,8 @@ from types import ModuleType
 
 import pytest
 
-from glow_core.cli.common import UsageError, subcommand_parsers
-from glow_core.cli.main import build_parser, main
+from glow_cli.common import UsageError, subcommand_parsers
+from glow_cli.main import build_parser, main
 from tests.cliutil import glow
 from tests.docs.mdblocks import DOCS, ROOT, Example, examples
 

@@ -1,6 +1,6 @@
 """The sample sessions of docs/cli.md, run and compared with what the page shows.
 
-Every ``$ glow ARGS`` line of a code block is run (as ``python -m glow_core.cli``)
+Every ``$ glow ARGS`` line of a code block is run (as ``python -m glow_cli``)
 in a scratch folder holding the files the samples name, and its output (stdout
 and stderr interleaved, as a terminal shows them) must match the lines shown
 after it, with the wildcards of :mod:`tests.docs.mdblocks` (``...``). A sample
@@ -73,7 +73,7 @@ def _run(sample: Sample, cwd: Path, pythonpath: list[Path]) -> subprocess.Comple
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleaved in the order they are written
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
-    return subprocess.run([sys.executable, "-m", "glow_core.cli", *sample.args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "glow_cli", *sample.args], cwd=cwd, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, check=False)
 
 

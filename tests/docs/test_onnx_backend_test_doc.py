@@ -32,13 +32,13 @@ def _example() -> str:
 def test_backend_test_example_runs_node_tests_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("glow_backend_cpu")
     compiled_for: list[str] = []
-    real_compile = glow_core.onnx_backend.glow_compile
+    real_compile = glow_core.onnx_backend.compile_model
 
     def spy(model: Any, backend: str, *args: Any, **kwargs: Any) -> Any:
         compiled_for.append(backend)
         return real_compile(model, backend, *args, **kwargs)
 
-    monkeypatch.setattr(glow_core.onnx_backend, "glow_compile", spy)
+    monkeypatch.setattr(glow_core.onnx_backend, "compile_model", spy)
     namespace: dict[str, Any] = {"__name__": "test_onnx_glow_cpu"}
     exec(compile(_example(), str(PAGE), "exec"), namespace)  # noqa: S102  (our own doc's example)
 

@@ -9,7 +9,7 @@ import numpy as np
 from glow_backend_interpreter.backend import GraphExecutable, InterpreterBackend, run_kernel
 from glow_backend_interpreter.lir_exec import LIRExecutable
 
-from glow_core.api import compile_options
+from glow_core.pipeline import compile_options
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lir import LIRFunction

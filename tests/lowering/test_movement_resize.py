@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import check_support, prepare_function
+from glow_core.pipeline import check_support, prepare_function
 from glow_core.errors import ExecutionError, UnsupportedError
 from glow_core.ir.defs.movement_resize import COORD_MODES, NEAREST_MODES
 from glow_core.plugin_host import get_backend

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import compile_options
+from glow_core.pipeline import compile_options
 from glow_core.lowering import lower_node
 from glow_core.plugin_host import get_backend
 from tests.lowering.test_reduce import (

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from glow_core.api import check_support, compile_options, prepare_function
+from glow_core.pipeline import check_support, compile_options, prepare_function
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import get_kind

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from glow_core.api import compile_options, prepare_function
+from glow_core.pipeline import compile_options, prepare_function
 from glow_core.ir.graph import Function
 from glow_core.ir.kinds import Category
 from glow_core.ir.types import TensorType

@@ -63,10 +63,11 @@ def test_core_requirement_matches_the_sdk_api_version() -> None:
 def test_core_version_is_zero_dot_sdk_api_dot_patch() -> None:
     project = _project(".")
     assert project["name"] == CORE_DISTRIBUTION
-    # the version is glow_core.__version__ (one source), read by setuptools
+    # the version is glow_core.version.__version__ (one source, re-exported as glow_core.__version__),
+    # read by setuptools
     assert "version" in project.get("dynamic", []) and "version" not in project
     setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert setuptools_cfg["dynamic"]["version"] == {"attr": "glow_core.__version__"}
+    assert setuptools_cfg["dynamic"]["version"] == {"attr": "glow_core.version.__version__"}
     version = Version(glow_core.__version__)
     assert (version.major, version.minor) == (0, SDK_API_VERSION), \
         f"glow_core.__version__ {version} must be 0.{SDK_API_VERSION}.PATCH (SDK API version {SDK_API_VERSION})"

@@ -12,7 +12,7 @@ from pathlib import Path
 from .test_metadata import DISTRIBUTIONS, REPO
 
 #: what the root distribution's wheel is built from (the rest of the checkout is not part of it)
-ROOT_FILES = ["pyproject.toml", "README.md", "LICENSE", "glow_core", "glow_sdk", "glow_tools"]
+ROOT_FILES = ["pyproject.toml", "README.md", "LICENSE", "glow_core", "glow_sdk", "glow_tools", "glow_cli"]
 IGNORE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc")
 
 

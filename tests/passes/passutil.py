@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from glow_backend_interpreter.backend import InterpreterBackend, PrimitivesInterpreterBackend
 
-from glow_core.api import compile_options
+from glow_core.pipeline import compile_options
 from glow_core.ir.graph import Function
 from glow_core.passes import PassContext, PassManager
 from glow_core.passinfra import Step
@@ -42,9 +42,10 @@ def random_feeds(fn: Function, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def apply(fn: Function, *steps: Step, backend: Any = None) -> PassContext:
-    """Run ``steps`` on ``fn`` verifying after every pass; returns the context (changes, timings)."""
-    ctx = PassContext(backend=backend, debug=True)
+def apply(fn: Function, *steps: Step, backend: Any = None, options: Mapping[str, object] | None = None) -> PassContext:
+    """Run ``steps`` on ``fn`` verifying after every pass (``options``: the context's, e.g. ``fast_math``);
+    returns the context (changes, timings)."""
+    ctx = PassContext(backend=backend, debug=True, options=dict(options or {}))
     ctx.changes.clear()
     PassManager(list(steps)).run(fn, ctx)
     fn.verify()
@@ -52,11 +53,11 @@ def apply(fn: Function, *steps: Step, backend: Any = None) -> PassContext:
 
 
 def check(fn: Function, *steps: Step, backend: Any = None, rtol: float = 1e-5, atol: float = 1e-6,
-          seed: int = 0, exact: bool = False) -> bool:
+          seed: int = 0, exact: bool = False, options: Mapping[str, object] | None = None) -> bool:
     """Apply ``steps``; assert outputs before and after agree on random inputs; return whether it changed."""
     feeds = random_feeds(fn, seed)
     before = run(fn, feeds)
-    ctx = apply(fn, *steps, backend=backend)
+    ctx = apply(fn, *steps, backend=backend, options=options)
     after = run(fn, feeds)
     assert list(before) == list(after)
     for name in before:

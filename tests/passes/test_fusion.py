@@ -69,7 +69,7 @@ def test_conv_add_residual_fused(act: str | None, residual_first: bool) -> None:
 
 @pytest.mark.parametrize("quantizable", [False, True])
 def test_residual_fusion_off_for_the_int8_conversion(quantizable: bool) -> None:
-    from glow_core.api import prepare_function
+    from glow_core.pipeline import prepare_function
 
     fn, y = conv()
     r = fn.add_input("r", y.type)
@@ -275,7 +275,7 @@ def conv_act_model(act: str) -> Any:
 
 @pytest.mark.parametrize("act", ["relu", "clip"])
 def test_end_to_end_fusion_follows_the_backend(act: str) -> None:
-    from glow_core.api import prepare_function
+    from glow_core.pipeline import prepare_function
     from glow_core.importer import import_model
     from tests.passes.passutil import run
 

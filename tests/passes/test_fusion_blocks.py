@@ -104,7 +104,7 @@ def test_fused_constants_stay_usable() -> None:
 @pytest.mark.parametrize("model", [layernorm_model((2, 5, 13)), attention_model(1, 2, 4, 4, 3, 3, "Mul", None)])
 def test_blocks_stay_unfused_for_the_int8_conversion(model: onnx.ModelProto) -> None:
     """The graph the int8 conversion and its profile see keeps the pieces (each is quantized on its own)."""
-    from glow_core.api import prepare_function
+    from glow_core.pipeline import prepare_function
     from glow_core.importer import import_model
     from glow_core.plugin_host import get_backend
 

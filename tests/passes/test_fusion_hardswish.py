@@ -12,7 +12,7 @@ from glow_backend_interpreter.backend import InterpreterBackend
 from onnx import TensorProto, helper, numpy_helper
 
 import glow_core
-from glow_core.api import prepare_function
+from glow_core.pipeline import prepare_function
 from glow_core.errors import GlowTypeError
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from glow_core.api import prepare_function
+from glow_core.pipeline import prepare_function
 from glow_core.importer import import_model
 from glow_core.plugin_host import get_backend
 from glow_core.quantization import ProfileMismatchError, load_profile

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import glow_core
-from glow_core.api import prepare_function
+from glow_core.pipeline import prepare_function
 from glow_core.errors import InputError
 from glow_core.importer import import_model
 from glow_core.ir.graph import Function
@@ -119,7 +119,7 @@ def test_typed_equals_lowered_on_a_whole_model(many_profile: Path) -> None:
     assert not any(o.type.elem.is_quantized for n in lowered.nodes for o in n.outputs)
     assert {"QuantizeLinear", "QLinearConv", "DequantizeLinear", "MaxPool"} <= set(lowered.count_by_kind())
     be = get_backend("interpreter")
-    from glow_core.api import compile_options
+    from glow_core.pipeline import compile_options
 
     run_t = be.compile(typed, compile_options())
     run_l = be.compile(lowered, compile_options())

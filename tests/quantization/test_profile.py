@@ -12,7 +12,7 @@ import pytest
 
 import glow_core
 from glow_core import zoo
-from glow_core.api import prepare_function
+from glow_core.pipeline import prepare_function
 from glow_core.errors import InputError
 from glow_core.importer import import_model
 from glow_core.plugin_host import get_backend

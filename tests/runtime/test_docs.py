@@ -22,7 +22,9 @@ def test_the_doc_shows_commands() -> None:
     assert len(commands()) >= 2
 
 
-@pytest.mark.parametrize("command", commands())
+@pytest.mark.parametrize("command", [
+    # a command that starts a local Ray cluster runs on the worker that runs tests/runtime/test_ray.py
+    pytest.param(c, marks=pytest.mark.xdist_group("ray")) if "ray:" in c else c for c in commands()])
 def test_doc_command_runs(command: str, tmp_path: Path) -> None:
     # a `ray:` command starts its own local Ray cluster; its memory monitor (which kills workers when the
     # machine's memory is 95% used, here by other jobs) is off, as in tests/runtime/test_ray.py

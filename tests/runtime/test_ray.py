@@ -32,6 +32,10 @@ from tests.runtime.test_host_manager import reference, two_stage_model
 
 import ray  # noqa: E402  (the test extra installs it: not skipped when missing)
 
+#: one local Ray cluster at a time: under pytest-xdist every Ray test runs on the same worker
+#: (tox.ini: --dist loadgroup), also tests/runtime/test_docs.py's `ray:` commands
+pytestmark = pytest.mark.xdist_group("ray")
+
 #: seconds any one test of this module may take before the watchdog ends the run
 TEST_LIMIT = 240
 DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
@@ -109,7 +113,7 @@ def test_the_doc_quotes_the_missing_ray_line(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_cli_without_ray_prints_one_line(tmp_path: Any) -> None:
-    code = ("import sys; sys.modules['ray'] = None; from glow_core.cli.main import main; "
+    code = ("import sys; sys.modules['ray'] = None; from glow_cli.main import main; "
             "sys.exit(main(['partition', 'zoo:squeezenet', '--devices', 'ray:cpu:2', '--random-weights']))")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0

@@ -1,5 +1,5 @@
 """Import rules: Det (a kind of its own), AffineGrid, SwiGLU and FlexAttention (compositions of existing kinds;
-FlexAttention's score_mod / prob_mod subgraphs are inlined, ``importer/subgraph.py``).
+FlexAttention's score_mod / prob_mod subgraphs are inlined, ``importer/inline.py``).
 
 AffineGrid's ``size`` decides the output shape: it is read as a compile-time
 constant; the base grid of homogeneous positions is then a constant and the
@@ -15,7 +15,7 @@ import numpy as np
 
 from glow_core.errors import GlowTypeError, ModelError
 from glow_core.importer.context import NodeContext, import_rule
-from glow_core.importer.subgraph import graph_attr, inline
+from glow_core.importer.inline import graph_attr, inline
 from glow_core.ir.graph import Value
 from glow_core.ir.types import ElemKind
 

@@ -213,6 +213,25 @@ def _resize(ctx: NodeContext) -> list[Value]:
     nearest = str(ctx.attr("nearest_mode", "round_prefer_floor"))
     policy = str(ctx.attr("keep_aspect_ratio_policy", "stretch"))
     antialias = bool(ctx.attr("antialias", 0))
+    _check_modes(ctx, x, mode, coord, nearest, policy, antialias)
+    axes = norm_axes(ctx, ctx.attr("axes", list(range(r))), r)
+    full_sizes, full_scales, has_scales = _output_shape(ctx, x, axes, policy)
+    roi = _crop_box(ctx, x, axes, has_scales) if coord == "tf_crop_and_resize" else []
+    _check_output_lengths(ctx, x.shape, axes, full_sizes, full_scales, coord, mode, nearest)
+    _check_unscaled_axes(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest, antialias)
+    _check_rounding(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest)
+    attrs = {
+        "roi": roi, "mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest,
+        "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
+        "exclude_outside": bool(ctx.attr("exclude_outside", 0)),
+        "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)), "antialias": antialias,
+    }
+    return [_emit_resize(ctx, x, full_sizes, full_scales, attrs)]
+
+
+def _check_modes(ctx: NodeContext, x: Value, mode: str, coord: str, nearest: str, policy: str,
+                 antialias: bool) -> None:
+    """Refuse attribute values (and combinations of them) the rule does not import at this opset."""
     lo, hi = _COORD_OPSETS.get(coord, (11, 10**6))
     if coord not in COORD_MODES or not lo <= ctx.opset <= hi:
         raise ctx.unsupported(f"coordinate_transformation_mode '{coord}' at opset {ctx.opset}")
@@ -224,13 +243,17 @@ def _resize(ctx: NodeContext) -> list[Value]:
         raise ctx.unsupported("antialias with mode 'nearest'")
     if antialias and coord == "tf_crop_and_resize":
         raise ctx.unsupported("antialias with tf_crop_and_resize (onnxruntime does not extrapolate there)")
-    axes = norm_axes(ctx, ctx.attr("axes", list(range(r))), r)
 
+
+def _output_shape(ctx: NodeContext, x: Value, axes: Sequence[int],
+                  policy: str) -> tuple[list[int], list[float], bool]:
+    """The output length and scale of every axis, from ``sizes`` (with ``keep_aspect_ratio_policy``) or
+    ``scales`` (exactly one of them is given), and whether ``scales`` was the one."""
     has_sizes = ctx.has_input(3) and ctx.type(3).size > 0
     has_scales = ctx.has_input(2) and ctx.type(2).size > 0
     if has_sizes == has_scales:
         raise GlowTypeError(f"{ctx.where()}: give exactly one of scales and sizes")
-    full_sizes, full_scales = list(x.shape), [1.0] * r
+    full_sizes, full_scales = list(x.shape), [1.0] * x.type.rank
     if has_sizes:
         sizes = [int(v) for v in ctx.const_ints(3, "sizes") or ()]
         if len(sizes) != len(axes) or any(s < 0 for s in sizes):
@@ -250,42 +273,43 @@ def _resize(ctx: NodeContext) -> list[Value]:
             raise GlowTypeError(f"{ctx.where()}: scales {scales} must be positive, one per axis of {axes}")
         for a, sc in zip(axes, scales):
             full_sizes[a], full_scales[a] = _out_len(ctx, x.shape[a], sc, 0.0), sc
+    return full_sizes, full_scales, has_scales
 
-    roi: list[float] = []
-    if coord == "tf_crop_and_resize":
-        box = _floats(ctx, 1, "roi")
-        if box is None or len(box) != 2 * len(axes):
-            raise GlowTypeError(f"{ctx.where()}: tf_crop_and_resize needs a roi of {2 * len(axes)} values")
-        roi = [0.0] * r + [1.0] * r
-        for i, a in enumerate(axes):
-            roi[a], roi[a + r] = box[i], box[i + len(axes)]
-        if has_scales and any((roi[a], roi[a + r]) != (0.0, 1.0) for a in axes):
-            raise ctx.unsupported("tf_crop_and_resize with scales and a crop box (the output length rule differs "
-                                  "between implementations; give sizes)")
-        ev = float(ctx.attr("extrapolation_value", 0.0))
-        if not _representable(ev, x.type.dtype):
-            raise ctx.unsupported(f"extrapolation_value {ev:g}, which {x.type.elem.value} cannot hold exactly "
-                                  "(implementations round or saturate it differently)")
+
+def _crop_box(ctx: NodeContext, x: Value, axes: Sequence[int], has_scales: bool) -> list[float]:
+    """tf_crop_and_resize: the crop box over every axis (starts, then ends; 0 and 1 on the other axes),
+    refused with ``scales`` and a non-trivial box, or with an extrapolation value the data type rounds."""
+    r = x.type.rank
+    box = _floats(ctx, 1, "roi")
+    if box is None or len(box) != 2 * len(axes):
+        raise GlowTypeError(f"{ctx.where()}: tf_crop_and_resize needs a roi of {2 * len(axes)} values")
+    roi = [0.0] * r + [1.0] * r
+    for i, a in enumerate(axes):
+        roi[a], roi[a + r] = box[i], box[i + len(axes)]
+    if has_scales and any((roi[a], roi[a + r]) != (0.0, 1.0) for a in axes):
+        raise ctx.unsupported("tf_crop_and_resize with scales and a crop box (the output length rule differs "
+                              "between implementations; give sizes)")
+    ev = float(ctx.attr("extrapolation_value", 0.0))
+    if not _representable(ev, x.type.dtype):
+        raise ctx.unsupported(f"extrapolation_value {ev:g}, which {x.type.elem.value} cannot hold exactly "
+                              "(implementations round or saturate it differently)")
+    return roi
+
+
+def _check_output_lengths(ctx: NodeContext, shape: Sequence[int], axes: Sequence[int], sizes: Sequence[int],
+                          scales: Sequence[float], coord: str, mode: str, nearest: str) -> None:
+    """Refuse output lengths the implementations map differently: align_corners and tf_crop_and_resize
+    where ``input * scale`` is not the output length, pytorch_half_pixel to length 1 (see the module doc)."""
     if coord in ("align_corners", "tf_crop_and_resize"):
         for a in axes:
-            if coord == "align_corners" and full_sizes[a] == 1:
+            if coord == "align_corners" and sizes[a] == 1:
                 continue  # source position 0 either way
-            if abs(full_scales[a] * x.shape[a] - full_sizes[a]) > 1e-6 * max(full_sizes[a], 1):
-                raise ctx.unsupported(f"{coord} with scale {full_scales[a]:g} on axis {a}, where input length "
-                                      f"{x.shape[a]} * scale is not the output length {full_sizes[a]} "
+            if abs(scales[a] * shape[a] - sizes[a]) > 1e-6 * max(sizes[a], 1):
+                raise ctx.unsupported(f"{coord} with scale {scales[a]:g} on axis {a}, where input length "
+                                      f"{shape[a]} * scale is not the output length {sizes[a]} "
                                       "(implementations disagree; give sizes)")
     if coord == "pytorch_half_pixel":
-        for a in range(r):
-            if full_sizes[a] == 1 and x.shape[a] > 1 and not _single_pixel_agrees(
-                    x.shape[a], full_scales[a], mode, nearest):
+        for a in range(len(shape)):
+            if sizes[a] == 1 and shape[a] > 1 and not _single_pixel_agrees(shape[a], scales[a], mode, nearest):
                 raise ctx.unsupported(f"pytorch_half_pixel {mode} resize of axis {a} to length 1 with scale "
-                                      f"{full_scales[a]:g} (implementations disagree on its source position)")
-    _check_unscaled_axes(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest, antialias)
-    _check_rounding(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest)
-    attrs = {
-        "roi": roi, "mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest,
-        "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
-        "exclude_outside": bool(ctx.attr("exclude_outside", 0)),
-        "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)), "antialias": antialias,
-    }
-    return [_emit_resize(ctx, x, full_sizes, full_scales, attrs)]
+                                      f"{scales[a]:g} (implementations disagree on its source position)")

@@ -20,7 +20,7 @@ from glow_core.errors import GlowTypeError, ModelError, UnsupportedError
 from glow_core.importer.context import NodeContext, import_rule, onnx_elem
 from glow_core.importer.rules.movement import reshape
 from glow_core.importer.structured import OptValue, SeqValue, Structured, as_sequence, what_is
-from glow_core.importer.subgraph import graph_attr, inline
+from glow_core.importer.inline import graph_attr, inline
 from glow_core.ir.graph import Value
 from glow_core.ir.types import ElemKind, normalize_axis
 
@@ -211,7 +211,7 @@ def _optional_get_element(ctx: NodeContext) -> list[Any]:
 
 @import_rule("SequenceMap")
 def _sequence_map(ctx: NodeContext) -> list[Any]:
-    """The body inlined once per element (``importer/subgraph.py``); sequence operands give their i-th
+    """The body inlined once per element (``importer/inline.py``); sequence operands give their i-th
     element, tensor operands themselves; each body output becomes a sequence."""
     ctx.check_attrs(["body"])
     body = graph_attr(ctx, "body")

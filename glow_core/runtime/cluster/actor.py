@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.api import compile_options
+from glow_core.pipeline import compile_options, guard_backend
 from glow_core.errors import GlowError
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.cluster.wire import decode_function
@@ -51,7 +51,8 @@ class PartitionHost:
         """Rebuild and compile one partition; answer its memory (constants, activations, inputs/outputs)."""
         try:
             fn = decode_function(description, weights)
-            exe = get_backend(self.backend).compile(fn, compile_options(threads=threads, extra=options))
+            with guard_backend(self.backend, f"to compile partition {key}", activity=f"compiling partition {key}"):
+                exe = get_backend(self.backend).compile(fn, compile_options(threads=threads, extra=options))
             memory = compiled_memory(exe, MemoryEstimate(*estimate))
         except Exception as e:  # noqa: BLE001  (reported to the driver as one line)
             return "error", _one_line(e)

@@ -106,10 +106,10 @@ def sources_digest() -> str:
 
 def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
     import glow_backend_cpu
-    import glow_core
+    import glow_core.version
 
     h = hashlib.sha256()
-    h.update(f"format {FORMAT}|glow {glow_core.__version__}|cpu {glow_backend_cpu.__version__}|".encode())
+    h.update(f"format {FORMAT}|glow {glow_core.version.__version__}|cpu {glow_backend_cpu.__version__}|".encode())
     h.update(sources_digest().encode())
     h.update(identity.encode())
     h.update(json.dumps({k: repr(v) for k, v in sorted(options.items())}).encode())

@@ -298,13 +298,6 @@ def memset(builder: ir.IRBuilder, dst: ir.Value, byte: int, nbytes: ir.Value | i
     builder.call(fn, [builder.bitcast(dst, I8P), ir.Constant(I8, byte & 0xFF), n, ir.Constant(I1, 0)])
 
 
-def byte_offset(builder: ir.IRBuilder, ptr: ir.Value, nbytes: ir.Value | int, to: ir.Type) -> ir.Value:
-    """``(to*)((i8*)ptr + nbytes)``."""
-    p = builder.bitcast(ptr, I8P)
-    p = builder.gep(p, [i64(nbytes) if isinstance(nbytes, int) else nbytes], inbounds=True)
-    return builder.bitcast(p, to.as_pointer())
-
-
 # -- threads -------------------------------------------------------------------------------------
 
 def partition(builder: ir.IRBuilder, total: ir.Value | int, tid: ir.Value, nthreads: ir.Value) -> tuple[ir.Value, ir.Value]:

@@ -17,6 +17,8 @@ process never reads outside its memory, and the runtime raises after the run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from glow_backend_cpu.helpers import I32, I64, VOID, for_range, i64, intrinsic
@@ -26,6 +28,7 @@ SPINS_BEFORE_YIELD = 2000
 SYS_FUTEX_X86_64 = 202
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 ERROR_GLOBAL = "glow_error"
+_I8P = ir.IntType(8).as_pointer()
 
 
 def _global(module: ir.Module, name: str, t: ir.Type) -> ir.GlobalVariable:
@@ -96,18 +99,22 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     thread has number 0 and touches no share table). No Python runs between
     the threads' shares of a run.
     """
-    i8p = ir.IntType(8).as_pointer()
     yield_fn = intrinsic(module, "sched_yield", I32, [])
+    _emit_worker(module, entry, is_x86, futex, yield_fn)
+    _emit_run(module, entry, futex)
+    _emit_stop(module, futex)
 
-    # glow_worker(i8* ctl, i64 k)
-    fn = ir.Function(module, ir.FunctionType(VOID, [i8p, I64]), name="glow_worker")
+
+def _emit_worker(module: ir.Module, entry: ir.Function, is_x86: bool, futex: bool, yield_fn: ir.Function) -> None:
+    """``glow_worker(i8* ctl, i64 k)``: wait for a new generation, run share ``k`` of it, until stopped."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [_I8P, I64]), name="glow_worker")
     ctl, k = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     gen_p = _field(b, ctl, CTL_GEN, I32)
     sleepers_p = _field(b, ctl, CTL_SLEEPERS, I32)
     stop_p = _field(b, ctl, CTL_STOP, I32)
     n_p = _field(b, ctl, CTL_NTHREADS, I64)
-    regions_p = _field(b, ctl, CTL_REGIONS, i8p.as_pointer())
+    regions_p = _field(b, ctl, CTL_REGIONS, _I8P.as_pointer())
     start_gen = ir.Constant(I32, 0)  # a pool starts with a fresh control block: generation 0
     wait = fn.append_basic_block("wait")
     spin = fn.append_basic_block("spin")
@@ -119,37 +126,7 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(wait)
     mine = b.phi(I32, name="seen")
     mine.add_incoming(start_gen, fn.entry_basic_block)
-    clock = intrinsic(module, "llvm.x86.rdtsc", I64, []) if is_x86 else None
-    since = b.call(clock, []) if clock is not None else None
-    b.branch(spin)
-    b.position_at_end(spin)
-    spins = b.phi(I64, name="spins")
-    spins.add_incoming(i64(0), wait)
-    g = b.load_atomic(gen_p, "seq_cst", 4)
-    changed = b.icmp_unsigned("!=", g, mine)
-    b.cbranch(changed, woke, sleep)
-    b.position_at_end(sleep)
-    if is_x86:
-        b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
-    if clock is not None:  # spin for a bounded time (the TSC), whatever a pause costs on this CPU
-        more = b.icmp_signed("<", b.sub(b.call(clock, []), since), i64(WORKER_SPIN_CYCLES))
-    else:
-        more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
-    cont = fn.append_basic_block("spin.more")
-    park = fn.append_basic_block("park")
-    b.cbranch(more, cont, park)
-    b.position_at_end(cont)
-    spins.add_incoming(b.add(spins, i64(1)), cont)
-    b.branch(spin)
-    b.position_at_end(park)
-    if futex:
-        b.atomic_rmw("add", sleepers_p, ir.Constant(I32, 1), "seq_cst")
-        futex_call(b, gen_p, FUTEX_WAIT_PRIVATE, mine)
-        b.atomic_rmw("sub", sleepers_p, ir.Constant(I32, 1), "seq_cst")
-    else:
-        b.call(yield_fn, [])
-    spins.add_incoming(i64(WORKER_SPINS), b.block)
-    b.branch(spin)
+    g = _emit_worker_wait(b, _WorkerWait(gen_p, sleepers_p, mine, spin, sleep, woke), is_x86, futex, yield_fn)
     b.position_at_end(woke)
     stop = b.load_atomic(stop_p, "seq_cst", 4)
     b.cbranch(b.icmp_unsigned("!=", stop, ir.Constant(I32, 0)), done, work)
@@ -166,8 +143,64 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.position_at_end(done)
     b.ret_void()
 
-    # glow_run(i8* ctl, i8** regions, i64 n): publish, wake, run thread 0's share
-    fn = ir.Function(module, ir.FunctionType(VOID, [i8p, i8p.as_pointer(), I64]), name="glow_run")
+
+@dataclass
+class _WorkerWait:
+    """What a worker's wait for a new generation reads and where it goes (blocks of ``glow_worker``)."""
+
+    gen_p: ir.Value  #: the generation (i32*)
+    sleepers_p: ir.Value  #: the count of workers asleep on the generation's futex (i32*)
+    seen: ir.PhiInstr  #: the generation the worker last ran
+    spin: ir.Block  #: the wait loop's head
+    sleep: ir.Block  #: where a round finds the generation unchanged
+    woke: ir.Block  #: where the generation has changed
+
+
+def _emit_worker_wait(b: ir.IRBuilder, w: _WorkerWait, is_x86: bool, futex: bool,
+                      yield_fn: ir.Function) -> ir.Value:
+    """The wait loop of ``glow_worker`` (entered from the current block, the ``wait`` block): spin on the
+    generation for a bounded time, then park (futex or ``sched_yield``) and spin again; it leaves to
+    ``w.woke`` once the generation differs from ``w.seen``. Returns the generation loaded."""
+    module = b.module
+    fn = b.function
+    wait = b.block
+    clock = intrinsic(module, "llvm.x86.rdtsc", I64, []) if is_x86 else None
+    since = b.call(clock, []) if clock is not None else None
+    b.branch(w.spin)
+    b.position_at_end(w.spin)
+    spins = b.phi(I64, name="spins")
+    spins.add_incoming(i64(0), wait)
+    g = b.load_atomic(w.gen_p, "seq_cst", 4)
+    changed = b.icmp_unsigned("!=", g, w.seen)
+    b.cbranch(changed, w.woke, w.sleep)
+    b.position_at_end(w.sleep)
+    if is_x86:
+        b.call(intrinsic(module, "llvm.x86.sse2.pause", VOID, []), [])
+    if clock is not None:  # spin for a bounded time (the TSC), whatever a pause costs on this CPU
+        more = b.icmp_signed("<", b.sub(b.call(clock, []), since), i64(WORKER_SPIN_CYCLES))
+    else:
+        more = b.icmp_signed("<", spins, i64(WORKER_SPINS))
+    cont = fn.append_basic_block("spin.more")
+    park = fn.append_basic_block("park")
+    b.cbranch(more, cont, park)
+    b.position_at_end(cont)
+    spins.add_incoming(b.add(spins, i64(1)), cont)
+    b.branch(w.spin)
+    b.position_at_end(park)
+    if futex:
+        b.atomic_rmw("add", w.sleepers_p, ir.Constant(I32, 1), "seq_cst")
+        futex_call(b, w.gen_p, FUTEX_WAIT_PRIVATE, w.seen)
+        b.atomic_rmw("sub", w.sleepers_p, ir.Constant(I32, 1), "seq_cst")
+    else:
+        b.call(yield_fn, [])
+    spins.add_incoming(i64(WORKER_SPINS), b.block)
+    b.branch(w.spin)
+    return g
+
+
+def _emit_run(module: ir.Module, entry: ir.Function, futex: bool) -> None:
+    """``glow_run(i8* ctl, i8** regions, i64 n)``: publish the run, wake the workers, run thread 0's share."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [_I8P, _I8P.as_pointer(), I64]), name="glow_run")
     ctl, regions, n = fn.args
     seq = _global(module, RUN_SEQ_GLOBAL, I32)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -175,7 +208,7 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     with b.if_then(b.icmp_signed(">", n, i64(1))):
         # this library's run number (never reset, unlike a pool's generation: pools are remade)
         run = b.add(b.atomic_rmw("add", seq, ir.Constant(I32, 1), "seq_cst"), ir.Constant(I32, 1))
-        b.store(regions, _field(b, ctl, CTL_REGIONS, i8p.as_pointer()))
+        b.store(regions, _field(b, ctl, CTL_REGIONS, _I8P.as_pointer()))
         b.store_atomic(n, _field(b, ctl, CTL_NTHREADS, I64), "release", 8)
         b.store_atomic(run, _field(b, ctl, CTL_RUN, I32), "release", 4)
         gen_p = _field(b, ctl, CTL_GEN, I32)
@@ -191,8 +224,10 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     b.call(entry, [regions, i64(0), n, tag])
     b.ret_void()
 
-    # glow_stop(i8* ctl): every worker returns from glow_worker
-    fn = ir.Function(module, ir.FunctionType(VOID, [i8p]), name="glow_stop")
+
+def _emit_stop(module: ir.Module, futex: bool) -> None:
+    """``glow_stop(i8* ctl)``: every worker returns from ``glow_worker``."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [_I8P]), name="glow_stop")
     (ctl,) = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.store_atomic(ir.Constant(I32, 1), _field(b, ctl, CTL_STOP, I32), "seq_cst", 4)

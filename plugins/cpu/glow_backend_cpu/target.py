@@ -244,12 +244,6 @@ class Codegen:
         lib.timings["parts"] = len(objects)
         return lib
 
-    def assembly(self, module: ir.Module) -> str:
-        """Optimized assembly of a module (debugging)."""
-        mod = llvm.parse_assembly(str(module))
-        objworker.run_pipeline(self.tm, mod, self.opt_level)
-        return str(self.tm.emit_assembly(mod))
-
     def load(self, lib: Library) -> Library:
         """Put the library's object code into an MCJIT engine of its own."""
         empty = llvm.parse_assembly(f'target triple = "{self.triple}"\ntarget datalayout = "{self.data_layout}"\n')

@@ -119,14 +119,38 @@ def _immediate(value: Any, elem: ElemKind) -> ir.Constant:
     return ir.Constant(t, float(value))
 
 
-def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Operand], out: Operand) -> None:
-    """Emit the loop of a chain whose last step writes ``out`` (see the module doc)."""
-    b = ctx.builder
-    out_shape = out.type.shape
+@dataclass
+class _Layout:
+    """How a chain's loop nest is cut: the coalesced dimensions and the work items (rows x blocks)."""
+
+    inner: _Dim  #: the innermost dimension (vectorized)
+    outer: list[_Dim]  #: the others, outermost first
+    chunk: int  #: elements of the innermost dimension per work item
+    nblk: int  #: work items per row
+    items: int  #: work items: rows x blocks
+    groups: int  #: what the threads share: the items (1 for a small loop)
+
+    @property
+    def per(self) -> int:
+        """Work items per group."""
+        return self.items // self.groups
+
+
+@dataclass
+class _Row:
+    """One work item of a chain: its operands' row offsets (``[out, ext0, ...]``) and the values of the
+    externals that are constant along the row (immediates or one load; None for the others)."""
+
+    steps: Sequence[Step]
+    externals: Sequence[Operand]
+    out: Operand
+    offs: list[ir.Value]
+    row_vals: list[ir.Value | None]
+
+
+def _layout(out_shape: Sequence[int], externals: Sequence[Operand], lanes: int) -> _Layout:
+    """Coalesce the loop nest and cut it into work items (see the module doc)."""
     total = math.prod(out_shape)
-    if total == 0:
-        return
-    lanes = ctx.target.vector_lanes
     strides = [broadcast_strides(out_shape, out_shape)] + [broadcast_strides(e.type.shape, out_shape)
                                                             for e in externals]
     dims = coalesce(out_shape, strides)
@@ -142,70 +166,96 @@ def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Oper
         nblk = -(-length // chunk)
     items = rows * nblk
     groups = items if total >= MIN_PARALLEL_ELEMS else 1
-    per = items // groups
+    return _Layout(inner, outer, chunk, nblk, items, groups)
+
+
+def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Operand], out: Operand) -> None:
+    """Emit the loop of a chain whose last step writes ``out`` (see the module doc)."""
+    b = ctx.builder
+    if math.prod(out.type.shape) == 0:
+        return
+    lanes = ctx.target.vector_lanes
+    lay = _layout(out.type.shape, externals, lanes)
+    length = lay.inner.size
     immediates = [splat_value(e) for e in externals]
 
-    start, end = partition(b, groups, ctx.tid, ctx.nthreads)
-    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="item") as w:
-        if items == 1:
+    start, end = partition(b, lay.groups, ctx.tid, ctx.nthreads)
+    with for_range(b, b.mul(start, i64(lay.per)), b.mul(end, i64(lay.per)), name="item") as w:
+        if lay.items == 1:
             r, blk = i64(0), i64(0)
         else:
-            r, blk = b.udiv(w, i64(nblk)), b.urem(w, i64(nblk))
-        # row base offsets of every operand (outer dims, innermost last)
-        offs = [i64(0)] * (1 + len(externals))
-        rem = r
-        for d in reversed(outer):
-            idx = b.urem(rem, i64(d.size)) if d is not outer[0] else rem
-            rem = b.udiv(rem, i64(d.size))
-            offs = [o if s == 0 else b.add(o, b.mul(idx, i64(s))) for o, s in zip(offs, d.strides)]
-        c0 = b.mul(blk, i64(chunk))
-        c1 = smin(b, b.add(c0, i64(chunk)), i64(length)) if nblk > 1 else i64(length)
-        # operands constant along the row: one load, splat
-        row_vals: list[ir.Value | None] = []
-        for k, e in enumerate(externals):
-            if immediates[k] is not None:
-                row_vals.append(_immediate(immediates[k], e.type.elem))
-            elif inner.strides[k + 1] == 0:
-                v = b.load(elem_ptr(b, e.ptr, offs[k + 1]), align=e.type.elem.itemsize)
-                row_vals.append(to_compute(b, v, e.type.elem))
-            else:
-                row_vals.append(None)
-
-        def body(c: ir.Value, n_lanes: int, mask: ir.Value | None) -> None:
-            vals: list[ir.Value] = []
-            for k, e in enumerate(externals):
-                rv = row_vals[k]
-                if rv is not None:
-                    vals.append(splat(b, rv, n_lanes))
-                    continue
-                idx = b.add(offs[k + 1], c)
-                if mask is not None:
-                    raw = masked_vload(b, e.ptr, idx, mask, n_lanes, e.type.elem.itemsize)
-                else:
-                    raw = vload(b, e.ptr, idx, n_lanes, e.type.elem.itemsize)
-                vals.append(to_compute(b, raw, e.type.elem))
-            results: list[ir.Value] = []
-            for st in steps:
-                args = [vals[i] if src == "ext" else results[i] for src, i in st.args]
-                elems = [externals[i].type.elem if src == "ext" else steps[i].out_elem for src, i in st.args]
-                res = EW_OPS[st.kind](b, args, elems, st.out_elem, st.attrs)
-                results.append(round_trip(b, res, st.out_elem))
-            value = to_storage(b, results[-1], steps[-1].out_elem)
-            idx = b.add(offs[0], c)
-            if mask is not None:
-                masked_vstore(b, value, out.ptr, idx, mask, out.type.elem.itemsize)
-            else:
-                vstore(b, value, out.ptr, idx, out.type.elem.itemsize)
-
+            r, blk = b.udiv(w, i64(lay.nblk)), b.urem(w, i64(lay.nblk))
+        offs = _row_offsets(b, lay.outer, r, 1 + len(externals))
+        c0 = b.mul(blk, i64(lay.chunk))
+        c1 = smin(b, b.add(c0, i64(lay.chunk)), i64(length)) if lay.nblk > 1 else i64(length)
+        row_vals = _row_values(b, externals, immediates, lay.inner, offs)
+        row = _Row(steps, externals, out, offs, row_vals)
         n_lanes = lanes if length > 1 else 1
         span = b.sub(c1, c0)
         nfull = b.udiv(span, i64(n_lanes))
         with for_range(b, 0, nfull, name="vec") as j:
-            body(b.add(c0, b.mul(j, i64(n_lanes))), n_lanes, None)
-        if n_lanes > 1 and (nblk > 1 or length % n_lanes):
+            _emit_vector(b, row, b.add(c0, b.mul(j, i64(n_lanes))), n_lanes, None)
+        if n_lanes > 1 and (lay.nblk > 1 or length % n_lanes):
             tail = b.sub(span, b.mul(nfull, i64(n_lanes)))
             with b.if_then(b.icmp_signed(">", tail, i64(0))):
-                body(b.add(c0, b.mul(nfull, i64(n_lanes))), n_lanes, lane_mask(b, tail, n_lanes))
+                _emit_vector(b, row, b.add(c0, b.mul(nfull, i64(n_lanes))), n_lanes, lane_mask(b, tail, n_lanes))
+
+
+def _row_offsets(b: ir.IRBuilder, outer: Sequence[_Dim], r: ir.Value, n_operands: int) -> list[ir.Value]:
+    """The element offset of row ``r`` in every operand (``[out, ext0, ...]``; outer dims, innermost last)."""
+    offs = [i64(0)] * n_operands
+    rem = r
+    for d in reversed(outer):
+        idx = b.urem(rem, i64(d.size)) if d is not outer[0] else rem
+        rem = b.udiv(rem, i64(d.size))
+        offs = [o if s == 0 else b.add(o, b.mul(idx, i64(s))) for o, s in zip(offs, d.strides)]
+    return offs
+
+
+def _row_values(b: ir.IRBuilder, externals: Sequence[Operand], immediates: Sequence[Any | None], inner: _Dim,
+                offs: Sequence[ir.Value]) -> list[ir.Value | None]:
+    """The externals constant along the row: an immediate, or one load (splat later); None for the others."""
+    row_vals: list[ir.Value | None] = []
+    for k, e in enumerate(externals):
+        if immediates[k] is not None:
+            row_vals.append(_immediate(immediates[k], e.type.elem))
+        elif inner.strides[k + 1] == 0:
+            v = b.load(elem_ptr(b, e.ptr, offs[k + 1]), align=e.type.elem.itemsize)
+            row_vals.append(to_compute(b, v, e.type.elem))
+        else:
+            row_vals.append(None)
+    return row_vals
+
+
+def _emit_vector(b: ir.IRBuilder, row: _Row, c: ir.Value, n_lanes: int, mask: ir.Value | None) -> None:
+    """Load ``n_lanes`` elements at column ``c`` of every external (``mask``: the tail), apply the steps in
+    registers and store the last step's result."""
+    vals: list[ir.Value] = []
+    for k, e in enumerate(row.externals):
+        rv = row.row_vals[k]
+        if rv is not None:
+            vals.append(splat(b, rv, n_lanes))
+            continue
+        idx = b.add(row.offs[k + 1], c)
+        if mask is not None:
+            raw = masked_vload(b, e.ptr, idx, mask, n_lanes, e.type.elem.itemsize)
+        else:
+            raw = vload(b, e.ptr, idx, n_lanes, e.type.elem.itemsize)
+        vals.append(to_compute(b, raw, e.type.elem))
+    results: list[ir.Value] = []
+    steps = row.steps
+    for st in steps:
+        args = [vals[i] if src == "ext" else results[i] for src, i in st.args]
+        elems = [row.externals[i].type.elem if src == "ext" else steps[i].out_elem for src, i in st.args]
+        res = EW_OPS[st.kind](b, args, elems, st.out_elem, st.attrs)
+        results.append(round_trip(b, res, st.out_elem))
+    value = to_storage(b, results[-1], steps[-1].out_elem)
+    idx = b.add(row.offs[0], c)
+    out = row.out
+    if mask is not None:
+        masked_vstore(b, value, out.ptr, idx, mask, out.type.elem.itemsize)
+    else:
+        vstore(b, value, out.ptr, idx, out.type.elem.itemsize)
 
 
 def emit_single(ctx: EmitContext, instr: Instr) -> None:

@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit import ew_math
 from glow_backend_cpu.emit.dtypes import FLOATS, UNSIGNED, compute_type, convert, is_float
-from glow_backend_cpu.helpers import F64, I1, I64, call_intrinsic, const_like, lanes_of, scalar_type, vec_type
+from glow_backend_cpu.helpers import I1, I64, call_intrinsic, const_like, lanes_of, scalar_type, vec_type
 from glow_core.ir.types import LOW_PRECISION_KINDS, ElemKind
 
 E = ElemKind
@@ -360,11 +360,3 @@ def _isinf(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: E
     if at.get("detect_negative", True):
         r = b.or_(r, b.fcmp_ordered("==", x, _c(x, float("-inf"))))
     return r
-
-
-def result_compute_type(out_elem: ElemKind, lanes: int) -> ir.Type:
-    return vec_type(compute_type(out_elem), lanes)
-
-
-def is_wide(elem: ElemKind) -> bool:
-    return compute_type(elem) in (F64, I64)

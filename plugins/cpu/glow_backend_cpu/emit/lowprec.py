@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from glow_backend_cpu.helpers import F32, I8, I32, call_intrinsic, const_like, lanes_of, vec_type
-from glow_core.ir.types import LOW_PRECISION_KINDS, SMALL_FLOAT_KINDS, SMALL_INT_KINDS, ElemKind
+from glow_core.ir.types import SMALL_FLOAT_KINDS, SMALL_INT_KINDS, ElemKind
 
 E = ElemKind
 #: ``dtypes.convert`` (numpy astype between the plain kinds' compute values)
@@ -75,10 +75,6 @@ def _vt(t: ir.Type, like: ir.Value) -> ir.Type:
 
 def _c(like: ir.Value, value: float) -> ir.Constant:
     return const_like(like.type, value)
-
-
-def is_low_precision(elem: ElemKind) -> bool:
-    return elem in LOW_PRECISION_KINDS
 
 
 # -- decoding ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import argparse
 import logging
 import textwrap
 
-from glow_core.cli.common import Command
+from glow_cli.common import Command
 from glow_core.errors import GlowError
 from glow_core.plugin_host import BLOCK_ENV, DISABLE_ENV, BackendRecord, env_flag, registry
 

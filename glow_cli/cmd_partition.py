@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from glow_core import zoo
-from glow_core.cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
+from glow_cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
 from glow_core.errors import GlowError
 
 

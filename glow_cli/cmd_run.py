@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from glow_core import zoo
-from glow_core.cli.common import (
+from glow_cli.common import (
     Command,
     add_model_argument,
     add_shape_argument,
@@ -28,7 +28,7 @@ from glow_core.cli.common import (
     positive_int,
     shapes_from_args,
 )
-from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
+from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
 from glow_core.errors import GlowError, InputError
 
 TOP_K = 5

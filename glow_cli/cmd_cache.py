@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from glow_core.cli.common import Command
+from glow_cli.common import Command
 from glow_core.errors import GlowError
 from glow_core.plugin_host import describe_exception, registry
 from glow_sdk.backend import CACHE_DIR_ENV, CACHE_MAX_ENV, CacheInfo, cache_root, measure_cache_dir

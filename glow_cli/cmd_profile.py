@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from glow_core.cli.common import Command, add_model_argument, add_shape_argument, shapes_from_args
+from glow_cli.common import Command, add_model_argument, add_shape_argument, shapes_from_args
 
 
 def _floats(text: str) -> tuple[float, ...]:

@@ -1,7 +1,7 @@
 """Subcommands from other distributions: the entry-point group ``glow.commands``.
 
 A distribution adds a ``glow`` subcommand by naming, in this group, a
-:class:`~glow_core.cli.common.Command` record (or a function without
+:class:`~glow_cli.common.Command` record (or a function without
 arguments that returns one)::
 
     [project.entry-points."glow.commands"]
@@ -24,7 +24,7 @@ import importlib.metadata as md
 import logging
 from collections.abc import Callable, Iterable
 
-from glow_core.cli.common import Command, Parser
+from glow_cli.common import Command, Parser
 from glow_core.errors import GlowError
 from glow_core.plugin_host import describe_exception
 
@@ -61,7 +61,7 @@ def _load(ep: md.EntryPoint) -> Command:
         except Exception as e:  # noqa: BLE001
             raise GlowError(f"{ep.value}() raised {describe_exception(e)}") from e
     if not isinstance(obj, Command):
-        raise GlowError(f"{ep.value} is a {type(obj).__name__}, expected a glow_core.cli.common.Command")
+        raise GlowError(f"{ep.value} is a {type(obj).__name__}, expected a glow_cli.common.Command")
     if obj.name != ep.name:
         raise GlowError(f"{ep.value} is the command '{obj.name}', but its entry point is named '{ep.name}'")
     try:

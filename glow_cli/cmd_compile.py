@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from glow_core.cli.common import Command, add_model_argument, add_shape_argument, fmt_ms, shapes_from_args
-from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
+from glow_cli.common import Command, add_model_argument, add_shape_argument, fmt_ms, shapes_from_args
+from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

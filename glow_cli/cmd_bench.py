@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from glow_core import zoo
-from glow_core.cli.common import (
+from glow_cli.common import (
     Command,
     add_model_argument,
     add_shape_argument,
@@ -38,7 +38,7 @@ from glow_core.cli.common import (
     positive_int,
     shapes_from_args,
 )
-from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
+from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
 from glow_core.errors import GlowError
 from glow_core.ir.graph import Function, Node
 
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare and args.threads is None:
         note("comparing with the backend's default thread count for both runtimes")
     if args.profile:
-        from glow_core.cli.bench_profile import profile_model
+        from glow_cli.bench_profile import profile_model
 
         if args.compare:
             raise GlowError("--profile times glow's kernels only; run --compare without --profile")

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from glow_core.cli.common import Command
+from glow_cli.common import Command
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

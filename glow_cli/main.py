@@ -1,6 +1,6 @@
 """The ``glow`` command: a table of subcommands and one error policy.
 
-Subcommands are :class:`~glow_core.cli.common.Command` records: the built-in
+Subcommands are :class:`~glow_cli.common.Command` records: the built-in
 ones are listed in :data:`COMMANDS` (one module per subcommand); other
 distributions add theirs through the entry-point group ``glow.commands``
 (:data:`COMMAND_GROUP`; e.g. ``glow conformance`` comes with
@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Sequence
 
 from glow_core import __version__
-from glow_core.cli import (
+from glow_cli import (
     cmd_backends,
     cmd_bench,
     cmd_bundle,
@@ -40,8 +40,8 @@ from glow_core.cli import (
     cmd_run,
     cmd_sdk,
 )
-from glow_core.cli.common import USAGE_PROG_ATTR, Command, Parser, UsageError, subcommand_parsers
-from glow_core.cli.plugins import load_command_plugins
+from glow_cli.common import USAGE_PROG_ATTR, Command, Parser, UsageError, subcommand_parsers
+from glow_cli.plugins import load_command_plugins
 from glow_core.errors import GlowError
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION
 

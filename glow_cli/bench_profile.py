@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from glow_core import zoo
-from glow_core.cli.common import load_model_ref
+from glow_cli.common import load_model_ref
 from glow_core.errors import GlowError
 
 

@@ -1,7 +1,7 @@
 """Shared pieces of the ``glow`` subcommands.
 
 A subcommand is a :class:`Command` record (name, help, an argument-adding
-function and a run function) listed in the table of ``glow_core.cli.main``.
+function and a run function) listed in the table of ``glow_cli.main``.
 This module also holds what several commands need: model references
 (paths and ``zoo:NAME``), ``--input`` / ``--input-shape`` parsing, ``.npy``
 loading with clear errors, and random inputs of the right type.

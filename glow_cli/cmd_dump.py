@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from glow_core.cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
+from glow_cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
 from glow_core.errors import GlowError
 
 DOT_TIMEOUT_S = 300

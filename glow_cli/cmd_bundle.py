@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from glow_core.cli.common import (
+from glow_cli.common import (
     Command,
     add_model_argument,
     add_shape_argument,
@@ -18,7 +18,7 @@ from glow_core.cli.common import (
     positive_int,
     shapes_from_args,
 )
-from glow_core.cli.quantize_args import add_quantize_arguments, quantize_from_args
+from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
 from glow_core.errors import GlowError
 
 

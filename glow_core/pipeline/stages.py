@@ -1,0 +1,111 @@
+"""The stages of a compile: import -> prepare (optimize + lower) -> support check -> backend compile.
+
+Each entry point (``glow_core.compile``, bundles, profiles, the int8 report, the runtime's partitions,
+control-flow stages) calls these; the sequence is written here only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from glow_core import budget
+from glow_core.errors import UnsupportedError
+from glow_core.importer import import_model
+from glow_core.ir.graph import Function, Node
+from glow_core.lircompiler import build_lir
+from glow_core.passes import PassContext, PassManager
+from glow_core.passes.pipelines import default_pipeline
+from glow_core.pipeline.args import check_input_shapes, check_model_arg
+from glow_core.pipeline.guard import guard_backend
+from glow_core.pipeline.network import CompiledNetwork, CompileStats
+from glow_sdk.backend import Backend, CompileOptions
+
+#: a step run on the prepared function before the support check (int8 conversion); its result is kept
+#: in ``CompileStats.quantized``
+Transform = Callable[[Function], Any]
+
+
+def compile_options(*, threads: int | None = None, debug: bool = False,
+                    extra: Mapping[str, Any] | None = None) -> CompileOptions:
+    """The options ``Backend.compile`` receives, with the core's services filled in (``build_lir``)."""
+    return CompileOptions(threads=threads, debug=debug, extra=dict(extra or {}), lir_builder=build_lir)
+
+
+def import_function(model: Any, input_shapes: Any = None, bind: Mapping[str, np.ndarray] | None = None) -> Function:
+    """Check the model argument and the input shapes (:mod:`.args`) and import the model into a verified
+    function."""
+    return import_model(check_model_arg(model), check_input_shapes(input_shapes), bind)
+
+
+def prepare_function(fn: Function, backend: Backend, debug: bool = False,
+                     ctx: PassContext | None = None, quantizable: bool = False) -> Function:
+    """Graph optimization and lowering for a backend (the middle of the pipeline). ``quantizable=True``
+    builds the graph the int8 conversion (and the profile it reads) sees: no fusion the conversion cannot
+    quantize piece by piece (a residual Add in FusedConv, FusedLayerNorm, FusedAttention)."""
+    ctx = ctx or PassContext(backend=backend, debug=debug)
+    ctx.backend = backend
+    ctx.options["quantizable"] = quantizable
+    PassManager(default_pipeline()).run(fn, ctx)
+    if debug:
+        fn.verify()
+    return fn
+
+
+def prepare_model(model: Any, backend: Backend, input_shapes: Any = None, bind: Mapping[str, np.ndarray] | None = None,
+                  *, quantizable: bool = False) -> Function:
+    """Check the arguments, import ``model`` and prepare it for ``backend``: the front half of every compile."""
+    return prepare_function(import_function(model, input_shapes, bind), backend, quantizable=quantizable)
+
+
+def check_support(function: Function, backend: Backend) -> None:
+    """Report every node the backend cannot run, all at once."""
+    bad: dict[str, list[Node]] = {}
+    for node in function.nodes:
+        if not backend.supports(node):
+            elems = "/".join(sorted({v.type.elem.value for v in node.inputs if v is not None} or {"-"}))
+            bad.setdefault(f"{node.kind.name}({elems})", []).append(node)
+    if bad:
+        parts = []
+        for key, nodes in sorted(bad.items()):
+            names = ", ".join(n.origin or n.name for n in nodes[:3]) + (", ..." if len(nodes) > 3 else "")
+            parts.append(f"{key} x{len(nodes)} [{names}]")
+        raise UnsupportedError(
+            f"backend '{backend.name}' cannot run {sum(len(v) for v in bad.values())} node(s): " + "; ".join(parts),
+            hint="choose another backend",
+        )
+
+
+def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = None, *, threads: int | None = None,
+                     debug: bool = False, options: Mapping[str, Any] | None = None) -> CompiledNetwork:
+    """Check a prepared function against the budget and the backend, and compile it (guarded)."""
+    stats = stats if stats is not None else CompileStats()
+    stats.nodes_by_kind = fn.count_by_kind()
+    budget.check_function(fn)  # what lowering made, before the backend allocates for it
+    check_support(fn, be)
+    t = time.perf_counter()
+    with guard_backend(be.name, "to compile the model"):
+        exe = be.compile(fn, compile_options(threads=threads, debug=debug, extra=options))
+    stats.backend_compile_s = time.perf_counter() - t
+    timings = getattr(exe, "compile_timings", None)
+    if isinstance(timings, dict):
+        stats.backend_s = dict(timings)
+    return CompiledNetwork(fn, exe, be, stats)
+
+
+def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads: int | None = None,
+                     debug: bool = False, options: Mapping[str, Any] | None = None,
+                     transform: Transform | None = None) -> CompiledNetwork:
+    """Prepare an imported function for ``be`` (``transform``, e.g. int8 conversion, on the prepared graph)
+    and compile it: the back half of every compile."""
+    t = time.perf_counter()
+    ctx = PassContext(backend=be, debug=debug)
+    fn = prepare_function(fn, be, debug=debug, ctx=ctx, quantizable=transform is not None)
+    stats.pass_s = dict(ctx.timings)
+    if transform is not None:
+        stats.quantized = transform(fn)
+    stats.optimize_s = time.perf_counter() - t
+    return compile_prepared(fn, be, stats, threads=threads, debug=debug, options=options)
