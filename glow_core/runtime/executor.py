@@ -8,6 +8,7 @@ device), or with a timeout / cancellation decided by the host manager (:meth:`Re
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -81,54 +82,76 @@ class Executor:
 
     def start(self, req: Request) -> None:
         """Submit every partition without dependencies; the rest follow as their inputs arrive."""
-        values: dict[str, np.ndarray] = dict(req.feeds)
-        waiting = [len(pp.partition.deps) for pp in self.parts]
-        lock = threading.Lock()
+        run = _Run(self, req)
         if not self.parts:
-            self._complete(req, values)
+            run.complete()
             return
-
-        def submit(i: int) -> None:
-            pp = self.parts[i]
-            with lock:
-                feeds = {n: values[n] for n in pp.input_names}
-            req.busy(pp.device.id, True)
-            pp.device.submit(pp.key, feeds, lambda out, err: done(i, out, err))
-
-        left = [len(self.parts)]
-
-        def done(i: int, out: dict[str, np.ndarray] | None, err: BaseException | None) -> None:
-            req.busy(self.parts[i].device.id, False)
-            if req.finished:
-                return
-            if err is not None or out is None:
-                req.finish(None, err)
-                return
-            ready = []
-            with lock:
-                values.update(out)
-                left[0] -= 1
-                for u in self.users[i]:
-                    waiting[u] -= 1
-                    if waiting[u] == 0:
-                        ready.append(u)
-                finished = left[0] == 0
-            for u in ready:
-                submit(u)
-            if finished:
-                self._complete(req, values)
-
-        for i, n in enumerate(waiting):
+        for i, n in enumerate(run.waiting):
             if n == 0:
-                submit(i)
+                run.submit(i)
 
-    def _complete(self, req: Request, values: Mapping[str, Any]) -> None:
-        result: dict[str, np.ndarray] = {}
-        try:
-            for name, v in self.outputs:
-                result[name] = np.array(v.payload if isinstance(v, Constant) else materialize(values[v.name]),
-                                        copy=True)
-        except Exception as e:  # noqa: BLE001  (a remote output that cannot be fetched fails the request)
-            req.finish(None, e)
+    def result(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The model's outputs, copied out of the partitions' results (which may be device or remote memory)."""
+        return {name: np.array(v.payload if isinstance(v, Constant) else materialize(values[v.name]), copy=True)
+                for name, v in self.outputs}
+
+
+class _Run:
+    """One request's walk over the partitions: the tensors computed so far and what each partition waits for.
+
+    Nothing here refers back to itself through a closure (the device callbacks hold the run, the run holds no
+    callback), so a finished run and every tensor it held are freed at once by reference counting, not at
+    the next cyclic garbage collection: under a steady stream of requests those would pile up and the
+    allocator's arenas would keep the memory (the serving-memory test in tests/runtime/test_memory.py).
+    """
+
+    __slots__ = ("executor", "req", "values", "waiting", "left", "lock")
+
+    def __init__(self, executor: Executor, req: Request) -> None:
+        self.executor = executor
+        self.req = req
+        self.values: dict[str, Any] = dict(req.feeds)
+        self.waiting = [len(pp.partition.deps) for pp in executor.parts]
+        self.left = len(executor.parts)
+        self.lock = threading.Lock()
+
+    def submit(self, i: int) -> None:
+        pp = self.executor.parts[i]
+        with self.lock:
+            feeds = {n: self.values[n] for n in pp.input_names}
+        self.req.busy(pp.device.id, True)
+        pp.device.submit(pp.key, feeds, functools.partial(self.done, i))
+
+    def done(self, i: int, out: dict[str, np.ndarray] | None, err: BaseException | None) -> None:
+        req = self.req
+        req.busy(self.executor.parts[i].device.id, False)
+        if req.finished:
+            self.values.clear()
             return
-        req.finish(result, None)
+        if err is not None or out is None:
+            self.values.clear()
+            req.finish(None, err)
+            return
+        ready = []
+        with self.lock:
+            self.values.update(out)
+            self.left -= 1
+            for u in self.executor.users[i]:
+                self.waiting[u] -= 1
+                if self.waiting[u] == 0:
+                    ready.append(u)
+            finished = self.left == 0
+        for u in ready:
+            self.submit(u)
+        if finished:
+            self.complete()
+
+    def complete(self) -> None:
+        try:
+            result = self.executor.result(self.values)
+        except Exception as e:  # noqa: BLE001  (a remote output that cannot be fetched fails the request)
+            self.values.clear()
+            self.req.finish(None, e)
+            return
+        self.values.clear()
+        self.req.finish(result, None)
