@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -96,9 +96,10 @@ class Cluster:
         head = [n["NodeID"] for n in nodes if "node:__internal_head__" in n.get("Resources", {})]
         return head + sorted(n["NodeID"] for n in nodes if n["NodeID"] not in head)
 
-    def place(self, index: int, prefer: str | None = None) -> str:
-        """The node for device number ``index`` (round robin over the alive nodes), ``prefer`` when alive."""
-        nodes = self.alive_nodes()
+    def place(self, index: int, prefer: str | None = None, avoid: Sequence[str] = ()) -> str:
+        """The node for device number ``index`` (round robin over the alive nodes), ``prefer`` when alive;
+        never one of ``avoid`` (nodes an actor could not start on) while another is alive."""
+        nodes = [n for n in self.alive_nodes() if n not in avoid] or self.alive_nodes()
         if not nodes:
             raise DeviceConfigError(f"the Ray cluster '{self.address}' has no alive node with CPUs",
                                     hint="start the cluster's nodes ('ray start') or check 'ray status'")

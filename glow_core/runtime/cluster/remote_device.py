@@ -28,7 +28,7 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,11 +108,11 @@ class RayDeviceManager(DeviceAccount):
         return f"device {self.id} ({self.config.backend}, Ray actor on node {self.node[:12] or '?'})"
 
     # -- the actor ------------------------------------------------------------------------------
-    def _spawn(self, prefer: str | None) -> None:
+    def _spawn(self, prefer: str | None, avoid: Sequence[str] = ()) -> None:
         """Create the actor (not waiting for it: :meth:`wait_ready`)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self.node = self.cluster.place(self.config.index, prefer)
+        self.node = self.cluster.place(self.config.index, prefer, avoid)
         cls = self.cluster.actor_class(PartitionHost)
         self._actor = cls.options(num_cpus=self.config.cpus, max_restarts=0, max_task_retries=0,
                                   scheduling_strategy=NodeAffinitySchedulingStrategy(self.node, soft=False)
@@ -329,8 +329,7 @@ class RayDeviceManager(DeviceAccount):
         try:
             self._kill()
             self._await_death()  # its CPUs free before the new actor asks the node for them
-            self._spawn(self.node)
-            self._await_actor()
+            self._respawn()
             with self._lock:
                 parts = list(self.loaded.values())
             answers = [(p.key, self._actor.load.remote(p.key, p.description, p.weights, p.threads, p.options,
@@ -351,6 +350,21 @@ class RayDeviceManager(DeviceAccount):
                 self.state = "ok"
         if stopped:
             self._kill()
+
+    def _respawn(self) -> None:
+        """A new actor on the old one's node when it is alive, else (or when it cannot start there) on
+        another alive node: a node that died takes its actors' places with it (the cluster may still
+        list it as alive for a few seconds, so a node an actor could not start on is avoided next)."""
+        tried: list[str] = []
+        while True:
+            self._spawn(None if tried else self.node, avoid=tried)
+            try:
+                self._await_actor()
+                return
+            except DeviceConfigError:
+                tried.append(self.node)
+                if not [n for n in self.cluster.alive_nodes() if n not in tried]:
+                    raise
 
     def stop(self) -> None:
         """Fail what is in flight, kill the actor, stop the dispatcher."""
