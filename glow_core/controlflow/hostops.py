@@ -7,8 +7,10 @@ ONNX operator specification (If 1-21, Loop 1-21, Scan 8 and 9-21).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -21,9 +23,14 @@ if TYPE_CHECKING:
     from glow_core.controlflow.program import Program, Stage
 
 Env = dict[str, np.ndarray]
-#: environment variable bounding the iterations of one Loop (default :data:`DEFAULT_MAX_ITERATIONS`)
+#: environment variable bounding the iterations of one Loop or Scan (default :data:`DEFAULT_MAX_ITERATIONS`)
 MAX_ITERATIONS_ENV = "GLOW_MAX_LOOP_ITERATIONS"
 DEFAULT_MAX_ITERATIONS = 100_000
+#: environment variable bounding the loop bodies one outermost Loop or Scan runs, nested loops' included
+MAX_TOTAL_ITERATIONS_ENV = "GLOW_MAX_TOTAL_ITERATIONS"
+DEFAULT_MAX_TOTAL_ITERATIONS = 1_000_000
+#: the bodies run so far under the outermost loop running in this context (None: no loop is running)
+_BODIES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("glow_loop_bodies", default=None)
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, object]:
@@ -54,12 +61,76 @@ def _feeds(prog: Program, env: Env, formal: dict[str, np.ndarray]) -> Env:
     return feeds
 
 
-def max_iterations() -> int:
-    raw = os.environ.get(MAX_ITERATIONS_ENV, "")
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
     try:
-        return int(raw) if raw else DEFAULT_MAX_ITERATIONS
+        return int(raw) if raw else default
     except ValueError:
-        raise InputError(f"{MAX_ITERATIONS_ENV}={raw!r} is not an integer") from None
+        raise InputError(f"{name}={raw!r} is not an integer") from None
+
+
+def max_iterations() -> int:
+    return _int_env(MAX_ITERATIONS_ENV, DEFAULT_MAX_ITERATIONS)
+
+
+def max_total_iterations() -> int:
+    return _int_env(MAX_TOTAL_ITERATIONS_ENV, DEFAULT_MAX_TOTAL_ITERATIONS)
+
+
+@contextlib.contextmanager
+def _bodies_counted() -> Iterator[list[int]]:
+    """The count of loop bodies run under the outermost loop: a new one for an outermost loop, the running
+    one for a nested loop (a body runs its nested loops in the same context)."""
+    counter = _BODIES.get()
+    if counter is not None:
+        yield counter
+        return
+    token = _BODIES.set([0])
+    try:
+        yield _BODIES.get()  # type: ignore[misc]
+    finally:
+        _BODIES.reset(token)
+
+
+def _one_more_body(counter: list[int], node: onnx.NodeProto) -> None:
+    counter[0] += 1
+    limit = max_total_iterations()
+    if counter[0] > limit:
+        raise ExecutionError(f"{_where(node)}: the loops around and within it ran {limit} loop bodies in all, the "
+                             f"limit {MAX_TOTAL_ITERATIONS_ENV} sets (nested loops multiply)",
+                             hint=f"set {MAX_TOTAL_ITERATIONS_ENV} to allow more")
+
+
+def _budget_of(prog: Program) -> budget.Budget:
+    """The budget the program was compiled under (else the one in force)."""
+    return getattr(prog.target, "budget", None) or budget.current()
+
+
+class _Accumulation:
+    """The bytes a loop's scan outputs hold, charged against the budget's total as they grow, and checked
+    for the whole loop as soon as its length and one step's size are known."""
+
+    def __init__(self, node: onnx.NodeProto, limits: budget.Budget) -> None:
+        self.node, self.limits, self.total = node, limits, 0
+
+    def add(self, parts: Sequence[np.ndarray]) -> None:
+        """One iteration's scan values: charged (with the copy stacking them will make)."""
+        self.total += 2 * sum(int(np.asarray(p).nbytes) for p in parts)
+        self.limits.check_total(self.total, _where(self.node), "the scan outputs accumulated so far (and their "
+                                                               "stacked copies)")
+
+    def expect(self, steps: int, parts: Sequence[np.ndarray]) -> None:
+        """The loop will run ``steps`` iterations of values like ``parts``: each stacked output within one
+        tensor's limit, all of them (and the values kept to stack them) within the total."""
+        where = _where(self.node)
+        total = 0
+        for j, p in enumerate(parts):
+            p = np.asarray(p)
+            total += 2 * self.limits.check_tensor((steps,) + p.shape, p.itemsize, where, f"scan output {j}")
+        if total > self.limits.total_bytes:
+            step = sum(int(np.asarray(p).nbytes) for p in parts)
+            self.limits.check_total(total, where, f"its scan outputs ({steps} iterations of "
+                                                  f"{budget.format_bytes(step)}, stacked)")
 
 
 def run_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
@@ -125,20 +196,28 @@ def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     limit = max_iterations()
     prog = stage.subprogram("body", body)
     scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
+    held = _Accumulation(node, _budget_of(prog))
     i = 0
-    while keep and (trip is None or i < trip):
-        if i >= limit:
-            raise ExecutionError(f"{_where(node)}: the loop did not end after {limit} iterations",
-                                 hint=f"set {MAX_ITERATIONS_ENV} to allow more")
-        formal = {body.input[0].name: np.array(i, dtype=np.int64), body.input[1].name: np.array(keep)}
-        formal.update({vi.name: v for vi, v in zip(body.input[2:], carried)})
-        outs = prog.run(_feeds(prog, env, formal))
-        if ins[1]:  # without a condition operand the body's condition output is ignored
-            keep = bool(_scalar(outs[body.output[0].name], node, "the body's condition output"))
-        carried = [outs[o.name] for o in body.output[1:1 + n_carried]]
-        for j, o in enumerate(body.output[1 + n_carried:]):
-            scans[j].append(outs[o.name])
-        i += 1
+    with _bodies_counted() as bodies:
+        while keep and (trip is None or i < trip):
+            if i >= limit:
+                raise ExecutionError(f"{_where(node)}: the loop did not end after {limit} iterations",
+                                     hint=f"set {MAX_ITERATIONS_ENV} to allow more")
+            _one_more_body(bodies, node)
+            formal = {body.input[0].name: np.array(i, dtype=np.int64), body.input[1].name: np.array(keep)}
+            formal.update({vi.name: v for vi, v in zip(body.input[2:], carried)})
+            outs = prog.run(_feeds(prog, env, formal))
+            if ins[1]:  # without a condition operand the body's condition output is ignored
+                keep = bool(_scalar(outs[body.output[0].name], node, "the body's condition output"))
+            carried = [outs[o.name] for o in body.output[1:1 + n_carried]]
+            step = [outs[o.name] for o in body.output[1 + n_carried:]]
+            if i == 0 and trip is not None and not ins[1] and step:  # it runs trip times: check them all now
+                held.expect(trip, step)
+            held.add(step)
+            for j, v in enumerate(step):
+                scans[j].append(v)
+            i += 1
+
     def first() -> tuple[Program, Env]:
         formal = {body.input[0].name: np.array(0, dtype=np.int64), body.input[1].name: np.array(True)}
         formal.update({vi.name: env[n] for vi, n in zip(body.input[2:], ins[2:])})
@@ -170,16 +249,27 @@ def scan_loop(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodePro
         raise InputError(f"{_where(node)}: the scan inputs have different lengths {sorted(lengths)}")
     total = lengths.pop()
     steps = total if length is None else min(length, total)
+    limit = max_iterations()
+    if steps > limit:
+        raise ExecutionError(f"{_where(node)}: the scan would run {steps} iterations, over "
+                             f"{MAX_ITERATIONS_ENV} ({limit})", hint=f"set {MAX_ITERATIONS_ENV} to allow more")
     n_out = len(body.output) - len(states)
     outs_per: list[list[np.ndarray]] = [[] for _ in range(n_out)]
-    for t in range(steps):
-        formal = {vi.name: s for vi, s in zip(body.input, states)}
-        for vi, x, a, d in zip(body.input[len(states):], inputs, in_axes, in_dirs):
-            formal[vi.name] = np.take(x, t if not d else steps - 1 - t, axis=a)
-        outs = prog.run(_feeds(prog, env, formal))
-        states = [outs[o.name] for o in body.output[:len(states)]]
-        for j, o in enumerate(body.output[len(states):]):
-            outs_per[j].append(outs[o.name])
+    held = _Accumulation(node, _budget_of(prog))
+    with _bodies_counted() as bodies:
+        for t in range(steps):
+            _one_more_body(bodies, node)
+            formal = {vi.name: s for vi, s in zip(body.input, states)}
+            for vi, x, a, d in zip(body.input[len(states):], inputs, in_axes, in_dirs):
+                formal[vi.name] = np.take(x, t if not d else steps - 1 - t, axis=a)
+            outs = prog.run(_feeds(prog, env, formal))
+            states = [outs[o.name] for o in body.output[:len(states)]]
+            step = [outs[o.name] for o in body.output[len(states):]]
+            if t == 0 and step:
+                held.expect(steps, step)
+            held.add(step)
+            for j, v in enumerate(step):
+                outs_per[j].append(v)
     out_axes = list(attrs.get("scan_output_axes") or [0] * n_out)
     out_dirs = list(attrs.get("scan_output_directions") or [0] * n_out)
     stacked = []

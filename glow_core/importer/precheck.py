@@ -154,6 +154,13 @@ def check_declared(vi: onnx.ValueInfoProto, computed: TensorType) -> None:
     """
     tt = vi.type.tensor_type
     declared = ONNX_ELEMS.get(tt.elem_type) if vi.type.HasField("tensor_type") else None
+    if vi.type.HasField("tensor_type") and tt.elem_type != onnx.TensorProto.UNDEFINED and declared is None:
+        if tt.elem_type not in onnx.TensorProto.DataType.values():  # (the checker lets any number through)
+            raise ModelError(f"graph output '{vi.name}': the model declares element type {tt.elem_type}, which is "
+                             "not an ONNX TensorProto data type", hint="fix the output's declaration in the model")
+        raise ModelError(f"graph output '{vi.name}': the model declares element type "
+                         f"{onnx.TensorProto.DataType.Name(tt.elem_type)}, the node producing it computes "
+                         f"{computed.elem.value}", hint="fix the output's declaration in the model")
     if declared is not None and declared.dtype != computed.dtype:
         raise ModelError(f"graph output '{vi.name}': the model declares element type "
                          f"{onnx.TensorProto.DataType.Name(tt.elem_type)}, the node producing it computes "
@@ -186,3 +193,43 @@ def check_symbols(inputs: list[onnx.ValueInfoProto], shapes: dict[str, tuple[int
                     f"'{vi.name}' (axis {axis}): the model says they are the same size",
                     hint=f"give every input that uses '{d.dim_param}' the same size there",
                 )
+
+
+def _ints_attr(node: onnx.NodeProto, name: str) -> list[int] | None:
+    a = next((a for a in node.attribute if a.name == name), None)
+    return None if a is None else _ints(a)
+
+
+def _conv_transpose_same(node: onnx.NodeProto, x_shape: tuple[int, ...] | None,
+                         computed: tuple[int, ...]) -> str | None:
+    """ConvTranspose with auto_pad SAME_*: the spec's "pad the input so that output_shape[i] =
+    input_shape[i] * strides[i] for each axis i"; onnx shape inference clamps a negative total padding
+    (a stride larger than the kernel) to 0 and gives ``stride * (in - 1) + kernel`` instead."""
+    pad = next((a.s for a in node.attribute if a.name == "auto_pad"), b"")
+    if pad not in (b"SAME_UPPER", b"SAME_LOWER") or _ints_attr(node, "output_shape") or x_shape is None:
+        return None
+    spatial = x_shape[2:]
+    strides = _ints_attr(node, "strides") or [1] * len(spatial)
+    want = [n * s for n, s in zip(spatial, strides)]
+    if len(strides) != len(spatial) or list(computed[2:]) != want:
+        return None  # glow's own shape is not the spec's: glow's inconsistency, not inference's
+    return (f"the spec says output_shape[i] = input_shape[i] * strides[i] for auto_pad {pad.decode()}, which "
+            f"gives {list(computed)} (as onnx.reference)")
+
+
+#: op type -> (node, its first input's shape, glow's result shape) -> why onnx shape inference departs from the
+#: spec there (None: no known departure). Where it does, the importer warns and follows the spec.
+INFERENCE_DEPARTURES: Mapping[str, Callable[[onnx.NodeProto, "tuple[int, ...] | None", tuple[int, ...]],
+                                            "str | None"]] = {
+    "ConvTranspose": _conv_transpose_same,
+}
+
+
+def inference_departure(node: onnx.NodeProto, x_shape: tuple[int, ...] | None, computed: TensorType,
+                        inferred: TensorType) -> str | None:
+    """Why onnx shape inference's ``inferred`` type of a result departs from the spec where glow's
+    ``computed`` one follows it (same element type, the spec's shape), or None."""
+    rule = INFERENCE_DEPARTURES.get(node.op_type)
+    if rule is None or computed.elem != inferred.elem:
+        return None
+    return rule(node, x_shape, computed.shape)

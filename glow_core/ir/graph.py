@@ -153,17 +153,21 @@ class Function:
         #: ("sequence", n) / ("optional", inner or None); see glow_core/importer/structured.py
         self.structure: dict[str, Any] = {}
         self._names: set[str] = set()
+        #: base -> the next suffix to try (names are never released, so the ones below are taken)
+        self._next_suffix: dict[str, int] = {}
         self._insert_at: int | None = None  # None: append
 
     # -- names -------------------------------------------------------------
     def unique_name(self, base: str) -> str:
+        """``base``, or ``base_N`` with the smallest free N: amortized O(1) (a per-base counter)."""
         base = base or "v"
         if base not in self._names:
             self._names.add(base)
             return base
-        i = 1
+        i = self._next_suffix.get(base, 1)
         while f"{base}_{i}" in self._names:
             i += 1
+        self._next_suffix[base] = i + 1
         name = f"{base}_{i}"
         self._names.add(name)
         return name

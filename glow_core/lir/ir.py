@@ -203,12 +203,18 @@ class LIRFunction:
 
     # -- construction --------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
+        """``base``, or ``base_N`` with the smallest free N: amortized O(1) (a per-base counter)."""
         base = base or "v"
-        name, i = base, 1
+        # base -> the next suffix to try (names are never released, so the ones below are taken); an
+        # instance attribute, not a dataclass field: the class's fields are part of the recorded SDK surface
+        next_suffix: dict[str, int] = self.__dict__.setdefault("_next_suffix", {})
+        name, i = base, next_suffix.get(base, 1)
         while name in self._names:
             name = f"{base}_{i}"
             i += 1
         self._names.add(name)
+        if name != base:
+            next_suffix[base] = i
         return name
 
     def add_weight(self, name: str, type: TensorType, role: str, payload: np.ndarray | None = None) -> Weight:

@@ -1,4 +1,4 @@
-"""``simplify-arith``: remove arithmetic identities and merge chains of constant operations.
+"""``simplify-arith``: remove arithmetic identities; merge chains of constant operations where exact.
 
 Identities (the constant must hold one value in every element, and the kept
 operand must already have the result's type, i.e. broadcasting against the
@@ -8,8 +8,10 @@ constant changes neither shape nor element kind):
     Where(true, a, b) -> a,  Where(false, a, b) -> b      (a constant condition)
     And(x, true), Or(x, false), Xor(x, false)              ->  x
 
-(``x + 0.0`` turns -0.0 into +0.0; the two compare equal and every rule here
-treats them as the same number.)
+Each is exact on every input, NaN and infinities included, with one care for
+floats: ``x + (+0.0)`` turns -0.0 into +0.0, so a float Add is removed only for
+the constant -0.0 and a float Sub only for +0.0 (``x - 0.0`` and ``x + -0.0``
+keep the sign of every zero); the other zero goes only under ``fast_math``.
 
 Chains of constant operations become one operation (the inner result must be
 read by nothing else, and the merged constant may not be larger than the two):
@@ -18,10 +20,14 @@ read by nothing else, and the merged constant may not be larger than the two):
     (x - c1) - c2 -> x - (c1 + c2)          (x + c1) - c2 -> x + (c1 - c2), ...
     floats only:  (x * c1) / c2 -> x * (c1 / c2),  (x / c1) / c2 -> x / (c1 * c2), ...
 
-Integers: the merged constant is computed with the same wrapping arithmetic,
-which is exact (modular arithmetic is associative); integer division is never
-merged. Floats: the merged constant is computed in float64 and rounded once;
-the rewrite is refused when it is not finite or rounds a non-zero value to 0.
+Integers: always; the merged constant is computed with the same wrapping
+arithmetic, which is exact (modular arithmetic is associative); integer
+division is never merged. Floats: only with the option ``fast_math``
+(``ctx.options["fast_math"]``), because each ONNX node's result is rounded to
+its element type: ``(x + 1e8) - 1e8`` is 0 for x = 0.3 in float32, and
+``(x * 1e20) * 1e-20`` is inf for x = 2e19; reassociated they give x. With the
+option, the merged constant is computed in float64 and rounded once; the
+rewrite is refused when it is not finite or rounds a non-zero value to 0.
 """
 
 from __future__ import annotations
@@ -69,12 +75,28 @@ IDENTITIES.add("Or", [(1, False, 0), (0, False, 1)])
 IDENTITIES.add("Xor", [(1, False, 0), (0, False, 1)])
 
 
-def _identity(fn: Function, node: Node) -> bool:
+def fast_math(ctx: PassContext) -> bool:
+    """Whether the compile allows reassociating float arithmetic (``options={"fast_math": True}``)."""
+    return bool(ctx.options.get("fast_math", False))
+
+
+def _keeps_signed_zeros(node: Node, const_idx: int, relaxed: bool) -> bool:
+    """Whether removing the float Add / Sub of the zero at ``const_idx`` keeps -0.0 (see the module doc)."""
+    if relaxed or node.kind.name not in ("Add", "Sub") or not node.result.type.elem.is_float:
+        return True
+    with np.errstate(all="ignore"):
+        negative = bool(np.signbit(float(splat(node.inputs[const_idx]))))
+    return negative if node.kind.name == "Add" else not negative
+
+
+def _identity(fn: Function, node: Node, relaxed: bool = False) -> bool:
     if node.kind.name == "Pow" and node.result.type.elem.is_int and not node.inputs[1].type.elem.is_int:  # type: ignore[union-attr]
         return False  # an integer base to a float power goes through float64 (inexact beyond 2**53)
     for const_idx, value, keep_idx in IDENTITIES.get(node.kind.name, ()):
         keep = node.inputs[keep_idx]
         if keep is None or keep.type != node.result.type or not _is(node.inputs[const_idx], value):
+            continue
+        if not _keeps_signed_zeros(node, const_idx, relaxed):
             continue
         replace_value(fn, node.result, keep)
         erase_if_dead(fn, node)
@@ -97,8 +119,8 @@ _FORWARD = {"mul": "Mul", "add": "Add"}
 _INVERSE = {"mul": "Div", "add": "Sub"}
 
 
-def _step(node: Node) -> tuple[str, bool, Value, np.ndarray] | None:
-    """``node`` as ``x OP c``: (family, inverse, x, c), or None."""
+def _step(node: Node, floats: bool) -> tuple[str, bool, Value, np.ndarray] | None:
+    """``node`` as ``x OP c``: (family, inverse, x, c), or None (a float step only when ``floats``)."""
     spec = _STEPS.get(node.kind.name)
     if spec is None:
         return None
@@ -106,8 +128,8 @@ def _step(node: Node) -> tuple[str, bool, Value, np.ndarray] | None:
     elem = node.result.type.elem
     if inverse and family == "mul" and not elem.is_float:
         return None  # integer division truncates: never merged
-    if not (elem.is_float or elem.is_int):
-        return None
+    if not (elem.is_int or (elem.is_float and floats)):
+        return None  # float steps round after each node: merged only under fast_math
     a, b = node.inputs
     assert a is not None and b is not None
     cb = payload(b)
@@ -142,13 +164,13 @@ def _combine(family: str, inv_outer: bool, inv_inner: bool, c1: np.ndarray, c2: 
     return inverse, rounded
 
 
-def _merge_chain(fn: Function, node: Node) -> bool:
-    outer = _step(node)
+def _merge_chain(fn: Function, node: Node, floats: bool = False) -> bool:
+    outer = _step(node, floats)
     if outer is None:
         return False
     family, inv_outer, mid, c2 = outer
     inner_node = producer(mid)
-    inner = _step(inner_node) if inner_node is not None else None
+    inner = _step(inner_node, floats) if inner_node is not None else None
     if inner_node is None or inner is None or inner[0] != family or not is_private_to(fn, mid, node):
         return False
     _, inv_inner, x, c1 = inner
@@ -171,12 +193,14 @@ def _merge_chain(fn: Function, node: Node) -> bool:
 
 @graph_pass("simplify-arith")
 def simplify_arith(fn: Function, ctx: PassContext) -> bool:
-    """Remove x*1, x+0, x-0, x/1 (and kin) and merge chains of constant Mul/Div or Add/Sub."""
+    """Remove x*1, x+0, x-0, x/1 (and kin) and merge chains of constant Mul/Div or Add/Sub where exact
+    (integers; floats only under the option ``fast_math``)."""
     changed = False
+    relaxed = fast_math(ctx)
     for node in list(fn.nodes):
         if node.function is not fn:
             continue
-        if _identity(fn, node) or _merge_chain(fn, node):
+        if _identity(fn, node, relaxed) or _merge_chain(fn, node, relaxed):
             changed = True
     if changed:
         fn.erase_unused_constants()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any, Hashable
 
 import numpy as np
 
+from glow_core import budget
 from glow_core.errors import UnsupportedError
-from glow_core.ir.graph import Constant, Function, Node
+from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.passinfra import PassContext, graph_pass
 from glow_core.reference import run_kernel
 
@@ -110,10 +112,27 @@ def common_subexpression_elimination(fn: Function, ctx: PassContext) -> bool:
     return changed
 
 
+def _nbytes(v: Value) -> int:
+    return math.prod(v.type.shape) * v.type.elem.itemsize
+
+
+def _free_dead(fn: Function, operands: list[Value]) -> int:
+    """Drop the operands no node reads any more (and no output is); the bytes freed."""
+    dead = {id(c): c for c in operands if isinstance(c, Constant) and not c.users and not fn.is_output(c)}
+    if not dead:
+        return 0
+    fn.constants = [c for c in fn.constants if id(c) not in dead]
+    return sum(_nbytes(c) for c in dead.values())
+
+
 @graph_pass("fold-constants")
 def constant_folding(fn: Function, ctx: PassContext) -> bool:
-    """Evaluate nodes whose operands are all constants with the reference kernels (``glow_core.reference``)."""
+    """Evaluate nodes whose operands are all constants with the reference kernels (``glow_core.reference``);
+    each result is charged against the memory budget before it is computed, and operands left dead are
+    freed at once."""
     changed = False
+    limits = budget.current()
+    live = sum(_nbytes(c) for c in fn.constants)
     for node in list(fn.nodes):
         ins = [v for v in node.inputs if v is not None]
         if not all(isinstance(v, Constant) for v in ins):
@@ -121,16 +140,21 @@ def constant_folding(fn: Function, ctx: PassContext) -> bool:
         out_size = sum(o.type.size for o in node.outputs)
         if out_size > max(FOLD_MAX_ELEMENTS, sum(v.type.size for v in ins)):
             continue
+        where = f"constant folding of {node.where()}"
+        added = sum(limits.check_tensor(o.type.shape, o.type.elem.itemsize, where, "folded constant")
+                    for o in node.outputs)
+        limits.check_total(live + added, where, "the function's constants")
         try:
             results = run_kernel(node.kind.name, node.attrs,
                                  [v.payload if isinstance(v, Constant) else None for v in node.inputs],
-                                 [o.type for o in node.outputs], f"constant folding of {node.where()}")
+                                 [o.type for o in node.outputs], where)
         except UnsupportedError:
             continue
         for o, r in zip(node.outputs, results):
             c = fn.add_constant(np.asarray(r), o.name, o.type)
             fn.replace_all_uses_with(o, c)
         fn.erase_node(node)
+        live += added - _free_dead(fn, ins)
         changed = True
     if changed:
         fn.erase_unused_constants()

@@ -67,7 +67,7 @@ def run_case(case: Case, folder: Path, settings: Settings, backends: Sequence[st
     note = onnxruntime_note(ort, ref)
     classes = {b: classify(outcome, ref) for b, outcome in glow.items()}
     if ref is not None and any(c == "wrong" for c, _ in classes.values()):
-        classes = _rejudge_in_float64(classes, glow, ref, folder, settings)
+        classes = _rejudge_in_float64(classes, glow, ref, folder, settings, ort)
     rows = []
     for b, outcome in glow.items():
         cls, message = classes[b]
@@ -80,16 +80,18 @@ def run_case(case: Case, folder: Path, settings: Settings, backends: Sequence[st
 
 
 def _rejudge_in_float64(classes: dict[str, tuple[str, str]], glow: dict[str, Outcome], ref: Outcome, folder: Path,
-                        settings: Settings) -> dict[str, tuple[str, str]]:
+                        settings: Settings, ort: Outcome | None = None) -> dict[str, tuple[str, str]]:
     """The ``wrong`` classes again, after the float64 rule (``glow_tools.fuzz.float64``): ``unjudged`` where
-    every disputed element is not determined in float32."""
+    every disputed element is not determined in float32 (never one on which onnxruntime agrees with the
+    reference)."""
     wide = run_forked(run_reference_float64, (str(folder),), settings.float64_limits)
     if wide.status != "ok":
         return classes
+    ort_outputs = ort.value if ort is not None and ort.status == "ok" else None
     out = dict(classes)
     for b, (cls, message) in classes.items():
         if cls == "wrong":
-            why = undetermined_reason(ref.value, glow[b].value["outputs"], *wide.value)
+            why = undetermined_reason(ref.value, glow[b].value["outputs"], *wide.value, onnxruntime=ort_outputs)
             out[b] = ("unjudged", f"{why} (against the float32 reference: {message})") if why else (cls, message)
     return out
 

@@ -57,6 +57,12 @@ tolerance) is **not determined in float32** when both hold:
    tolerance ``atol + rtol * |v64|`` (float32 rounding of the operands alone
    moves the element by more than the judge allows).
 
+3. and onnxruntime (when it answered, with an output of the same type and
+   shape) does not agree with the float32 reference on the element: a
+   difference on which onnx.reference and onnxruntime agree is never excused,
+   whatever the float64 evaluation gives (two float32 evaluations agreeing is
+   the answer float32 determines in practice; glow must give it).
+
 A case whose disputed elements are all of that kind is ``unjudged``; any other
 disputed element (or a disputed integer, an output of another float type, shape
 or dtype, or a sequence output) keeps the case ``wrong``. A glow answer far from the float64 value stays
@@ -312,13 +318,23 @@ def _disputed(ref32: np.ndarray, glow: np.ndarray) -> np.ndarray:
     return ~same
 
 
+def _agreed(ref32: np.ndarray, ort: Any) -> np.ndarray:
+    """Where onnxruntime's output ``ort`` agrees with the float32 reference's (nowhere when it has another type
+    or shape, or is missing)."""
+    if not isinstance(ort, np.ndarray) or ort.dtype != ref32.dtype or ort.shape != ref32.shape:
+        return np.zeros(ref32.shape, bool)
+    return ~_disputed(ref32, ort)
+
+
 def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence[np.ndarray],
-                        spread: Sequence[np.ndarray]) -> str:
-    """Why every disputed element of glow's outputs is not determined in float32 ('' when one is)."""
+                        spread: Sequence[np.ndarray], onnxruntime: Sequence[Any] | None = None) -> str:
+    """Why every disputed element of glow's outputs is not determined in float32 ('' when one is). With
+    ``onnxruntime``'s outputs, an element on which it agrees with the reference is never excused."""
     if not (len(ref32) == len(glow) == len(v64) == len(spread)):
         return ""
+    ort = list(onnxruntime) if onnxruntime is not None and len(onnxruntime) == len(ref32) else [None] * len(ref32)
     counts = [0, 0]  # disputed elements explained by the reference missing v64, by a large uncertainty
-    for e, a, v, s in zip(ref32, glow, v64, spread):
+    for e, a, v, s, o in zip(ref32, glow, v64, spread, ort):
         if isinstance(e, list) or isinstance(a, list):
             return ""
         e, a = np.asarray(e), np.asarray(a)
@@ -331,6 +347,8 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
         bad = _disputed(e, a)
         if not bad.any():
             continue
+        if (bad & _agreed(e, o)).any():
+            return ""  # the reference and onnxruntime agree there: glow's difference is not excused
         v, s = v.astype(np.float64)[bad], s[bad]
         if not _glow_ok(v, s, a[bad]).all():
             return ""

@@ -41,7 +41,13 @@ wraps (numpy's cast gives ``INT_MIN``), so ``5.8e24 / 2`` to uint4 comes out
 ``0`` where the spec saturates it to ``15``. The corrected QuantizeLinear runs
 the reference's own kernel for the model's opset on ``x`` limited to
 ``±2**30 * |scale|`` (per element, the scale broadcast as the op does): every
-quotient then fits int32, and the ones it changes saturate either way.
+quotient then fits int32, and the ones it changes saturate either way. A scale
+of 0 follows the spec's formula ``y = saturate((x / y_scale) + y_zero_point)``
+too: ``x / 0`` is ``+inf`` or ``-inf`` for ``x`` not 0, which saturates to the
+top or the bottom of the output type's range (the reference's int32 cast of the
+infinity gave ``INT_MIN``, so every element came out as the bottom); ``0 / 0``
+is NaN, whose conversion to an integer the spec leaves undefined (the judge
+does not compare those elements: ``glow_tools.fuzz.quantized``).
 
 Its LpNormalization raises ``x`` itself to the power ``p`` (``np.power(x, p)``):
 for ``p = 1`` it divides by the plain sum where the spec (and its node tests
@@ -58,6 +64,9 @@ Its GridSample computes the coordinates in the grid's type: a float16 grid's
 output, ``0.00195``, in case 4106), a precision the spec does not prescribe;
 onnxruntime and glow compute it in float32. The corrected GridSample reads a
 float16 grid as float32 and is otherwise the reference's.
+
+Its pooling over NaN and its Resize over infinities are corrected element by
+element (:mod:`glow_tools.fuzz.reference_nonfinite`).
 """
 
 from __future__ import annotations
@@ -73,6 +82,8 @@ from onnx.reference.ops.op_grid_sample import GridSample as _ReferenceGridSample
 from onnx.reference.ops.op_lp_normalization import LpNormalization as _ReferenceLpNormalization
 from onnx.reference.ops.op_reduce_log_sum_exp import ReduceLogSumExp_1, ReduceLogSumExp_18
 from onnx.reference.ops.op_quantize_linear import _QUANT_INTEGER_RANGES
+
+from glow_tools.fuzz.reference_nonfinite import NONFINITE_OPS
 
 #: the first opset whose Softmax / LogSoftmax / Hardmax onnx.reference implements
 COERCED_UNTIL = 13
@@ -243,13 +254,22 @@ class QuantizeLinear(OpRun):
     def _run(self, x: np.ndarray, y_scale: np.ndarray, zero_point: np.ndarray | None = None,
              **attrs: Any) -> tuple[np.ndarray, ...]:
         given = {a.name: a.i for a in self.onnx_node.attribute}
-        if self._integer_output(zero_point) and x.dtype.kind == "f":
-            scale = reshape_input(y_scale, x.shape, given.get("axis", 1), given.get("block_size", 0))
-            with np.errstate(all="ignore"):
-                bound = (QUOTIENT_LIMIT * np.abs(scale)).astype(x.dtype)
-                x = np.where(np.abs(x) > bound, np.copysign(bound, x), x).astype(x.dtype)
+        if not (self._integer_output(zero_point) and x.dtype.kind == "f"):
+            args = (x, y_scale) if zero_point is None else (x, y_scale, zero_point)
+            return tuple(self._kernel.run(*args))
+        scale = reshape_input(y_scale, x.shape, given.get("axis", 1), given.get("block_size", 0))
+        with np.errstate(all="ignore"):
+            quotient = np.divide(x.astype(np.float64), scale.astype(np.float64))  # +-inf where the scale is 0
+            bound = (QUOTIENT_LIMIT * np.abs(scale)).astype(x.dtype)
+            x = np.where(np.abs(x) > bound, np.copysign(bound, x), x).astype(x.dtype)
         args = (x, y_scale) if zero_point is None else (x, y_scale, zero_point)
-        return tuple(self._kernel.run(*args))
+        res = list(self._kernel.run(*args))
+        y = np.asarray(res[0])
+        code = self._to_type(zero_point.dtype) if zero_point is not None else given.get("output_dtype", 0) or 2
+        low, high = _QUANT_INTEGER_RANGES[code]
+        res[0] = np.where(np.isposinf(quotient), np.array(high).astype(y.dtype),
+                          np.where(np.isneginf(quotient), np.array(low).astype(y.dtype), y)).astype(y.dtype)
+        return tuple(res)
 
 
 class LpNormalization(_ReferenceLpNormalization):
@@ -311,6 +331,6 @@ def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
     lse = _LogSumExp18 if opset >= LOGSUMEXP_AXES_INPUT else _LogSumExp1
     ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample,
-                              type("ReduceLogSumExp", (lse,), {"op_domain": ""})]
+                              type("ReduceLogSumExp", (lse,), {"op_domain": ""}), *NONFINITE_OPS]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -77,3 +77,43 @@ def test_symbolic_dims_must_agree_across_inputs() -> None:
         onnx_backend.prepare(_two_inputs_sharing_n()).run([x, np.ones((1, 10), np.float32)])
     out = glow_core.compile(_two_inputs_sharing_n(), input_shapes={"x": (3, 10), "y": (3, 10)}).run({"x": x, "y": x})
     np.testing.assert_array_equal(out["z"], 2 * x)
+
+
+@pytest.mark.parametrize("elem_type", [99, -3, TensorProto.STRING, TensorProto.COMPLEX64])
+def test_an_output_element_type_that_is_no_data_type_or_not_computed_is_a_model_error(elem_type: int) -> None:
+    """Issue 32: an output declared with ``elem_type`` 99 (not a TensorProto data type) was accepted."""
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", elem_type, [2])])
+    match = "not an ONNX TensorProto data type" if elem_type in (99, -3) else "the node producing it computes float"
+    with pytest.raises(ModelError, match=rf"graph output 'y': the model declares element type .*{match}"):
+        glow_core.compile(m)
+
+
+def test_an_input_element_type_that_is_no_data_type_is_a_model_error() -> None:
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", 99, [2])], [("y", F, [2])])
+    with pytest.raises(ModelError, match=r"input 'x': element type 99 is not an ONNX TensorProto data type"):
+        glow_core.compile(m)
+
+
+@pytest.mark.parametrize("opset,ok", [(13, False), (14, True)])
+def test_int8_div_is_refused_before_the_opset_that_allows_it(opset: int, ok: bool) -> None:
+    """Issue 32: int8 arrived in Div at opset 14 (its schema's type constraint T); at opset 13 it was
+    accepted. The refusal names the node, the op, the type, the opset and the opset that allows it."""
+    i8 = TensorProto.INT8
+    m = model([helper.make_node("Div", ["a", "b"], ["y"], name="d")], [("a", i8, [2]), ("b", i8, [2])],
+              [("y", i8, [2])], opset=opset)
+    feeds = {"a": np.array([7, -9], np.int8), "b": np.array([2, 4], np.int8)}
+    if ok:
+        np.testing.assert_array_equal(glow_core.compile(m).run(feeds)["y"], [3, -2])
+        return
+    with pytest.raises(ModelError, match=r"ONNX node 'd' \(Div, opset 13\): input 0 \('a'\) is int8, which Div does "
+                                         r"not accept at opset 13 \(int8 is allowed from opset 14\)"):
+        glow_core.compile(m)
+
+
+def test_a_type_chosen_by_an_attribute_is_checked_against_the_opset() -> None:
+    """Cast to bfloat16 arrived at opset 13: a Cast with ``to = BFLOAT16`` at opset 12 is refused."""
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16, name="c")], [("x", F, [2])],
+              [("y", TensorProto.BFLOAT16, [2])], opset=12)
+    with pytest.raises(ModelError, match=r"\(Cast, opset 12\): output 0 \('y'\) is bfloat16, which Cast does not "
+                                         r"accept at opset 12 \(bfloat16 is allowed from opset 13\)"):
+        glow_core.compile(m)

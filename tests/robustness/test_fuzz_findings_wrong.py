@@ -125,7 +125,7 @@ def test_planted_wrong_quantized_answer_stays_wrong() -> None:
     from glow_tools.fuzz.isolate import Outcome
     from glow_tools.fuzz.runners import ReferenceAnswer, classify
 
-    ref = ReferenceAnswer([np.array([2, -4, 6, 1], np.int8)], [1])
+    ref = ReferenceAnswer([np.array([2, -4, 6, 1], np.int8)])
     glow = Outcome("ok", {"kind": "outputs", "outputs": [np.array([2, -4, 9, 1], np.int8)]})
     assert classify(glow, Outcome("ok", ref))[0] == "wrong"
 

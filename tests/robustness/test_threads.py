@@ -22,7 +22,7 @@ def test_a_placeholder_bound_by_another_thread_meanwhile_is_not_an_error(monkeyp
     """Thread B binds 's' while thread A's first compile runs: A's DynamicValueError names 's', already in
     the bound set; A must retry with it bound, not re-raise (1.5 % of first runs with 8 threads)."""
     rep = onnx_backend.prepare(_reshape_by_input())
-    real = onnx_backend.glow_compile
+    real = onnx_backend.compile_model
     calls: list[tuple[str, ...]] = []
 
     def racing_compile(model, backend, shapes, bind, **kw):  # type: ignore[no-untyped-def]
@@ -31,7 +31,7 @@ def test_a_placeholder_bound_by_another_thread_meanwhile_is_not_an_error(monkeyp
             rep.compiled.bind(["s"])  # what the other thread did meanwhile
         return real(model, backend, shapes, bind=bind, **kw)
 
-    monkeypatch.setattr(onnx_backend, "glow_compile", racing_compile)
+    monkeypatch.setattr(onnx_backend, "compile_model", racing_compile)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     (y,) = rep.run([x, np.array([3, 2], np.int64)])
     np.testing.assert_array_equal(y, x.reshape(3, 2))

@@ -141,8 +141,11 @@ def _conv_transpose(ctx: NodeContext) -> list[Value]:
         for i in range(nd):
             total = (strides[i] * (xt.shape[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
                      - out_shape[i])
-            half = total // 2
-            if total < 0:  # output_shape beyond the full result: zeros (+ bias) at the end
+            half = total // 2  # (floor division, as onnx.reference: for auto_pad SAME_* with a stride larger
+            # than the kernel the total is negative, and the output gains -total rows at the start (SAME_UPPER)
+            # or at the end (SAME_LOWER) of the full result)
+            if total < 0 and auto not in ("SAME_UPPER", "SAME_LOWER"):  # output_shape beyond the full result:
+                # zeros (+ bias) at the end
                 begins.append(0)
                 ends.append(total)
             elif auto == "SAME_UPPER":

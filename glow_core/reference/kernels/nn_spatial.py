@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from glow_core import budget
 from glow_core.ir.types import TensorType
 from glow_core.reference.kernels import KERNELS
 from glow_core.reference.kernels.nn import compute_dtype, offsets
@@ -166,6 +167,19 @@ def _bilinear_taps(pos: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, 
     return low, high, 1 - frac, frac, valid
 
 
+#: arrays of one RoI's sample grid the kernel holds at once (four taps, their weights, the validity, a sum)
+ROI_GRID_ARRAYS = 7
+
+
+def _check_grid(c: int, oh: int, gh: int, ow: int, gw: int, itemsize: int, r: int, sr: int) -> None:
+    """One RoI's sample grid ([C, oh, gh, ow, gw] per array) within the memory budget, before it is made
+    (sampling_ratio 2000 asked for gigabytes)."""
+    limits = budget.current()
+    what = f"the sample grid of RoI {r} ({gh} x {gw} samples per bin, sampling_ratio {sr})"
+    one = limits.check_tensor((c, oh, gh, ow, gw), itemsize, "RoiAlign", what)
+    limits.check_total(ROI_GRID_ARRAYS * one, "RoiAlign", what)
+
+
 @KERNELS.register("RoiAlign")
 def _roi_align(attrs: Attrs, out: Types, x: np.ndarray, rois: np.ndarray, batch: np.ndarray) -> np.ndarray:
     ct = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
@@ -186,6 +200,7 @@ def _roi_align(attrs: Attrs, out: Types, x: np.ndarray, rois: np.ndarray, batch:
         sr = attrs["sampling_ratio"]
         gh = sr if sr > 0 else math.ceil(roi_h / oh)
         gw = sr if sr > 0 else math.ceil(roi_w / ow)
+        _check_grid(c, oh, gh, ow, gw, ct.itemsize, r, sr)
         ys = y1 + np.arange(oh, dtype=ct)[:, None] * bin_h + (np.arange(gh, dtype=ct)[None, :] + ct.type(0.5)) * \
             bin_h / ct.type(gh)  # oh, gh
         xs_ = x1 + np.arange(ow, dtype=ct)[:, None] * bin_w + (np.arange(gw, dtype=ct)[None, :] + ct.type(0.5)) * \

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from glow_backend_interpreter import __version__
+from glow_core import budget
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.kinds import Category, get_kind, kinds_in
@@ -25,6 +26,8 @@ class GraphExecutable(CompiledFunction):
     def __init__(self, function: Function) -> None:
         super().__init__(function)
         self.function = function
+        #: the memory budget of the compile, in force for the kernels' temporaries at run time too
+        self.limits = budget.current()
         self.nodes = list(function.nodes)
         last: dict[int, int] = {}
         for i, node in enumerate(self.nodes):
@@ -38,6 +41,10 @@ class GraphExecutable(CompiledFunction):
                 self.free_after[i].append(vid)
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with budget.using(self.limits):
+            return self._execute(feeds)
+
+    def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[int, np.ndarray] = {}
         for p in self.function.inputs:
             env[id(p)] = feeds[p.name]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from glow_core import budget
 from glow_core.errors import ExecutionError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import TensorType
@@ -78,6 +79,8 @@ class LIRExecutable(CompiledFunction):
             raise ExecutionError(f"LIR function {lir.name} has no memory plan")
         self.function = function
         self.lir = lir
+        #: the memory budget of the compile, in force for the kernels' temporaries at run time too
+        self.limits = budget.current()
         self.memory: MemoryReport = lir.plan.report
         self._run_kernel = run_kernel
         self._slot: dict[int, int] = {}
@@ -139,6 +142,10 @@ class LIRExecutable(CompiledFunction):
 
     # -- run ------------------------------------------------------------------------------------
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with budget.using(self.limits):
+            return self._execute(feeds)
+
+    def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         m = _Memory(len(self._slot))
         for w in self.lir.weights:
             s = self.slot(w)

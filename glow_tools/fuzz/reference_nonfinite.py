@@ -1,0 +1,153 @@
+"""Corrections of ``onnx.reference`` on NaN and infinite inputs, each scoped to the elements it concerns.
+
+Each class runs the reference's own kernel of the model's opset and changes only
+the output elements where the reference departs from the spec; everywhere else
+its answer stands (and judges glow).
+
+**Pooling over NaN.** The spec defines MaxPool, AveragePool and LpPool over all
+the values of a window: "max pooling consisting of computing the max on all
+values of a subset of the input tensor", "average pooling consisting of
+computing the average on all values of a subset of the input tensor", "Lp
+pooling consisting of computing the Lp norm on all values of a subset of the
+input tensor" (the ops' schemas). ``onnx.reference`` marks padding with NaN and
+drops every NaN of a window (``window_vals[~np.isnan(window_vals)]``, and its
+MaxPool compares with ``>``), so a NaN input is skipped as if it were padding.
+The average, the Lp norm and the max of values one of which is NaN are NaN
+(IEEE 754 arithmetic, and ``np.maximum`` in the reference's own Max and
+ReduceMax). :class:`NaNWindows` gives NaN exactly at the output elements whose
+window (padding excluded) holds a NaN input element: the reference's kernel run
+on the indicator ``isnan(x)`` is positive there and only there. (onnxruntime's
+MaxPool compares in order and gives NaN only when the NaN comes last in the
+window; glow's gives NaN for any NaN in the window.)
+
+**Resize over infinities.** The spec: "it calculates every value in the output
+tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the
+input tensor". ``onnx.reference`` multiplies every tap of the neighbourhood by
+its weight, zero weights too, so an infinite input element gives ``0 * inf =
+NaN`` in every output element whose neighbourhood holds it, even where its weight
+is 0 (``nearest`` mode: every output but the one it is nearest to), and its
+separable evaluation can also give a finite value (``-3.4e38``) where an
+infinite tap of weight 1 makes the average infinite. A tap of weight 0
+contributes nothing to a weighted average; :class:`ZeroWeightTaps` recomputes
+the output elements where the reference gives NaN or an infinite input has a
+non-zero weight: the finite inputs' weighted sum (the reference's kernel on the
+input with infinities set to 0), then ``+inf`` or ``-inf`` where an infinite
+input has a non-zero weight of that sign's effect, NaN where both occur
+(``inf - inf``); every other element is the reference's. The weights come from the
+reference's kernel itself, run on the indicator of the ``+inf`` (``-inf``)
+elements: ``nearest`` and ``linear`` weights are not negative, so the weighted
+indicator is positive exactly where such an element counts.
+
+``cubic`` weights have both signs, and an infinity reached by taps of both
+signs (edge taps repeat an element; the evaluation is separable, axis by axis)
+gives ``+inf``, ``-inf`` or NaN depending on the evaluation order, which the
+spec does not fix. Output elements that an infinite input reaches with a
+non-zero weight (each infinite element's own weights: the kernel on its
+impulse, up to :data:`MAX_IMPULSES` of them) are therefore *undetermined* when
+the Resize gives a graph output (:data:`UNDETERMINED`; the judge compares the
+other elements), and the reference's NaN from a tap of weight 0 elsewhere
+becomes the finite inputs' value. Past :data:`MAX_IMPULSES` infinite elements
+the reference's answer stands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx.reference.op_run import OpRun
+
+#: infinite elements whose weights the cubic correction computes one by one (each one run of the kernel)
+MAX_IMPULSES = 256
+
+
+def reference_kernel(onnx_node: Any, run_params: dict[str, Any]) -> Any:
+    """``onnx.reference``'s own kernel of the node's op for the model's opset."""
+    from onnx.reference.ops._op_list import load_op
+
+    return load_op("", onnx_node.op_type, run_params["opsets"].get("", None))(onnx_node, run_params)
+
+
+class NaNWindows(OpRun):
+    """The reference's MaxPool / AveragePool / LpPool with NaN where the window holds a NaN (module doc)."""
+
+    op_domain = ""
+
+    def __init__(self, onnx_node: Any, run_params: dict[str, Any]) -> None:
+        super().__init__(onnx_node, run_params)
+        self._kernel = reference_kernel(onnx_node, run_params)
+
+    def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
+        res = list(self._kernel.run(x, *rest))
+        if x.dtype.kind != "f" or not np.isnan(x).any():
+            return tuple(res)
+        held = np.asarray(self._kernel.run(np.isnan(x).astype(x.dtype), *rest)[0]) > 0
+        y = np.asarray(res[0])
+        res[0] = np.where(held, np.array(np.nan, y.dtype), y).astype(y.dtype)
+        return tuple(res)  # (MaxPool's indices are the reference's)
+
+
+#: per output name of a cubic Resize run by the judge, the elements an infinite input reaches with a non-zero
+#: weight (undetermined: see the module doc); read and cleared by ``runners.run_reference``
+UNDETERMINED: dict[str, np.ndarray] = {}
+
+
+def _signs(run: Any, x: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where an infinite input contributes +inf, and where -inf, through a non-zero (non-negative) weight."""
+    return run((x == np.inf).astype(x.dtype)) - zero > 0, run((x == -np.inf).astype(x.dtype)) - zero > 0
+
+
+def _reached(run: Any, x: np.ndarray, zero: np.ndarray) -> np.ndarray | None:
+    """Where some infinite input has a non-zero weight, each one's weights taken alone (None: more than
+    :data:`MAX_IMPULSES` infinite elements)."""
+    where = np.argwhere(np.isinf(x))
+    if len(where) > MAX_IMPULSES:
+        return None
+    reached = np.zeros(zero.shape, bool)
+    for j in map(tuple, where):
+        impulse = np.zeros_like(x)
+        impulse[j] = 1
+        reached |= run(impulse) - zero != 0
+    return reached
+
+
+class ZeroWeightTaps(OpRun):
+    """The reference's Resize where a tap of weight 0 holds an infinity (module doc)."""
+
+    op_domain = ""
+
+    def __init__(self, onnx_node: Any, run_params: dict[str, Any]) -> None:
+        super().__init__(onnx_node, run_params)
+        self._kernel = reference_kernel(onnx_node, run_params)
+
+    def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
+        y = np.asarray(self._kernel.run(x, *rest)[0])
+        if x.dtype.kind != "f" or not np.isinf(x).any():
+            return (y,)
+        mode = next((a.s.decode() for a in self.onnx_node.attribute if a.name == "mode"), "nearest")
+
+        def run(a: np.ndarray) -> np.ndarray:
+            return np.asarray(self._kernel.run(a, *rest)[0], np.float64)
+
+        with np.errstate(all="ignore"):
+            zero = run(np.zeros_like(x))
+            base = run(np.where(np.isinf(x), x.dtype.type(0), x))
+            if mode == "cubic":
+                reached = _reached(run, x, zero)
+                if reached is None:
+                    return (y,)
+                UNDETERMINED[self.onnx_node.output[0]] = reached
+                return (np.where(np.isnan(y) & ~reached, base, y).astype(y.dtype),)
+            plus, minus = _signs(run, x, zero)
+            fixed = np.where(plus & minus, np.nan, np.where(plus, np.inf, np.where(minus, -np.inf, base)))
+            fixed = np.where(np.isnan(base), np.nan, fixed)
+        return (np.where(np.isnan(y) | plus | minus, fixed, y).astype(y.dtype),)
+
+
+#: the corrected kernels, under the ops' names (``onnx.reference`` looks ``new_ops`` up by class name)
+NONFINITE_OPS: list[type[OpRun]] = [
+    type("MaxPool", (NaNWindows,), {"op_domain": ""}),
+    type("AveragePool", (NaNWindows,), {"op_domain": ""}),
+    type("LpPool", (NaNWindows,), {"op_domain": ""}),
+    type("Resize", (ZeroWeightTaps,), {"op_domain": ""}),
+]
