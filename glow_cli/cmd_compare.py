@@ -36,8 +36,8 @@ def _non_negative(text: str) -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
     p.add_argument("-b", "--backend", metavar="A",
-                   help="the backend to check (required without --quantize; with it, the backend the profile "
-                        "was made for, default interpreter)")
+                   help="the backend to check (required without --quantize; with it, default: the backend the "
+                        "profile was made for)")
     p.add_argument("-r", "--reference", default="interpreter", metavar="B",
                    help="the backend to compare with (default: interpreter)")
     add_shape_argument(p)
@@ -54,6 +54,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --quantize: how many layers to name, worst SQNR first (default 5)")
 
 
+def _profile_backend(path: Path) -> str:
+    """The backend a profile was made for (its "backend" field) when installed, else the fastest installed."""
+    import json
+
+    from glow_core.plugin_host import default_backend, registry
+
+    try:
+        made_for = json.loads(path.read_text(encoding="utf-8")).get("backend")
+    except (OSError, ValueError, AttributeError):  # the profile's own reader reports a bad file
+        made_for = None
+    return made_for if isinstance(made_for, str) and made_for in registry().names() else default_backend()
+
+
 def _run_quantized(args: argparse.Namespace) -> int:
     from glow_core.quantization.report import compare_quantized
 
@@ -61,8 +74,9 @@ def _run_quantized(args: argparse.Namespace) -> int:
         raise InputError("--quantize needs --data PATH: the samples to compare the int8 and float networks on")
     if args.input:
         raise InputError("--input does not combine with --quantize; give the samples with --data")
-    report = compare_quantized(args.model, quantize_from_args(args), args.data, args.backend or "interpreter",
-                               shapes_from_args(args.input_shape) or None)
+    report = compare_quantized(args.model, quantize_from_args(args), args.data,
+                               args.backend or _profile_backend(args.quantize), shapes_from_args(args.input_shape)
+                               or None)
     for line in report.lines(args.worst):
         print(line)
     return 0

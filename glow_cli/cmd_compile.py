@@ -16,8 +16,9 @@ from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
     add_shape_argument(p)
-    p.add_argument("-b", "--backend", default="interpreter", metavar="NAME",
-                   help="the backend to compile for (default: interpreter)")
+    p.add_argument("-b", "--backend", default=None, metavar="NAME",
+                   help="the backend to compile for (default: the fastest installed, cpu when present, else "
+                        "interpreter)")
     p.add_argument("--stats", action="store_true",
                    help="print node counts by kind and the memory plan's figures")
     p.add_argument("--lir", action="store_true", help="print the low-level IR with the memory plan")
@@ -37,7 +38,9 @@ def memory_report_text(net: object) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     import glow_core
+    from glow_core.plugin_host import default_backend
 
+    args.backend = args.backend or default_backend()
     model = args.model
     if args.lir:  # the LIR is built from the prepared graph, which a program-cache hit does not keep: compile
         from glow_core import zoo  # from the loaded model (never served by that cache; docs/cpu-backend.md)

@@ -41,8 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
     p.add_argument("--data", required=True, metavar="DATA",
                    help="a folder of .npy/.npz/image files (one sample each), or one .npz with samples along axis 0")
-    p.add_argument("-b", "--backend", default="interpreter", metavar="NAME",
-                   help="the backend whose optimized and lowered graph is profiled (default: interpreter)")
+    p.add_argument("-b", "--backend", default=None, metavar="NAME",
+                   help="the backend that runs the profile (default: the fastest installed; the profile quantizes "
+                        "the model for any backend)")
     p.add_argument("-o", "--output", required=True, metavar="PROFILE.json", help="where to write the profile")
     add_shape_argument(p)
     img = p.add_argument_group("image preprocessing: x = (pixel * scale - mean) / std")
@@ -58,13 +59,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from glow_core.plugin_host import default_backend
     from glow_core.quantization.data import ImageOptions
     from glow_core.quantization.profile import profile
 
     image = ImageOptions(size=args.image_size, layout=args.layout, channel_order=args.channel_order,
                          scale=args.scale, mean=args.mean, std=args.std)
-    prof = profile(args.model, args.data, args.backend, shapes_from_args(args.input_shape) or None, image=image,
-                   progress=True if args.progress else None, bins=args.bins)
+    show = False if getattr(args, "quiet", False) else (True if args.progress else None)
+    prof = profile(args.model, args.data, args.backend or default_backend(), shapes_from_args(args.input_shape)
+                   or None, image=image, progress=show, bins=args.bins)
     prof.save(args.output)
     observed = sum(1 for r in prof.records.values() if r.observed)
     print(f"profiled {len(prof.records)} values ({observed} with finite samples) of {args.model} on "
@@ -80,7 +83,8 @@ COMMAND = Command(
     help="run a model on sample data and record every value's range and histogram (for quantization)",
     description="Import, optimize and lower MODEL for a backend, run it on every sample of DATA with every float "
                 "value exposed, and write each value's min, max, count and histogram to a JSON profile "
-                "(docs/quantization.md). Conversion to int8 is the next stage and not available yet.",
+                "(docs/quantization.md). Compile with --quantize PROFILE.json (glow run, compile, bench, bundle, "
+                "compare) to convert the model to int8 with it, for any backend.",
     epilog="examples:\n  glow profile zoo:squeezenet --data calib/ -o squeezenet.profile.json\n"
            "  glow profile model.onnx --data samples.npz -b cpu -o profile.json\n"
            "  glow profile net.onnx --data images/ --image-size 224 --mean 0.485,0.456,0.406 "

@@ -16,6 +16,7 @@ from glow_cli.common import (
     add_model_argument,
     add_shape_argument,
     check_array,
+    check_declared,
     fmt_ms,
     fmt_num,
     fmt_shape,
@@ -26,6 +27,7 @@ from glow_cli.common import (
     model_inputs,
     note,
     positive_int,
+    range_spec,
     shapes_from_args,
 )
 from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
@@ -36,15 +38,20 @@ TOP_K = 5
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_argument(p)
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()
     where.add_argument("-b", "--backend", metavar="NAME",
-                       help="the backend to compile for ('glow backends' lists them)")
+                       help="the backend to compile for ('glow backends' lists them; default: the fastest "
+                            "installed, cpu when present, else interpreter)")
     where.add_argument("-d", "--devices", metavar="LIST",
                        help="run through the runtime on these devices, e.g. cpu:2, xyz:1,cpu:1, or ray:cpu:4 "
                             "for devices on a Ray cluster (docs/runtime.md)")
     p.add_argument("--input", metavar="NAME=FILE.npy", action="append", type=input_spec, default=[],
                    help="read input NAME from a .npy file (repeatable; give all inputs or none)")
     add_shape_argument(p)
+    p.add_argument("--input-range", metavar="NAME=LO:HI", action="append", type=range_spec, default=[],
+                   help="random values of input NAME in [LO, HI): integers LO..HI-1, floats uniform (repeatable; "
+                        "default: [0, 1) floats, integers 0..9, and an input that indexes a Gather's table "
+                        "stays within the table's rows)")
     p.add_argument("-o", "--output", metavar="FILE.npz", type=Path, default=None,
                    help="save every output in an .npz archive, keyed by output name")
     p.add_argument("--threads", metavar="N", type=positive_int, default=None,
@@ -100,19 +107,8 @@ def summarize(name: str, a: np.ndarray) -> list[str]:
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
-    from glow_core.api import compile as glow_compile
-    from glow_core.plugin_host import get_backend, registry
-
-    if args.output is not None and args.output.suffix != ".npz":
-        raise GlowError(f"--output '{args.output}' must end in .npz", hint="outputs are saved as a numpy .npz archive")
-    if args.devices is not None:
-        from glow_core.runtime import parse_devices
-
-        parse_devices(args.devices)  # fail fast on a bad device list, before reading the model
-    else:
-        get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
-
+def _load(args: argparse.Namespace) -> tuple[Any, str]:
+    """The model named on the command line (with random weights when asked) and its label."""
     proto, label = load_model_ref(args.model)
     if args.random_weights:
         if not zoo.is_zoo_ref(args.model):
@@ -122,7 +118,13 @@ def run(args: argparse.Namespace) -> int:
     elif zoo.has_placeholder_weights(args.model):
         note("the light zoo models carry no trained weights (every weight is 0.02), so all classes score "
              "alike; add --random-weights for informative outputs")
-    shapes = shapes_from_args(args.input_shape)
+    return proto, label
+
+
+def _file_inputs(args: argparse.Namespace, proto: Any,
+                 shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[Path, np.ndarray]]:
+    """The --input arrays, checked against the model's declared inputs; symbolic dimensions they fix go
+    into ``shapes``."""
     vis = {vi.name: vi for vi in model_inputs(proto)}
     given = _given_inputs(args.input, list(vis))
     missing = [n for n in vis if n not in given]
@@ -131,9 +133,49 @@ def run(args: argparse.Namespace) -> int:
             f"no --input for {', '.join(repr(n) for n in missing)}; the model's inputs are: {', '.join(vis)}",
             hint="give every input with --input NAME=FILE.npy, or none for random inputs",
         )
-    for name, (_, arr) in given.items():
-        if name not in shapes and not has_static_shape(vis[name]):
+    for name, (path, arr) in given.items():
+        if name in shapes:
+            continue  # --input-shape fixed it: check_array compares the file with that shape
+        check_declared(name, path, arr, vis[name])
+        if not has_static_shape(vis[name]):
             shapes[name] = tuple(arr.shape)  # symbolic dimensions: take them from the file
+    return given
+
+
+def _random_inputs(args: argparse.Namespace, net: Any, proto: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Seeded random feeds (index inputs within their tables, --input-range) and how each was made."""
+    ranges: dict[str, Any] = zoo.index_ranges(proto)
+    for name, rng in args.input_range:
+        if name not in net.input_types:
+            raise InputError(f"--input-range names '{name}', which is not an input of the model; its inputs are: "
+                             f"{', '.join(net.input_types) or '(none)'}")
+        ranges[name] = rng
+    feeds = zoo.random_feeds(net.input_types, args.seed, ranges)
+    origin = {n: f"random (seed {args.seed})" + (f" in [{fmt_num(ranges[n][0])}, {fmt_num(ranges[n][1])})"
+                                                 if n in ranges else "") for n in feeds}
+    return feeds, origin
+
+
+def run(args: argparse.Namespace) -> int:
+    from glow_core.api import compile as glow_compile
+    from glow_core.plugin_host import default_backend, get_backend
+
+    if args.output is not None and args.output.suffix != ".npz":
+        raise GlowError(f"--output '{args.output}' must end in .npz", hint="outputs are saved as a numpy .npz archive")
+    if args.devices is not None:
+        from glow_core.runtime import parse_devices
+
+        parse_devices(args.devices)  # fail fast on a bad device list, before reading the model
+    else:
+        args.backend = args.backend or default_backend()
+        get_backend(args.backend)  # fail fast on an unknown or broken backend, before reading the model
+    if args.input and args.input_range:
+        raise InputError("--input-range shapes random inputs; it cannot be combined with --input")
+
+    proto, label = _load(args)
+    shapes = shapes_from_args(args.input_shape)
+    fixed = set(shapes)
+    given = _file_inputs(args, proto, shapes)
 
     t0 = time.perf_counter()
     net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices,
@@ -141,19 +183,26 @@ def run(args: argparse.Namespace) -> int:
     compile_s = time.perf_counter() - t0
 
     if given:
-        feeds = {n: check_array(n, path, arr, net.input_types[n]) for n, (path, arr) in given.items()}
+        feeds = {n: check_array(n, path, arr, net.input_types[n], n in fixed) for n, (path, arr) in given.items()}
         origin = {n: str(path) for n, (path, _) in given.items()}
     else:
-        feeds = zoo.random_feeds(net.input_types, args.seed)
-        origin = {n: f"random (seed {args.seed})" for n in feeds}
+        feeds, origin = _random_inputs(args, net, proto)
 
     t1 = time.perf_counter()
     outputs = net.run(feeds)
     run_s = time.perf_counter() - t1
+    _report(args, label, net, origin, outputs, compile_s, run_s)
+    return 0
+
+
+def _report(args: argparse.Namespace, label: str, net: Any, origin: Mapping[str, str],
+            outputs: Mapping[str, np.ndarray], compile_s: float, run_s: float) -> None:
+    """What ``glow run`` prints after the run (and the held-out metric of a trained zoo model)."""
+    from glow_core.plugin_host import registry
 
     print(f"model    {label}")
     if args.devices is not None:
-        plan = net.executable.plan  # type: ignore[attr-defined]
+        plan = net.executable.plan
         print(f"devices  {args.devices}: {len(plan.partitions)} partition(s) on "
               + ", ".join(sorted({p.device for p in plan.partitions})))
     else:
@@ -175,7 +224,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         save_outputs(args.output, outputs)
         print(f"outputs saved to {args.output}")
-    return 0
 
 
 def save_outputs(path: Path, outputs: Mapping[str, np.ndarray]) -> None:
@@ -190,13 +238,16 @@ def save_outputs(path: Path, outputs: Mapping[str, np.ndarray]) -> None:
 COMMAND = Command(
     name="run",
     help="compile a model for a backend, run it once and summarize the outputs",
-    description="Compile MODEL for the backend named by --backend, run it once and print, for each output, "
-                "its type, min/max/mean and (for class scores) the top-5 classes, then the compile and run times. "
-                "Without --input, inputs are random: uniform [0, 1) floats, integers 0..9, fair booleans. "
+    description="Compile MODEL for the backend named by --backend (default: the fastest installed), run it "
+                "once and print, for each output, its type, min/max/mean and (for class scores) the top-5 classes, "
+                "then the compile and run times. Without --input, inputs are random: uniform [0, 1) floats, "
+                "integers 0..9 (an input that indexes a Gather's table: 0 .. rows-1), fair booleans; "
+                "--input-range NAME=LO:HI sets an input's range. "
                 "A trained zoo model (zoo:digits) also gets its metric on its held-out set.",
-    epilog="examples:\n  glow run zoo:digits --backend cpu\n  glow run zoo:resnet50 --backend interpreter\n"
+    epilog="examples:\n  glow run zoo:digits\n  glow run zoo:resnet50 --backend interpreter\n"
            "  glow run model.onnx -b interpreter --input x=x.npy --output out.npz\n"
-           "  glow run model.onnx -b interpreter --input-shape x=1,3,224,224",
+           "  glow run model.onnx -b interpreter --input-shape x=1,3,224,224\n"
+           "  glow run bert.onnx --input-range attention_mask=0:2",
     add_arguments=add_arguments,
     run=run,
 )

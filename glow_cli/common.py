@@ -105,6 +105,19 @@ def input_spec(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+def range_spec(text: str) -> tuple[str, tuple[float, float]]:
+    """``name=0:2`` -> ``("name", (0.0, 2.0))``: the range of random values of an input (LO < HI)."""
+    name, sep, rng = text.partition("=")
+    lo_text, colon, hi_text = rng.partition(":")
+    try:
+        lo, hi = float(lo_text), float(hi_text)
+    except ValueError:
+        lo = hi = float("nan")
+    if not sep or not name or not colon or not lo < hi:
+        raise argparse.ArgumentTypeError(f"'{text}' is not of the form NAME=LO:HI with numbers LO < HI")
+    return name, (lo, hi)
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -161,6 +174,10 @@ def has_static_shape(vi: onnx.ValueInfoProto) -> bool:
 
 
 # -- input arrays ----------------------------------------------------------------
+#: the first bytes of a .npy file and of an .npz (zip) archive
+NPY_MAGIC, NPZ_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+
+
 def load_array(name: str, path: Path) -> np.ndarray:
     """Read the ``.npy`` (or single-array ``.npz``) file given for input ``name``."""
     if not path.exists():
@@ -168,12 +185,19 @@ def load_array(name: str, path: Path) -> np.ndarray:
     if path.is_dir():
         raise InputError(f"input file '{path}' (for input '{name}') is a directory")
     try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError as e:
+        raise InputError(f"cannot read '{path}' (for input '{name}'): {e.strerror or e}") from None
+    if not head.startswith((NPY_MAGIC, NPZ_MAGIC)):
+        raise InputError(f"'{path}' (for input '{name}') is not a numpy .npy or .npz file: it starts with "
+                         f"{head!r}, not {NPY_MAGIC!r} (.npy) or {NPZ_MAGIC!r} (.npz)",
+                         hint="save arrays with numpy.save")
+    try:
         loaded = np.load(path, allow_pickle=False)
     except Exception as e:  # noqa: BLE001  (numpy raises assorted errors on bad files)
-        raise InputError(
-            f"cannot read '{path}' (for input '{name}') as a numpy .npy file: {type(e).__name__}: {e}",
-            hint="save arrays with numpy.save",
-        ) from None
+        raise InputError(f"'{path}' (for input '{name}') is truncated or corrupt: {type(e).__name__}: {e}",
+                         hint="save it again with numpy.save") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):
         with loaded:
             keys = list(loaded.keys())
@@ -187,8 +211,9 @@ def load_array(name: str, path: Path) -> np.ndarray:
     return arr
 
 
-def check_array(name: str, path: Path, arr: np.ndarray, want: TensorType) -> np.ndarray:
-    """A one-line error when an array read from ``path`` does not fit input ``name``."""
+def check_array(name: str, path: Path, arr: np.ndarray, want: TensorType, from_option: bool = False) -> np.ndarray:
+    """A one-line error when an array read from ``path`` does not fit input ``name``; ``from_option``: its
+    shape was fixed with ``--input-shape``."""
     if arr.dtype != want.dtype:
         raise InputError(
             f"input '{name}' from '{path}' has dtype {arr.dtype}, the model expects {want}",
@@ -197,9 +222,34 @@ def check_array(name: str, path: Path, arr: np.ndarray, want: TensorType) -> np.
     if tuple(arr.shape) != want.shape:
         raise InputError(
             f"input '{name}' from '{path}' has shape {fmt_shape(arr.shape)}, the model expects {want}",
-            hint="the model fixes this shape; for symbolic dimensions use --input-shape",
+            hint=f"--input-shape {name}=... fixed that shape: drop it or make it match the file" if from_option
+            else f"save an array of shape {fmt_shape(want.shape)}",
         )
     return arr
+
+
+def declared_dims(vi: onnx.ValueInfoProto) -> list[int | str] | None:
+    """An input's declared dimensions: numbers, symbols (``"N"``) or ``"?"``; None when it declares no shape."""
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+
+
+def check_declared(name: str, path: Path, arr: np.ndarray, vi: onnx.ValueInfoProto) -> None:
+    """A one-line error naming the file when an array's rank or a fixed dimension differs from what the model
+    declares for input ``name`` (before anything is compiled)."""
+    dims = declared_dims(vi)
+    if dims is None:
+        return
+    fits = len(dims) == arr.ndim and all(not isinstance(d, int) or d == n for d, n in zip(dims, arr.shape))
+    if not fits:
+        elem = vi.type.tensor_type.elem_type
+        shown = (onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "") + \
+            "[" + ",".join(str(d) for d in dims) + "]"
+        raise InputError(f"input '{name}' from '{path}' has shape {fmt_shape(arr.shape)} (rank {arr.ndim}); the "
+                         f"model expects {shown} (rank {len(dims)})",
+                         hint=f"save an array of rank {len(dims)} with the model's fixed dimensions")
 
 
 # -- printing ----------------------------------------------------------------------

@@ -24,7 +24,9 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from glow_core import __version__
 from glow_cli import (
@@ -42,7 +44,8 @@ from glow_cli import (
 )
 from glow_cli.common import USAGE_PROG_ATTR, Command, Parser, UsageError, subcommand_parsers
 from glow_cli.plugins import load_command_plugins
-from glow_core.errors import GlowError
+from glow_core import progress
+from glow_core.errors import GlowError, GlowWarning
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION
 
 #: The built-in subcommands, in the order ``glow --help`` lists them (plugin commands follow;
@@ -72,6 +75,9 @@ def register_command(command: Command) -> None:
 def _common_options(p: argparse.ArgumentParser, default: object) -> None:
     p.add_argument("--traceback", action="store_true", default=default,
                    help=f"show the full traceback of errors (or set {TRACEBACK_ENV}=1)")
+    if "-" in p.prefix_chars:  # (not on a placeholder command that takes every argument as a word)
+        p.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="no progress line on stderr (it is drawn only on a terminal, for work over 2 s)")
 
 
 def build_parser() -> Parser:
@@ -114,6 +120,18 @@ def _setup_logging() -> None:
         logger.propagate = False
 
 
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """A :class:`GlowWarning` as one ``glow: warning:`` line (others as Python shows them)."""
+    if issubclass(category, GlowWarning):
+        print(f"glow: warning: {_one_line(str(message))}", file=file or sys.stderr)
+        return
+    _python_showwarning(message, category, filename, lineno, file, line)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -123,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     show_tb = _want_traceback(args_list)
     _setup_logging()
+    warnings.showwarning = _show_warning
     try:
         try:
             args = build_parser().parse_args(args_list)
@@ -130,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{e.prog}: error: {_one_line(str(e))} (see '{e.prog} --help')", file=sys.stderr)
             return EXIT_USAGE
         command: Command = args._command
+        progress.configure(False if getattr(args, "quiet", False) else None)
         code = command.run(args)
         sys.stdout.flush()
         return code

@@ -13,7 +13,7 @@ def add_quantize_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("int8 quantization (docs/quantization.md)")
     g.add_argument("--quantize", metavar="PROFILE.json", type=Path, default=None,
                    help="convert the network to int8 with this profile (made by 'glow profile' for the same "
-                        "backend and input shapes)")
+                        "input shapes, on any backend)")
     g.add_argument("--schema", choices=("asymmetric", "symmetric", "symmetric_uint8"), default="asymmetric",
                    help="how activations map to integers (default asymmetric)")
     g.add_argument("--calibration", choices=("minmax", "percentile", "entropy"), default="minmax",

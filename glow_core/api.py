@@ -19,13 +19,14 @@ from glow_core.bundle import load_bundle as _load_bundle
 from glow_core.driver import compile_model
 from glow_core.ir.types import ElemKind
 from glow_core.pipeline import CompiledNetwork, CompileStats, check_support, compile_options
+from glow_core.plugin_host import default_backend
 from glow_core.quantization.profile import DEFAULT_BINS, Profile
 from glow_core.quantization.profile import profile as _profile
 
 
 def compile(
     model: str | os.PathLike[str] | onnx.ModelProto | bytes,
-    backend: str = "interpreter",
+    backend: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
     bind: Mapping[str, np.ndarray] | None = None,
@@ -38,28 +39,36 @@ def compile(
     """Import an ONNX model and compile it for ``backend``.
 
     ``model`` is a path, ``"zoo:NAME"`` (a light model shipped with onnx), an
-    ``onnx.ModelProto`` or the serialized bytes of one. ``input_shapes`` fixes
+    ``onnx.ModelProto`` or the serialized bytes of one. ``backend`` is a name as listed by
+    ``glow backends``; None picks the fastest installed (``cpu`` when present, else ``interpreter``:
+    :func:`glow_core.plugin_host.default_backend`). ``input_shapes`` fixes
     symbolic or unknown input dimensions (``{"x": (1, 3, 224, 224)}``).
     ``devices`` (``"cpu:2,xyz:1"``, docs/runtime.md) partitions the network over several devices
     through the runtime instead; ``backend`` is then ignored.
     ``quantize`` (a :class:`glow_core.quantization.QuantizationConfig` with a ``profile``, or a
     profile path) converts the network to int8 with that profile (docs/quantization.md).
     """
-    return compile_model(model, backend, input_shapes, bind=bind, threads=threads, debug=debug, options=options,
+    return compile_model(model, backend or _default(devices), input_shapes, bind=bind, threads=threads, debug=debug, options=options,
                          devices=devices, quantize=quantize)
 
 
-def profile(model: Any, data: Any, backend: str = "interpreter", input_shapes: Mapping[str, Sequence[int]] | None = None,
+def _default(devices: str | None) -> str:
+    """The backend when none is named: ignored with ``devices``, else the fastest installed."""
+    return "" if devices is not None else default_backend()
+
+
+def profile(model: Any, data: Any, backend: str | None = None, input_shapes: Mapping[str, Sequence[int]] | None = None,
             *, image: Any = None, progress: bool | None = None, bins: int = DEFAULT_BINS,
             threads: int | None = None) -> Profile:
-    """Profile ``model`` on sample ``data`` for int8 quantization (docs/quantization.md).
+    """Profile ``model`` on sample ``data`` for int8 quantization (docs/quantization.md); ``backend`` None:
+    the fastest installed (the profile quantizes the model for any backend, docs/quantization.md).
 
     ``data`` is a path (a folder of .npy/.npz/image files, or one .npz/.npy with samples along axis 0),
     a mapping input name -> array with samples along axis 0, or an iterable of feed dicts. ``image`` is an
     :class:`~glow_core.quantization.data.ImageOptions` for image folders. ``progress`` None draws the
     bar only when stderr is a terminal.
     """
-    return _profile(model, data, backend, input_shapes, image=image, progress=progress, bins=bins, threads=threads)
+    return _profile(model, data, backend or default_backend(), input_shapes, image=image, progress=progress, bins=bins, threads=threads)
 
 
 def load_bundle(directory: str | os.PathLike[str], name: str | None = None, *, cc: str | None = None) -> LoadedBundle:

@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.errors import BackendError, ExecutionError, GlowError, InputError, ModelError, UnsupportedError
+from glow_core.errors import (
+    BackendError,
+    ExecutionError,
+    GlowError,
+    IndexRangeError,
+    InputError,
+    ModelError,
+    UnsupportedError,
+)
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.pipeline import (
     CompiledNetwork,
@@ -44,7 +52,9 @@ from glow_sdk.backend import Backend, BundleOptions
 ALIGN = 64
 #: ELF e_machine numbers of the targets people bundle for
 ELF_MACHINES = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv", 21: "ppc64", 8: "mips"}
-_STATUS_TEXT = {1: "an index input is out of range for its axis (Gather / Scatter / ... indices); "
+#: what a bundle's entry returns when an index was out of range
+INDEX_OUT_OF_RANGE = 1
+_STATUS_TEXT = {INDEX_OUT_OF_RANGE: "an index input is out of range for its axis (Gather / Scatter / ... indices); "
                    "the outputs were not computed",
                 2: "the bundle could not start its threads (pthread_create failed)",
                 3: "an area given to the bundle is not aligned"}
@@ -203,6 +213,8 @@ class LoadedBundle:
                 raw = np.ascontiguousarray(checked[io["name"]]).reshape(-1).view(np.uint8)
                 self._mutable[io["offset"]:io["offset"] + io["size"]] = raw
         rc = self._entry(self._const.ctypes.data, self._mutable.ctypes.data, self._acts.ctypes.data)
+        if rc == INDEX_OUT_OF_RANGE:
+            raise self._index_error()
         if rc != 0:
             raise ExecutionError(f"bundle {self.name}: " + _STATUS_TEXT.get(rc, f"status {rc}"))
         out: dict[str, np.ndarray] = {}
@@ -211,6 +223,23 @@ class LoadedBundle:
                 data = self._mutable[io["offset"]:io["offset"] + io["size"]].copy()
                 out[io["name"]] = data.view(t.dtype).reshape(t.shape)
         return out
+
+
+    def _index_error(self) -> IndexRangeError:
+        """The error of a run that returned GLOW_BUNDLE_INDEX_OUT_OF_RANGE, naming the node from the manifest
+        (``NAME_error_node()``: bundles written before it name none)."""
+        where = ""
+        error_node = getattr(self._lib, f"{self.name}_error_node", None)
+        if error_node is not None:
+            error_node.restype = ctypes.c_int
+            where = self.manifest.get("index_checks", {}).get(str(error_node()), "")
+        text = _STATUS_TEXT[INDEX_OUT_OF_RANGE]
+        if where:
+            text = f"an index is out of range for its axis in {where}; the outputs were not computed"
+            fed = [n for n in self.input_types if f"'{n}'" in where.partition("come from")[2]]
+            if len(fed) == 1:
+                return IndexRangeError(f"bundle {self.name}: {text}", hint=f"check the values of input '{fed[0]}'")
+        return IndexRangeError(f"bundle {self.name}: {text}", hint="check the index inputs")
 
 
 def _host_arch() -> str:

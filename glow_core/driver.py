@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from glow_core import budget, compilecache
+from glow_core import budget, compilecache, progress
 from glow_core.controlflow import CompileTarget, compile_staged
 from glow_core.errors import InputError, UnsupportedError
 from glow_core.importer import load_model
@@ -49,14 +49,22 @@ def compile_model(model: Any, backend: str, input_shapes: Any = None, *,
     """What ``glow_core.compile`` does (see its docstring): check the arguments, then pick the route."""
     if devices is not None and quantize is not None:
         raise InputError("quantize and devices cannot be combined yet", hint="quantize for one backend")
-    if devices is not None:
-        return compile_on_devices(model, devices, input_shapes, bind=bind, threads=threads, options=options)
-    model = check_model_arg(model)
-    shapes = check_input_shapes(input_shapes)
-    check_threads(threads)
-    be = get_backend(backend)
-    with budget.using(budget.current().with_options(options)):
-        return _compile(model, be, shapes, bind, threads, debug, options, quantize)
+    with progress.stage(f"compiling {_label(model)}"):
+        if devices is not None:
+            return compile_on_devices(model, devices, input_shapes, bind=bind, threads=threads, options=options)
+        model = check_model_arg(model)
+        shapes = check_input_shapes(input_shapes)
+        check_threads(threads)
+        be = get_backend(backend)
+        with budget.using(budget.current().with_options(options)):
+            return _compile(model, be, shapes, bind, threads, debug, options, quantize)
+
+
+def _label(model: Any) -> str:
+    """How the progress line names the model: its path's file name, ``zoo:NAME``, or "the model"."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.basename(os.fspath(model)) or os.fspath(model)
+    return "the model"
 
 
 def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: dict[str, Any] | None,
@@ -73,7 +81,8 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
             stats = CompileStats(import_s=time.perf_counter() - t0, nodes_by_kind=counts)
             stats.backend_s = {**dict(getattr(exe, "compile_timings", None) or {}), "program": True}
             return CompiledNetwork(fn, exe, be, stats)
-    proto, _ = load_model(model, data)  # (the bytes the key hashed: the file is read once)
+    with progress.stage("import"):
+        proto, _ = load_model(model, data)  # (the bytes the key hashed: the file is read once)
     del data
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
         if quantize is not None:
@@ -82,10 +91,12 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
         target = CompileTarget(be, threads, debug, dict(options or {}), budget.current())
         return compile_staged(proto, target, shapes, bind)
     stats = CompileStats()
-    fn = OnnxImporter(proto, shapes, bind).run()
+    with progress.stage("import"):
+        fn = OnnxImporter(proto, shapes, bind).run()
     stats.import_s = time.perf_counter() - t0
     transform = None if quantize is None else (lambda f: quantize_prepared(f, be, quantize))
     net = compile_function(fn, be, stats, threads=threads, debug=debug, options=options, transform=transform)
     if pkey is not None:
-        compilecache.store(pkey, be, net.function, net.executable, stats.nodes_by_kind, proto)
+        with progress.stage("cache write"):
+            compilecache.store(pkey, be, net.function, net.executable, stats.nodes_by_kind, proto)
     return net

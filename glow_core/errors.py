@@ -118,6 +118,19 @@ class ExecutionError(GlowError):
     """A kernel failed or produced a result of the wrong type at run time."""
 
 
+class IndexRangeError(ExecutionError):
+    """An index (of a Gather, Scatter, ...) was out of range for its axis at run time.
+
+    ``node`` is the graph node whose indices were out of range when the backend knows it ("" when not);
+    ``CompiledNetwork.run`` rewrites the message to name the ONNX node, its op and the model input the
+    indices come from (``glow_sdk.diagnostics``).
+    """
+
+    def __init__(self, message: str, node: str = "", *, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.node = node
+
+
 class PassError(GlowError):
     """An optimization pass failed; the message names the pass."""
 

@@ -284,6 +284,25 @@ def get_backend(name: str) -> Backend:
     return registry().get(name)
 
 
+#: the backends :func:`default_backend` prefers, fastest first
+PREFERRED_BACKENDS = ("cpu", "interpreter")
+
+
+def default_backend() -> str:
+    """The fastest usable backend installed: ``cpu`` when present, else ``interpreter``, else the first by name.
+
+    What ``glow_core.compile``, ``InferenceSession`` and ``glow run`` / ``glow compile`` use when no backend
+    is named.
+    """
+    usable = registry().names()
+    for name in (*PREFERRED_BACKENDS, *usable):
+        if name in usable:
+            return name
+    raise UnknownBackendError("no usable backend is installed",
+                              hint="pip install glow-backend-cpu or glow-backend-interpreter ('glow backends' "
+                                   "lists what failed)")
+
+
 #: The backend the conformance suite and the testing tools compare against (constant
 #: folding does not use it: it calls the reference kernels, ``glow_core.reference``).
 REFERENCE_BACKEND = os.environ.get("GLOW_REFERENCE_BACKEND", "interpreter")
@@ -304,6 +323,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "BackendRecord",
     "Registry",
+    "default_backend",
     "get_backend",
     "reference_backend",
     "registry",

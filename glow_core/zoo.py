@@ -324,19 +324,78 @@ def load_with_random_weights(name: str, seed: int = 0, expose_logits: bool = Fal
 
 # -- random inputs ----------------------------------------------------------------------
 
-def random_array(t: TensorType, rng: np.random.Generator) -> np.ndarray:
-    """Uniform [0, 1) floats, small non-negative integers (0..9), fair booleans, of type ``t``."""
-    if t.elem.is_float:
-        return rng.random(t.shape, dtype=np.float64).astype(t.dtype)
+#: a range of random values: integers ``lo .. hi - 1``, floats uniform in ``[lo, hi)``
+Range = tuple[float, float]
+
+
+def random_array(t: TensorType, rng: np.random.Generator, value_range: Range | None = None) -> np.ndarray:
+    """Uniform [0, 1) floats, small non-negative integers (0..9), fair booleans, of type ``t``; with
+    ``value_range`` (lo, hi): integers lo..hi-1 or floats in [lo, hi)."""
     if t.elem == ElemKind.BOOL:
         return rng.random(t.shape) < 0.5
-    return rng.integers(0, 10, size=t.shape).astype(t.dtype)
+    if t.elem.is_float:
+        lo, hi = value_range or (0.0, 1.0)
+        return (lo + (hi - lo) * rng.random(t.shape, dtype=np.float64)).astype(t.dtype)
+    lo, hi = value_range or (0, 10)
+    return rng.integers(int(np.ceil(lo)), max(int(np.ceil(hi)), int(np.ceil(lo)) + 1), size=t.shape).astype(t.dtype)
 
 
-def random_feeds(types: Mapping[str, TensorType], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random inputs (:func:`random_array`) for inputs of the given types, in their order."""
+def random_feeds(types: Mapping[str, TensorType], seed: int = 0,
+                 ranges: Mapping[str, Range] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random inputs (:func:`random_array`) for inputs of the given types, in their order; ``ranges``
+    gives some inputs their range (:func:`index_ranges` finds those of index inputs)."""
     rng = np.random.default_rng(seed)
-    return {name: random_array(t, rng) for name, t in types.items()}
+    ranges = ranges or {}
+    return {name: random_array(t, rng, ranges.get(name)) for name, t in types.items()}
+
+
+#: ops that keep the values of their first input (indices pass through them unchanged)
+_VALUE_KEEPING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose"})
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Shapes of the model's constants (initializers, Constant nodes) and of values declared with static shapes."""
+    from onnx import numpy_helper
+
+    shapes: dict[str, tuple[int, ...]] = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output:
+            for a in node.attribute:
+                if a.name == "value" and a.HasField("t"):
+                    shapes[node.output[0]] = tuple(numpy_helper.to_array(a.t).shape)
+    for vi in [*model.graph.value_info, *model.graph.input]:
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name not in shapes and dims and all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = tuple(d.dim_value for d in dims)
+    return shapes
+
+
+def index_ranges(model: onnx.ModelProto) -> dict[str, Range]:
+    """Model inputs that index a Gather's table (directly or through Cast, Reshape, Unsqueeze, ...), each with
+    the range that stays inside every table it indexes: ``{"token_type_ids": (0, 2)}``.
+
+    Random inputs in these ranges (``glow run`` without ``--input``) run models with embedding tables, whose
+    indices 0..9 would overflow a table of 2 rows.
+    """
+    inits = {t.name for t in model.graph.initializer}
+    inputs = {vi.name for vi in model.graph.input if vi.name not in inits}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    shapes = _static_shapes(model)
+    ranges: dict[str, Range] = {}
+    for node in model.graph.node:
+        if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            continue
+        table = shapes.get(node.input[0])
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if not table or not -len(table) <= axis < len(table):
+            continue
+        src = node.input[1]
+        while src not in inputs and src in producer and producer[src].op_type in _VALUE_KEEPING:
+            src = producer[src].input[0]
+        if src in inputs:
+            rows = table[axis]
+            ranges[src] = (0, min(rows, int(ranges.get(src, (0, rows))[1])))
+    return ranges
 
 
 def model_input_types(model: onnx.ModelProto) -> dict[str, TensorType]:
@@ -358,11 +417,13 @@ def model_input_types(model: onnx.ModelProto) -> dict[str, TensorType]:
 
 
 def model_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random inputs for every real input of ``model`` (static shapes only)."""
-    return random_feeds(model_input_types(model), seed)
+    """Seeded random inputs for every real input of ``model`` (static shapes only; index inputs in their
+    tables' ranges, :func:`index_ranges`)."""
+    return random_feeds(model_input_types(model), seed, index_ranges(model))
 
 
 __all__ = ["DATA_DIR", "METRICS", "MODELS", "PREFIX", "RANDOM_WEIGHT_GAINS", "TRAINED", "Evaluation", "Metric",
            "TrainedModel", "accuracy", "canonical_name", "describe", "evaluation", "has_placeholder_weights",
-           "is_zoo_ref", "load_with_random_weights", "model_feeds", "model_input_types", "model_path", "names",
-           "random_array", "random_feeds", "resolve", "resolve_model", "with_random_weights", "zoo_dir"]
+           "index_ranges", "is_zoo_ref", "load_with_random_weights", "model_feeds", "model_input_types",
+           "model_path", "names", "random_array", "random_feeds", "resolve", "resolve_model",
+           "with_random_weights", "zoo_dir"]

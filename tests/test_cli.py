@@ -177,7 +177,7 @@ def test_run_symbolic_dims_without_shape_names_the_input(work: Path) -> None:
     (["run", "addrelu.onnx", "-b", "interpreter", "--input", "x=nofile.npy", "--input", "y=y.npy"],
      ["nofile.npy", "does not exist"]),
     (["run", "addrelu.onnx", "-b", "interpreter", "--input", "x=not_npy.npy", "--input", "y=y.npy"],
-     ["not_npy.npy", "cannot read"]),
+     ["not_npy.npy", "not a numpy .npy or .npz file"]),
     (["run", "addrelu.onnx", "-b", "interpreter", "--input", "x=x.npy"], ["no --input for 'y'"]),
     (["run", "addrelu.onnx", "-b", "interpreter", "--input", "x=x.npy", "--input", "y=y64.npy"],
      ["'y'", "y64.npy", "dtype float64", "float32[1,10]"]),

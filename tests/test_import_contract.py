@@ -52,6 +52,12 @@ UPWARD = {
                           ["glow_core.runtime is not allowed to import glow_core.driver"]),
     "quantization-to-controlflow": ("glow_core/quantization/profile.py", "glow_core.controlflow import Program",
                                     ["glow_core.quantization is not allowed to import glow_core.controlflow"]),
+    "driver-to-session": ("glow_core/driver.py", "glow_core.session import InferenceSession",
+                          ["glow_core.driver is not allowed to import glow_core.session"]),
+    "api-to-session": ("glow_core/api.py", "glow_core.session import InferenceSession",
+                       ["glow_core.api is not allowed to import glow_core.session"]),
+    "progress-to-errors": ("glow_core/progress.py", "glow_core.errors import GlowError",
+                           ["glow_core.progress is not allowed to import glow_core.errors"]),
 }
 
 

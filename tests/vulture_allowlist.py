@@ -42,3 +42,18 @@ _.weights_held  # unused method (glow_core/runtime/cluster/connect.py)
 register_command  # unused function (glow_cli/main.py)
 # the package root's lazy facade (glow_core.compile, ...): Python calls a module's __getattr__ itself
 __getattr__  # unused function (glow_core/__init__.py)
+
+# -- glow_core.InferenceSession: onnxruntime's session interface, called by user scripts (tests/test_session.py
+#    runs an onnxruntime script against it; docs/python-api.md documents every method)
+_.ortvalue_from_numpy  # unused method (glow_core/session/binding.py)
+_.bind_cpu_input  # unused method (glow_core/session/binding.py)
+_.bind_output  # unused method (glow_core/session/binding.py)
+_.bind_ortvalue_output  # unused method (glow_core/session/binding.py)
+_.clear_binding_outputs  # unused method (glow_core/session/binding.py)
+_.get_outputs  # unused method (glow_core/session/binding.py, session.py)
+_.copy_outputs_to_cpu  # unused method (glow_core/session/binding.py)
+_.get_providers  # unused method (glow_core/session/session.py)
+_.get_session_options  # unused method (glow_core/session/session.py)
+_.io_binding  # unused method (glow_core/session/session.py)
+_.run_with_iobinding  # unused method (glow_core/session/session.py)
+_.run_async  # unused method (glow_core/session/session.py)

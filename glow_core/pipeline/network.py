@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.errors import ExecutionError, InputError
+from glow_core.errors import ExecutionError, IndexRangeError, InputError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import TensorType
 from glow_core.pipeline.guard import guard_backend
 from glow_sdk.backend import Backend, CompiledFunction
+from glow_sdk.diagnostics import index_error_message, node_in_message
 
 
 @dataclass
@@ -126,6 +127,13 @@ class CompiledNetwork:
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Check ``feeds`` (names, dtypes, shapes), run once, return outputs by name."""
         checked = self.check_feeds(feeds)
-        with guard_backend(self.backend.name, "while running", ExecutionError, activity="running the network",
-                           memory_hint="free memory, or compile a smaller model or batch"):
-            return self.executable.execute(checked)
+        try:
+            with guard_backend(self.backend.name, "while running", ExecutionError, activity="running the network",
+                               memory_hint="free memory, or compile a smaller model or batch"):
+                return self.executable.execute(checked)
+        except IndexRangeError as e:
+            node = e.node or node_in_message(self.function, str(e))
+            named = index_error_message(self.function, node, checked)
+            if named is None:
+                raise
+            raise IndexRangeError(named[0], node, hint=named[1]) from e

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from glow_core import budget
-from glow_core.errors import UnsupportedError
+from glow_core import budget, progress
+from glow_core.errors import InputError, UnsupportedError
 from glow_core.importer import import_model
 from glow_core.ir.graph import Function, Node
 from glow_core.lircompiler import build_lir
 from glow_core.passes import PassContext, PassManager
-from glow_core.passes.pipelines import default_pipeline
+from glow_core.passes.pipelines import lowering_pipeline, optimize_pipeline, post_lowering_pipeline
 from glow_core.pipeline.args import check_input_shapes, check_model_arg
 from glow_core.pipeline.guard import guard_backend
 from glow_core.pipeline.network import CompiledNetwork, CompileStats
@@ -27,6 +27,11 @@ from glow_sdk.backend import Backend, CompileOptions
 #: a step run on the prepared function before the support check (int8 conversion); its result is kept
 #: in ``CompileStats.quantized``
 Transform = Callable[[Function], Any]
+
+#: the ``options`` key choosing how much the graph optimizer does: 0 only removes dead nodes before
+#: lowering, 1 (the default) runs the whole optimize pipeline (``InferenceSession``'s
+#: ``graph_optimization_level``)
+OPTIMIZATION_LEVEL = "optimization_level"
 
 
 def compile_options(*, threads: int | None = None, debug: bool = False,
@@ -38,7 +43,18 @@ def compile_options(*, threads: int | None = None, debug: bool = False,
 def import_function(model: Any, input_shapes: Any = None, bind: Mapping[str, np.ndarray] | None = None) -> Function:
     """Check the model argument and the input shapes (:mod:`.args`) and import the model into a verified
     function."""
-    return import_model(check_model_arg(model), check_input_shapes(input_shapes), bind)
+    model, shapes = check_model_arg(model), check_input_shapes(input_shapes)
+    with progress.stage("import"):
+        return import_model(model, shapes, bind)
+
+
+def optimization_level(options: Mapping[str, Any] | None) -> int:
+    """The optimization level ``options`` asks for (:data:`OPTIMIZATION_LEVEL`; default 1)."""
+    level = (options or {}).get(OPTIMIZATION_LEVEL, 1)
+    if not isinstance(level, int) or isinstance(level, bool) or level < 0:
+        raise InputError(f"options['{OPTIMIZATION_LEVEL}'] must be a non-negative integer, got {level!r}",
+                         hint="0: no graph optimization before lowering; 1 or more: all of it")
+    return level
 
 
 def prepare_function(fn: Function, backend: Backend, debug: bool = False,
@@ -49,7 +65,11 @@ def prepare_function(fn: Function, backend: Backend, debug: bool = False,
     ctx = ctx or PassContext(backend=backend, debug=debug)
     ctx.backend = backend
     ctx.options["quantizable"] = quantizable
-    PassManager(default_pipeline()).run(fn, ctx)
+    optimize = optimize_pipeline() if optimization_level(ctx.options) > 0 else ["dce"]
+    for label, steps in (("optimize", optimize), ("lower", lowering_pipeline()),
+                         ("fuse", post_lowering_pipeline())):
+        with progress.stage(label):
+            PassManager(steps).run(fn, ctx)
     if debug:
         fn.verify()
     return fn
@@ -87,7 +107,7 @@ def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = Non
     budget.check_function(fn)  # what lowering made, before the backend allocates for it
     check_support(fn, be)
     t = time.perf_counter()
-    with guard_backend(be.name, "to compile the model"):
+    with guard_backend(be.name, "to compile the model"), progress.stage(f"{be.name} codegen"):
         exe = be.compile(fn, compile_options(threads=threads, debug=debug, extra=options))
     stats.backend_compile_s = time.perf_counter() - t
     timings = getattr(exe, "compile_timings", None)
@@ -103,6 +123,9 @@ def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads:
     and compile it: the back half of every compile."""
     t = time.perf_counter()
     ctx = PassContext(backend=be, debug=debug)
+    ctx.options[OPTIMIZATION_LEVEL] = optimization_level(options)
+    # opt-in reassociation of float arithmetic across nodes (docs/passes.md, "simplify-arith")
+    ctx.options["fast_math"] = bool((options or {}).get("fast_math", False))
     fn = prepare_function(fn, be, debug=debug, ctx=ctx, quantizable=transform is not None)
     stats.pass_s = dict(ctx.timings)
     if transform is not None:

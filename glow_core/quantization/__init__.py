@@ -34,6 +34,7 @@ from glow_core.quantization.profile import (
     check_profile,
     fingerprint,
     load_profile,
+    match_profile,
     profile,
     profiled_values,
 )
@@ -55,6 +56,6 @@ __all__ = [
     "DEFAULT_BINS", "RANGE_METHODS", "SCHEMA_RULES", "WEIGHT_OPERANDS", "CalibrationError", "ChannelParams",
     "ChannelRanges", "Histogram", "ImageError", "ImageOptions", "Profile", "ProfileMismatchError", "QuantParams",
     "QuantizationConfig", "QuantizationConfigError", "ValueInfo", "ValueRecord", "calibrate", "calibrate_profile",
-    "calibrated_range", "channel_params", "check_profile", "fingerprint", "load_profile", "open_samples",
-    "params_for_range", "profile", "profiled_values", "read_image", "resize_bilinear", "weight_channel_ranges",
+    "calibrated_range", "channel_params", "check_profile", "fingerprint", "load_profile", "match_profile",
+    "open_samples", "params_for_range", "profile", "profiled_values", "read_image", "resize_bilinear", "weight_channel_ranges",
 ]

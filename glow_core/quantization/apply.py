@@ -1,7 +1,7 @@
 """``glow_core.compile(..., quantize=...)``: convert a prepared float function with a profile.
 
-Order: check the profile against the prepared function (same names, fingerprint)
--> calibrate -> :func:`~.convert.convert` -> quantization passes -> when the backend
+Order: match the profile to the prepared function (the same graph for the backend it was made for;
+portable keys for another backend: ``profile.match_profile``) -> calibrate -> :func:`~.convert.convert` -> quantization passes -> when the backend
 does not run every typed quantized node, :func:`~.qlower.lower_quantized` and the
 ordinary lowering and post-lowering pipelines again.
 """
@@ -15,7 +15,7 @@ from glow_core.errors import InputError
 from glow_core.ir.graph import Function
 from glow_core.quantization.config import QuantizationConfig
 from glow_core.quantization.convert import Conversion, calibrate_all, convert
-from glow_core.quantization.profile import Profile, check_profile, load_profile
+from glow_core.quantization.profile import Profile, load_profile, match_profile
 from glow_core.quantization.qlower import QLOWERINGS, lower_quantized
 from glow_core.quantization.qpasses import optimize_quantized
 
@@ -44,8 +44,7 @@ def quantize_prepared(fn: Function, backend: Any, quantize: Any, expose: str | N
 
     cfg = as_config(quantize)
     if isinstance(cfg.profile, Profile):
-        profile = cfg.profile
-        check_profile(profile, fn, backend.name)
+        profile = match_profile(cfg.profile, fn, backend.name)
     else:
         profile = load_profile(cfg.profile, fn, backend.name)
     params, low = calibrate_all(profile.records, cfg)

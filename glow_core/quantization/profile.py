@@ -10,7 +10,12 @@ are recorded from the feeds.
 Values are named by their graph-IR name: the importer names a node after its
 ONNX node (or first output tensor), and a lowering step names what it emits
 ``<node>.<kind>``, so ``conv1.add`` is the Add that lowering ``conv1`` produced.
-Each entry also keeps the ONNX origin and node kind.
+Each entry also keeps the ONNX origin and node kind, and a *portable key* made of
+origin names, which survive lowering: ``fc>softmax>`` is the value ONNX node ``fc``
+hands to ``softmax``, whether the backend runs ``fc`` as a Gemm or lowers it to a
+FusedMatMul. A profile made on one backend is applied to another backend's graph
+by those keys (:func:`match_profile`): the int8 conversion then reads the same
+ranges on every backend whose lowering keeps those values.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import hashlib
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
 
-from glow_core.errors import GlowError, InputError
+from glow_core.errors import GlowError, GlowWarning, InputError
 from glow_core.ir.graph import Function, Placeholder, Value
 from glow_core.pipeline import check_support, check_threads, compile_prepared, import_function, prepare_function
 from glow_core.plugin_host import get_backend
@@ -50,10 +56,12 @@ class ValueInfo:
     elem: str
     output: str = ""  # the graph output name, when the value is one
     step: str = ""  # the lowering/fusion step that produced it: ``reducesum_1`` of ``ln0.reducesum_1``
+    #: the portable key (:func:`portable_keys`): "" for a value inside one ONNX node's lowering
+    key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "origin": self.origin, "step": self.step, "shape": list(self.shape),
-                "elem": self.elem, "output": self.output}
+                "elem": self.elem, "output": self.output, "key": self.key}
 
 
 @dataclass
@@ -91,7 +99,8 @@ class Profile:
             infos, records = {}, {}
             for name, v in dict(doc["values"]).items():
                 infos[name] = ValueInfo(str(v["kind"]), str(v["origin"]), tuple(int(d) for d in v["shape"]),
-                                        str(v["elem"]), str(v.get("output", "")), str(v.get("step", "")))
+                                        str(v["elem"]), str(v.get("output", "")), str(v.get("step", "")),
+                                        str(v.get("key", "")))
                 records[name] = ValueRecord.from_json(v, bins, f"{where}: value '{name}'")
             return Profile(str(doc["backend"]), str(doc["fingerprint"]), infos, records, int(doc["samples"]),
                            str(doc.get("model", "")), bins)
@@ -106,16 +115,41 @@ def profiled_values(fn: Function) -> dict[str, tuple[Value, ValueInfo]]:
     out_names: dict[int, str] = {}
     for name, v in fn.outputs:
         out_names.setdefault(id(v), name)
+    keys = portable_keys(fn)
     found: dict[str, tuple[Value, ValueInfo]] = {}
     for p in fn.inputs:
         if p.type.elem.is_float:
-            found[p.name] = (p, ValueInfo("input", p.name, p.type.shape, p.type.elem.value, out_names.get(id(p), "")))
+            found[p.name] = (p, ValueInfo("input", p.name, p.type.shape, p.type.elem.value, out_names.get(id(p), ""),
+                                          key=keys[id(p)]))
     for node in fn.nodes:
         for o in node.outputs:
             if o.type.elem.is_float:
                 found[o.name] = (o, ValueInfo(node.kind.name, node.origin, o.type.shape, o.type.elem.value,
-                                              out_names.get(id(o), ""), _step(node.name, node.origin)))
+                                              out_names.get(id(o), ""), _step(node.name, node.origin),
+                                              keys.get(id(o), "")))
     return found
+
+
+def portable_keys(fn: Function) -> dict[int, str]:
+    """Keys of the values that cross from one ONNX node to another, by ``id(value)``: ``input:x`` for a graph
+    input, ``ORIGIN>CONSUMERS>OUTPUTS#k`` for a node result read by nodes of other ONNX origins (or a graph
+    output). Origins survive lowering, so the keys name the same values on every backend whose lowering
+    keeps them; ``#k`` counts results with the same key (an ONNX node with several outputs)."""
+    outs: dict[int, list[str]] = {}
+    for name, v in fn.outputs:
+        outs.setdefault(id(v), []).append(name)
+    keys: dict[int, str] = {id(p): f"input:{p.name}" for p in fn.inputs}
+    seen: dict[str, int] = {}
+    for node in fn.nodes:
+        origin = node.origin or node.name
+        for o in node.outputs:
+            readers = sorted({u.origin or u.name for u, _ in o.users} - {origin})
+            if not readers and id(o) not in outs:
+                continue  # inside the lowering of one ONNX node: backend-specific
+            base = f"{origin}>{'|'.join(readers)}>{'|'.join(sorted(outs.get(id(o), [])))}"
+            seen[base] = seen.get(base, -1) + 1
+            keys[id(o)] = f"{base}#{seen[base]}"
+    return keys
 
 
 def _step(name: str, origin: str) -> str:
@@ -155,22 +189,75 @@ def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo]) -> 
             for label, items in found.items() if items]
 
 
-def check_profile(profile: Profile, fn: Function, backend: str | None = None, where: str = "profile") -> None:
-    """Raise :class:`ProfileMismatchError` naming what differs when ``profile`` was not made on ``fn``."""
-    problems = []
-    if backend is not None and backend != profile.backend:
-        problems.append(f"it was made for backend '{profile.backend}', not '{backend}'")
-    if profile.fingerprint != fingerprint(fn, backend or profile.backend):
-        problems += _differences(profile.infos, {n: info for n, (_, info) in profiled_values(fn).items()})
-        if not problems:
-            problems.append("the graph's structure (node order, operands or outputs) differs")
-    if problems:
-        raise ProfileMismatchError(f"{where} does not match this graph: " + "; ".join(problems),
-                                   hint="profile this model again for this backend and input shapes")
+def check_profile(profile: Profile, fn: Function, where: str = "profile") -> None:
+    """Raise :class:`ProfileMismatchError` naming what differs when ``profile`` was not made on ``fn`` (the same
+    graph, made for the same backend)."""
+    if profile.fingerprint == fingerprint(fn, profile.backend):
+        return
+    problems = _differences(profile.infos, {n: info for n, (_, info) in profiled_values(fn).items()})
+    raise ProfileMismatchError(f"{where} does not match this graph: " + "; ".join(
+        problems or ["the graph's structure (node order, operands or outputs) differs"]),
+        hint="profile this model again with these input shapes")
+
+
+def _source(name: str, info: ValueInfo, profile: Profile, by_key: Mapping[str, str], legacy: bool) -> str | None:
+    """The profile's value that ``name`` (of the graph being quantized) is: by portable key, or by name for a
+    value inside one ONNX node's lowering (and for profiles written before keys)."""
+    if info.key and not legacy:
+        return by_key.get(info.key)
+    had = profile.infos.get(name)
+    return name if had is not None and had.kind == info.kind and (legacy or not had.key) else None
+
+
+def match_profile(profile: Profile, fn: Function, backend: str | None = None, where: str = "profile") -> Profile:
+    """``profile`` keyed by the value names of ``fn`` (prepared for ``backend``).
+
+    Made for the same backend, it must describe exactly this graph (:func:`check_profile`). Made for another
+    backend, its values are matched by portable key (:func:`portable_keys`): values that cannot be matched
+    get no range (a :class:`GlowWarning` names them; the nodes reading them stay float), and a profile that
+    matches none of this graph's inputs, or gives a matched value another shape, is a
+    :class:`ProfileMismatchError`.
+    """
+    if backend is None or backend == profile.backend:
+        check_profile(profile, fn, where)
+        return profile
+    values = profiled_values(fn)
+    now = {n: info for n, (_, info) in values.items()}
+    by_key = {info.key: n for n, info in profile.infos.items() if info.key}
+    legacy = not by_key
+    infos: dict[str, ValueInfo] = {}
+    unmatched, reshaped = [], []
+    for name, info in now.items():
+        src = _source(name, info, profile, by_key, legacy)
+        if src is None:
+            if values[name][0].users or info.output:  # (a result nothing reads needs no range)
+                unmatched.append(name)
+        elif (profile.infos[src].shape, profile.infos[src].elem) != (info.shape, info.elem):
+            reshaped.append(f"{name} {list(profile.infos[src].shape)} vs {list(info.shape)}")
+        else:
+            infos[name] = info
+    missing = [n for n, info in now.items() if info.kind == "input" and n not in infos]
+    if reshaped or missing or not infos:
+        problems = [f"different shapes: {', '.join(reshaped[:5])}"] if reshaped else []
+        problems += [f"inputs not in the profile: {', '.join(missing)}"] if missing else []
+        raise ProfileMismatchError(
+            f"{where} (made for backend '{profile.backend}') does not describe this graph for '{backend}': "
+            + ("; ".join(problems) or "none of its values match"),
+            hint="profile this model again with these input shapes")
+    if unmatched:
+        warnings.warn(GlowWarning(
+            f"{where} (made for backend '{profile.backend}') has no range for {len(unmatched)} value(s) of the graph "
+            f"'{backend}' lowers: {', '.join(unmatched[:5])}{' ...' if len(unmatched) > 5 else ''}; the nodes "
+            f"reading them stay float (profile on '{backend}' to quantize them)"), stacklevel=3)
+    records = {n: profile.records[_source(n, i, profile, by_key, legacy) or n] for n, i in infos.items()}
+    return Profile(backend, fingerprint(fn, backend), infos, records, profile.samples, profile.model, profile.bins,
+                   list(profile.sources))
 
 
 def load_profile(path: str | os.PathLike[str], function: Function | Any, backend: str | None = None) -> Profile:
-    """Read a profile and check it was made on ``function`` (a prepared Function or a CompiledNetwork)."""
+    """Read a profile and match it to ``function`` (a prepared Function or a CompiledNetwork) prepared for
+    ``backend`` (:func:`match_profile`): a profile made on another backend comes back keyed by this graph's
+    value names."""
     fn: Function = function
     if not isinstance(function, Function) and hasattr(function, "executable"):  # a CompiledNetwork
         backend = backend or function.backend.name
@@ -183,8 +270,7 @@ def load_profile(path: str | os.PathLike[str], function: Function | Any, backend
     except (ValueError, UnicodeDecodeError) as e:
         raise GlowError(f"profile {os.fspath(path)} is not JSON: {e}") from None
     profile = Profile.from_json(doc, f"profile {os.fspath(path)}")
-    check_profile(profile, fn, backend, f"profile {os.fspath(path)}")
-    return profile
+    return match_profile(profile, fn, backend, f"profile {os.fspath(path)}")
 
 
 # -- the instrumented run --------------------------------------------------------------------------

@@ -6,7 +6,8 @@ results have exactly the declared element kinds and shapes. Constant folding
 (the importer and the ``fold-constants`` pass) calls it directly, so folding
 needs no backend installed; the interpreter backend is a thin backend over it.
 
-This package imports only ``glow_core.errors`` and ``glow_core.ir``; its public
+This package imports only ``glow_core.errors``, ``glow_core.budget`` (kernels check their large
+temporaries against the memory budget before making them) and ``glow_core.ir``; its public
 surface is part of the SDK contract (see ``glow_sdk.version``).
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.errors import ExecutionError, UnsupportedError
+from glow_core.errors import BudgetError, ExecutionError, IndexRangeError, UnsupportedError
 from glow_core.ir.types import TensorType
 from glow_core.reference.kernels import KERNELS
 
@@ -31,8 +32,17 @@ def run_kernel(kind: str, attrs: Mapping[str, Any], args: Sequence[np.ndarray | 
     try:
         with np.errstate(all="ignore"):
             res = fn(attrs, out_types, *args)
+    except IndexRangeError as e:
+        e.add_context(where)
+        raise
     except (UnsupportedError, ExecutionError):
         raise
+    except BudgetError as e:  # a kernel's temporaries over the budget (checked before they are made)
+        e.add_context(where)
+        raise
+    except MemoryError:
+        raise BudgetError(f"{where}: out of memory computing it",
+                          hint="lower GLOW_MAX_TOTAL_BYTES below the memory this machine has") from None
     except Exception as e:  # noqa: BLE001
         raise ExecutionError(f"{where}: kernel failed: {type(e).__name__}: {e}") from e
     results = list(res) if isinstance(res, (tuple, list)) else [res]

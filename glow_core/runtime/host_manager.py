@@ -35,7 +35,7 @@ import numpy as np
 
 from glow_core.errors import InputError
 from glow_core.ir.graph import Function
-from glow_core.pipeline import CompiledNetwork, prepare_model
+from glow_core.pipeline import CompiledNetwork, CompileStats, import_function, prepare_function
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.cluster import Cluster, RayDeviceManager
 from glow_core.runtime.device_manager import DeviceManager
@@ -99,17 +99,23 @@ class Stats:
 
 def prepare_network(model: Any, devices: Sequence[DeviceConfig],
                     input_shapes: Mapping[str, Sequence[int]] | None = None,
-                    bind: Mapping[str, np.ndarray] | None = None) -> Function:
-    """Import, optimize and lower ``model`` for the devices' backends."""
+                    bind: Mapping[str, np.ndarray] | None = None, stats: CompileStats | None = None) -> Function:
+    """Import, optimize and lower ``model`` for the devices' backends; the times go into ``stats``."""
     backends = [get_backend(n) for n in backend_order(list(devices))]
-    return prepare_model(model, UnionBackend(backends), input_shapes, bind)
+    t0 = time.perf_counter()
+    fn = import_function(model, input_shapes, bind)
+    t1 = time.perf_counter()
+    fn = prepare_function(fn, UnionBackend(backends))
+    if stats is not None:
+        stats.import_s, stats.optimize_s = t1 - t0, time.perf_counter() - t1
+    return fn
 
 
 def plan_network(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapping[str, Sequence[int]] | None = None,
-                 *, assignment: Mapping[str, str] | None = None, bind: Mapping[str, np.ndarray] | None = None
-                 ) -> PartitionPlan:
+                 *, assignment: Mapping[str, str] | None = None, bind: Mapping[str, np.ndarray] | None = None,
+                 stats: CompileStats | None = None) -> PartitionPlan:
     """Import, optimize and lower ``model`` for the devices' backends, and partition it."""
-    fn = prepare_network(model, devices, input_shapes, bind)
+    fn = prepare_network(model, devices, input_shapes, bind, stats)
     backends = [get_backend(n) for n in backend_order(list(devices))]
     if assignment is not None:
         return partition_user(fn, devices, backends, assignment)
@@ -125,10 +131,11 @@ def check_replicas(replicas: Any, devices: int) -> None:
 
 def plan_replicas(model: Any, devices: Sequence[DeviceConfig], replicas: int,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  bind: Mapping[str, np.ndarray] | None = None) -> list[PartitionPlan]:
+                  bind: Mapping[str, np.ndarray] | None = None, stats: CompileStats | None = None
+                  ) -> list[PartitionPlan]:
     """One plan per replica: device ``i`` goes to replica ``i % replicas``; the model is prepared once."""
     check_replicas(replicas, len(devices))
-    fn = prepare_network(model, devices, input_shapes, bind)
+    fn = prepare_network(model, devices, input_shapes, bind, stats)
     plans = []
     for r in range(replicas):
         group = list(devices[r::replicas])
@@ -189,8 +196,9 @@ class HostManager:
     def add_network(self, name: str, model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                     assignment: Mapping[str, str] | None = None, threads: int | None = None,
                     options: Mapping[str, Any] | None = None, bind: Mapping[str, np.ndarray] | None = None,
-                    replicas: int = 1) -> PartitionPlan:
-        """Partition, compile and load ``model`` under ``name`` (``replicas`` copies); return the first plan."""
+                    replicas: int = 1, stats: CompileStats | None = None) -> PartitionPlan:
+        """Partition, compile and load ``model`` under ``name`` (``replicas`` copies); return the first plan.
+        ``stats`` receives the import, optimize (+ lower) and backend (partition compile and load) times."""
         with self._lock:
             if name in self.networks:
                 raise NetworkError(f"a network named '{name}' is already added", hint="remove it first")
@@ -199,9 +207,10 @@ class HostManager:
             raise InputError("an assignment places one copy of the network: it cannot be combined with replicas",
                              hint="drop replicas=, or the assignment")
         if replicas == 1:
-            plans = [plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind)]
+            plans = [plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind, stats=stats)]
         else:
-            plans = plan_replicas(model, self.devices, replicas, input_shapes, bind)
+            plans = plan_replicas(model, self.devices, replicas, input_shapes, bind, stats)
+        t0 = time.perf_counter()
         copies: list[Replica] = []
         try:
             for plan in plans:
@@ -212,6 +221,8 @@ class HostManager:
                 for p in r.parts:
                     p.device.unload(p.key)
             raise
+        if stats is not None:
+            stats.backend_compile_s = time.perf_counter() - t0
         plan = plans[0]
         first = get_backend(plan.partitions[0].backend if plan.partitions else self.devices[0].backend)
         checker = CompiledNetwork(plan.function, None, first, None)  # type: ignore[arg-type]  (feed checks only)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,13 +36,14 @@ def compile_on_devices(model: Any, devices: str, input_shapes: Mapping[str, Sequ
                        options: Mapping[str, Any] | None = None, **host_options: Any) -> CompiledNetwork:
     """Partition ``model`` over ``devices``, compile and load the partitions; ``net.plan`` is the partition plan."""
     host = HostManager(devices, **host_options)
-    t0 = time.perf_counter()
+    stats = CompileStats()
     try:
-        plan = host.add_network(NETWORK, model, input_shapes, threads=threads, options=options, bind=bind)
+        plan = host.add_network(NETWORK, model, input_shapes, threads=threads, options=options, bind=bind,
+                                stats=stats)
     except BaseException:
         host.close()
         raise
-    stats = CompileStats(backend_compile_s=time.perf_counter() - t0, nodes_by_kind=plan.function.count_by_kind())
+    stats.nodes_by_kind = plan.function.count_by_kind()
     first = plan.partitions[0].backend if plan.partitions else host.devices[0].backend
     net = CompiledNetwork(plan.function, HostExecutable(host, plan), get_backend(first), stats)
     net.plan = plan  # type: ignore[attr-defined]

@@ -314,13 +314,19 @@ def test_a_bad_report_dir_fails_before_the_first_case(tmp_path: Path) -> None:
                                          "Permission denied")
 
 
+def _default_sigint() -> None:
+    """A child gets Python's KeyboardInterrupt only if SIGINT is not ignored when it starts, and a pytest-xdist
+    worker ignores it (its controller handles Ctrl-C): restore the default, as in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_is_one_line_exit_130_and_writes_no_report(tmp_path: Path) -> None:
     """SIGINT to the whole process group, as a terminal's Ctrl-C sends it (the worker process included)."""
     env = {k: v for k, v in os.environ.items() if k != "GLOW_TRACEBACK"}
     proc = subprocess.Popen([sys.executable, "-m", "glow_cli", "conformance", "-b", "interpreter", "--level",
                              "full", "--report-dir", str(tmp_path / "report"), "--progress", "lines"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     assert proc.stderr is not None
     seen = []
     while not (seen and seen[-1].startswith("conformance:")):  # the first progress line: cases run, in the worker

@@ -194,3 +194,26 @@ def test_plugin_guide_shows_the_current_core_range() -> None:
     assert "glow-compiler glow-backend-interpreter glow-conformance" in (REPO / "docs" / "vendor-guide.md").read_text()
     readme = (REPO / "README.md").read_text()
     assert "python3 -m pip install -c constraints.txt " in readme and "https://github.com/glow-compiler/glow" in readme
+
+
+#: what the README's first command may install besides glow's own distributions: the run-time dependencies
+#: and tox (the test tooling is the [test] extra, which tox installs in its own environment)
+LEAN = {"numpy", "onnx", "pluggy", "ml-dtypes", "llvmlite"}
+
+
+def test_the_quickstart_installs_only_what_running_glow_needs() -> None:
+    """The README's first command: no extra (no Ray, onnxruntime or test tooling), tox, then the digits run;
+    the second runs tox. The distributions it installs declare only the lean run-time dependencies."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Quickstart"):readme.index("If your system Python refuses")]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    assert [b.strip() for b in blocks[1:]] == ["tox"] and len(blocks) == 2, blocks
+    first = blocks[0].strip()
+    assert first.startswith("python3 -m pip install -c constraints.txt ") and "[" not in first
+    assert first.endswith("tox && glow run zoo:digits --backend cpu")
+    folders = [w.removeprefix("./") for w in first.split("&&")[0].split()[6:] if w != "tox"]
+    assert folders == [".", "plugins/interpreter", "plugins/cpu", "conformance"], folders
+    for folder in folders:
+        deps = {Requirement(r).name.replace("_", "-").lower() for r in _project(folder).get("dependencies", [])}
+        assert deps - {"glow-compiler"} <= LEAN, (folder, deps - LEAN)
+    assert "ray" not in str(_project(".")["dependencies"]) and "onnxruntime" not in str(_project(".")["dependencies"])

@@ -189,9 +189,11 @@ def test_passes_fold_pairs_into_rescale_and_sink_dequantize() -> None:
 
 def test_cli_quantize_options(tmp_path: Path, many_profile: Path) -> None:
     model = save(many_kinds_model(), tmp_path / "m.onnx")
-    r = glow(["compile", str(model), "--quantize", str(many_profile), "--stats"])
+    r = glow(["compile", str(model), "-b", "interpreter", "--quantize", str(many_profile), "--stats"])
     assert r.returncode == 0, r.stderr
     assert "quantized to int8: FusedConv x1" in r.stdout and "QConv" in r.stdout
+    r = glow(["compile", str(model), "--quantize", str(many_profile)])  # the fastest backend, an interpreter profile
+    assert r.returncode == 0 and "for cpu" in r.stdout and "quantized to int8: FusedConv x1" in r.stdout, r.stderr
     r = glow(["run", str(model), "-b", "interpreter", "--quantize", str(many_profile), "--keep-float", "Gemm"])
     assert r.returncode == 0, r.stderr
     r = glow(["bench", str(model), "-b", "interpreter", "--quantize", str(many_profile), "--runs", "1",

@@ -1,7 +1,8 @@
 """Indexing kernels: Gather family, Scatter family, OneHot, ReverseSequence, TensorScatter.
 
 Negative indices count from the end of their axis; an index outside
-``[-dim, dim)`` raises (the executor reports it as a kernel failure).
+``[-dim, dim)`` raises :class:`~glow_core.errors.IndexRangeError` (``CompiledNetwork.run`` names the
+ONNX node and the model input behind it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from glow_core.errors import IndexRangeError
 from glow_core.ir.types import TensorType
 from glow_core.reference.kernels import KERNELS
 
@@ -27,12 +29,12 @@ _SCATTER_UFUNCS: dict[str, Callable[..., None]] = {
 
 
 def normalize_indices(idx: np.ndarray, dim: int | np.ndarray, what: str = "index") -> np.ndarray:
-    """int64 indices with negatives resolved; raises IndexError for any outside [-dim, dim)."""
+    """int64 indices with negatives resolved; raises IndexRangeError for any outside [-dim, dim)."""
     i = np.asarray(idx).astype(np.int64)
     i = np.where(i < 0, i + dim, i)
     bad = (i < 0) | (i >= dim)
     if bad.any():
-        raise IndexError(f"{what} {np.asarray(idx)[bad].ravel()[:4].tolist()} out of range for dimension(s) "
+        raise IndexRangeError(f"{what} {np.asarray(idx)[bad].ravel()[:4].tolist()} out of range for dimension(s) "
                          f"{np.broadcast_to(dim, bad.shape)[bad].ravel()[:4].tolist()}")
     return i
 

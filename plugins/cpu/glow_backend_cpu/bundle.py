@@ -245,6 +245,15 @@ def emit_entry(module: ir.Module, name: str, layout: Layout, areas: Areas, threa
     return fn
 
 
+def emit_error_node(module: ir.Module, name: str) -> ir.Function:
+    """``int NAME_error_node(void)``: after ``GLOW_BUNDLE_INDEX_OUT_OF_RANGE``, the code of the node whose index
+    was out of range (the manifest's ``index_checks`` and the header name it); 0 after a run without error."""
+    fn = ir.Function(module, ir.FunctionType(I32, []), name=f"{name}_error_node")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(b.call(module.globals["glow_get_error"], []))
+    return fn
+
+
 def add_support(module: ir.Module) -> None:
     """The half-precision conversions LLVM may call (``support.py``), as weak definitions: a C toolchain's
     runtime, when it has them, wins; the bundle needs none."""
@@ -314,6 +323,24 @@ typedef struct {
 """
 
 
+def index_checks(function: Function, layout: Layout) -> dict[str, str]:
+    """Error code -> what the check is about (``ONNX node 'emb' (Gather): its indices come from input 'ids'``),
+    for the manifest and the header."""
+    from glow_sdk.diagnostics import INDEX_OPERANDS, model_inputs_of, where_node
+
+    nodes = {n.name: n for n in function.nodes}
+    out: dict[str, str] = {}
+    for code, node_name in layout.error_sites.items():
+        node = nodes.get(node_name)
+        if node is None or node.kind.name not in INDEX_OPERANDS:
+            out[code] = f"graph node '{node_name}'"
+            continue
+        sources = model_inputs_of(node.inputs[INDEX_OPERANDS[node.kind.name]])  # type: ignore[arg-type]
+        out[code] = where_node(node) + (f": its indices come from input {', '.join(repr(x) for x in sources)}"
+                                        if sources else "")
+    return out
+
+
 def header_text(manifest: dict[str, Any]) -> str:
     name = manifest["name"]
     up = name.upper()
@@ -337,7 +364,10 @@ def header_text(manifest: dict[str, Any]) -> str:
     lines += ["", "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
               "/* Runs one inference. The three areas must be MEM_ALIGN-aligned; constantWeight holds",
               f"   {name}.weights.bin (ignored when the weights are embedded). Calls must not overlap. */",
-              f"int {name}(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations);", ""]
+              f"int {name}(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations);", "",
+              "/* After GLOW_BUNDLE_INDEX_OUT_OF_RANGE: which index check failed (0: none), one of:",
+              *[f"   {code}: {text.replace('*/', '* /')}" for code, text in manifest.get("index_checks", {}).items()],
+              "*/", f"int {name}_error_node(void);", ""]
     for k, io in enumerate(manifest["io"]):
         dims = ", ".join(str(d) for d in io["shape"]) or "0"
         lines.append(f"static const int64_t {name}_shape_{k}[] = {{{dims}}};")
@@ -386,6 +416,7 @@ def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptio
     m = re.search(r"(?:^|-)p:(\d+)", cg.data_layout)  # LLVM's default pointer is 64 bits
     ptr_bits = int(m.group(1)) if m else 64
     emit_entry(module, name, layout, areas, run_threads, embedded, ptr_bits)
+    emit_error_node(module, name)
     add_support(module)
     lib = cg.compile_module(module)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -397,6 +428,7 @@ def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptio
         "constant_mem_size": 0 if bundle.embed_weights else areas.constant_bytes,
         "mutable_mem_size": areas.mutable_bytes,
         "activations_mem_size": areas.activations_bytes, "mem_align": ALIGN,
+        "index_checks": index_checks(function, layout),
         "io": [{"role": role, "name": n, "c_name": c, "dtype": dt if dt == "bfloat16" else np.dtype(dt).name, "shape": list(shape), "offset": off, "size": size}
                for (role, n, dt, shape), c, off, size in zip(layout.io, c_names, areas.io_offsets, areas.io_sizes)],
     }

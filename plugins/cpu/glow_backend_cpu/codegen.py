@@ -109,6 +109,8 @@ class Layout:
     profile: list[dict[str, Any]] = field(default_factory=list)
     #: the memory plan's report (``MemoryReport`` fields), kept for cache hits
     memory: dict[str, Any] = field(default_factory=dict)
+    #: error-flag code (a string: JSON keys) -> the graph node whose index check stores it (``sync.set_error``)
+    error_sites: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -324,7 +326,8 @@ class LIRCodegen:
 
         if step.solo:  # thread 0 alone: the partitioning folds away
             tid, nthreads = i64(0), i64(1)
-        ctx = EmitContext(self.module, b, self.cg.target, tid, nthreads, fn, add_constant, scratch)
+        ctx = EmitContext(self.module, b, self.cg.target, tid, nthreads, fn, add_constant, scratch,
+                          error_code=index + 1)
         argmap = {id(v): a for v, a in zip(values, ptr_args)}
         first = step.instrs[0]
         if first.effect is Effect.COPY:
@@ -338,6 +341,8 @@ class LIRCodegen:
                           [self._operand(op.value, argmap.get(id(op.value)) if op.value is not None else None)
                            for op in first.ins], name=first.name)
             EMITTERS[first.kind](ctx, instr)
+            if ctx.checks_indices:
+                self.layout.error_sites[str(index + 1)] = first.name
         b.ret_void()
         self.layout.scratch_stride = max(self.layout.scratch_stride, scratch_used[0])
         new = self._dedup(fn)

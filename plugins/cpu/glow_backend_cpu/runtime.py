@@ -42,7 +42,7 @@ from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
 from glow_core import budget
-from glow_core.errors import ExecutionError, InputError
+from glow_core.errors import ExecutionError, IndexRangeError, InputError
 from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lir.memory import MemoryReport
@@ -422,10 +422,12 @@ class CpuExecutable(CompiledFunction):
             self._last_run_seconds = time.perf_counter() - t0
             if self._chooser is not None:
                 self._chooser.record(n, self._last_run_seconds)
-        if self._get_error():
+        code = self._get_error()
+        if code:
             self._clear_error()
-            raise ExecutionError("an index is out of range for its axis (Gather / Scatter / ... indices); "
-                                 "the result was not computed", hint="check the index inputs")
+            node = self.layout.error_sites.get(str(code), "")
+            raise IndexRangeError(f"an index is out of range for its axis in {node or 'a Gather / Scatter'}; "
+                                  "the result was not computed", node, hint="check the index inputs")
 
 
 __all__ = ["CpuExecutable", "ElemKind", "WorkerPool", "aligned_empty", "default_threads"]

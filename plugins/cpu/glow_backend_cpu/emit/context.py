@@ -75,6 +75,10 @@ class EmitContext:
     add_constant: Callable[[np.ndarray, str], ir.Value] = field(repr=False, default=None)  # type: ignore[assignment]
     #: per-thread scratch memory of at least ``nbytes`` (64-byte aligned), as an i8*
     scratch: Callable[[int], ir.Value] = field(repr=False, default=None)  # type: ignore[assignment]
+    #: the code an index check of this kernel stores in the error flag (``sync.set_error``): the step's number + 1
+    error_code: int = 1
+    #: set by an emitter that checks indices (``indexing.load_index``): the runtime maps the code to the node
+    checks_indices: bool = False
 
 
 Emitter = Callable[[EmitContext, Instr], None]

@@ -2,9 +2,9 @@
 
 Indices are checked at run time: a negative index counts from the end of its
 axis; one outside ``[-dim, dim)`` sets the module's error flag
-(``sync.set_error``) and is clamped, so the kernel never touches memory
-outside its operands, and the runtime raises an ExecutionError after the run
-(the interpreter raises for the same inputs).
+(``sync.set_error``, with the kernel's code, which the layout maps to the node) and is
+clamped, so the kernel never touches memory outside its operands, and the runtime raises an
+IndexRangeError naming the node after the run (the interpreter raises for the same inputs).
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def load_index(ctx: EmitContext, ptr: ir.Value, pos: ir.Value, elem: ElemKind, d
     if elem not in UNSIGNED:
         v = b.select(b.icmp_signed("<", v, i64(0)), b.add(v, i64(dim)), v)
     bad = b.icmp_unsigned(">=", v, i64(dim))  # also negative after wrapping
+    ctx.checks_indices = True
     with b.if_then(bad, likely=False):
-        set_error(b)
+        set_error(b, ctx.error_code)
     return b.select(bad, i64(0), v)
 
 
