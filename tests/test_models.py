@@ -31,6 +31,7 @@ import pytest
 
 import glow_core
 from glow_core import zoo
+from tests.tiers import sampled
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +40,8 @@ MODELS = (
     "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
     "shufflenet", "squeezenet", "vgg19", "zfnet512",
 )
+#: the models the default tier runs with random weights (tests/tiers.py); the others run in the `full` tier
+RANDOM_SAMPLE = ("bvlc_alexnet", "inception_v2", "resnet50", "shufflenet", "squeezenet")
 RTOL = 1e-3
 ATOL = 1e-5
 SEED = 20240607
@@ -124,7 +127,7 @@ def test_light_model_as_shipped(name: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "interpreter-primitives"])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", sampled(MODELS, RANDOM_SAMPLE))
 def test_light_model_random_weights(name: str, backend: str, record_property: Callable[[str, object], None]) -> None:
     """With random weights: finite, not all equal, same top class and values as onnxruntime.
 

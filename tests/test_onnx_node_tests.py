@@ -7,7 +7,8 @@ Wrong answers and errors can never be listed. Regenerate a file with
 ``python -m glow_tools.nodetests --backend NAME --write-expectations tests/expectations/NAME.txt``.
 
 Backends: ``--node-test-backends`` / ``GLOW_NODE_TEST_BACKENDS`` (default
-``interpreter``); a backend runs only when it is installed and has an
+``interpreter,interpreter-primitives,cpu``; the default tier runs each case on one of them in turn, the
+``full`` tier on all); a backend runs only when it is installed and has an
 expectations file. The folder is ``$GLOW_ONNX_NODE_TESTS`` or
 ``../shared/onnx-node-tests``; when it is absent the whole set is one skip.
 """
@@ -99,8 +100,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("node_backend", [pytest.param((b, root), id=b) for b in backends] + skips)
         return
     cases = list_cases(root)
-    # case-major order: a case's backends run back to back and share its parsed protobufs
-    params = [pytest.param((b, c), id=f"{b}-{c.name}") for c in cases for b in backends]
+    # case-major order: a case's backends run back to back and share its parsed protobufs. The default tier
+    # runs each case on one backend, in turn (case i on backend i mod n); the other backends' runs are the
+    # `full` tier (`tox -e full`), so every case still runs somewhere on every default run
+    params = [pytest.param((b, c), id=f"{b}-{c.name}", marks=[] if i % len(backends) == j else [pytest.mark.full])
+              for i, c in enumerate(cases) for j, b in enumerate(backends)]
     metafunc.parametrize("node_case", params + skips)
 
 

@@ -101,9 +101,12 @@ def _refuse(node: onnx.NodeProto, opset: int, domain: str, index: int, is_input:
 def _check(node: onnx.NodeProto, opset: int, domain: str, params: Sequence[str], variadic: bool,
            values: Sequence[Any], is_input: bool, allowed: dict[str, frozenset[str]], where: str,
            only: Callable[[str], bool]) -> None:
+    names = node.input if is_input else node.output
     for k, v in enumerate(values):
         if k >= len(params) and not variadic:
             return
+        if k >= len(names) or not names[k]:
+            continue  # an optional operand the node leaves out (a result glow computes that no one reads)
         param = params[min(k, len(params) - 1)]
         got = type_str(v)
         ok = allowed.get(param)

@@ -21,8 +21,12 @@ from tests.test_models import (
     run_onnxruntime,
     with_random_weights,
 )
+from tests.tiers import sampled
 
 pytestmark = pytest.mark.slow
+#: the models of the default tier (tests/tiers.py); the others run in the `full` tier
+AS_SHIPPED_SAMPLE = ("bvlc_alexnet", "inception_v2", "resnet50", "shufflenet", "squeezenet")
+RANDOM_SAMPLE = ("inception_v2", "resnet50", "shufflenet", "squeezenet")
 
 
 def _run(model, feeds, threads: int = 2):  # type: ignore[no-untyped-def]
@@ -31,7 +35,7 @@ def _run(model, feeds, threads: int = 2):  # type: ignore[no-untyped-def]
     return [out[n] for n in net.output_names], net
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", sampled(MODELS, AS_SHIPPED_SAMPLE))
 def test_light_model_as_shipped_on_cpu(name: str) -> None:
     path = model_path(name)
     if not path.is_file():
@@ -42,7 +46,7 @@ def test_light_model_as_shipped_on_cpu(name: str) -> None:
     check_outputs(name, got, run_onnxruntime(model, feeds))
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", sampled(MODELS, RANDOM_SAMPLE))
 def test_light_model_random_weights_on_cpu(name: str) -> None:
     path = model_path(name)
     if not path.is_file():

@@ -14,6 +14,7 @@ from glow_core.runtime import HostManager, PartitionError, parse_devices, plan_d
 from glow_core.runtime.graphcut import segment_memory
 from tests.cliutil import add_relu_model, glow, save
 from tests.runtime import narrow_plugin
+from tests.tiers import sampled
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +80,7 @@ LIGHT = ["squeezenet", "resnet50", "shufflenet", "densenet121", "inception_v1", 
          "zfnet512", "vgg19"]
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.slow] if n not in ("squeezenet", "resnet50") else []) for n in LIGHT])
+@pytest.mark.parametrize("name", sampled(LIGHT, ("squeezenet", "resnet50", "inception_v2")))
 def test_narrow_backend_first_then_cpu_matches_cpu_alone(name: str) -> None:
     model = zoo.load_with_random_weights(name)
     feeds = zoo.model_feeds(model)
