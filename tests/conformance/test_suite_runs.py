@@ -39,7 +39,7 @@ from tests.conformance.pkgs import EXAMPLE, FIXTURES, pip_install
 
 TIMEOUT = 900.0
 #: the default tier runs every SAMPLE-th case of level full (the whole level is the `full` tier)
-SAMPLE = 10
+SAMPLE = 20
 
 
 @pytest.fixture(scope="module")
