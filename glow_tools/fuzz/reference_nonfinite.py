@@ -68,14 +68,18 @@ def reference_kernel(onnx_node: Any, run_params: dict[str, Any]) -> Any:
     return load_op("", onnx_node.op_type, run_params["opsets"].get("", None))(onnx_node, run_params)
 
 
-class NaNWindows(OpRun):
-    """The reference's MaxPool / AveragePool / LpPool with NaN where the window holds a NaN (module doc)."""
+class _OverReference(OpRun):
+    """An op run by ``onnx.reference``'s own kernel (``self._kernel``), whose results a subclass corrects."""
 
     op_domain = ""
 
     def __init__(self, onnx_node: Any, run_params: dict[str, Any]) -> None:
         super().__init__(onnx_node, run_params)
         self._kernel = reference_kernel(onnx_node, run_params)
+
+
+class NaNWindows(_OverReference):
+    """The reference's MaxPool / AveragePool / LpPool with NaN where the window holds a NaN (module doc)."""
 
     def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
         res = list(self._kernel.run(x, *rest))
@@ -111,14 +115,8 @@ def _reached(run: Any, x: np.ndarray, zero: np.ndarray) -> np.ndarray | None:
     return reached
 
 
-class ZeroWeightTaps(OpRun):
+class ZeroWeightTaps(_OverReference):
     """The reference's Resize where a tap of weight 0 holds an infinity (module doc)."""
-
-    op_domain = ""
-
-    def __init__(self, onnx_node: Any, run_params: dict[str, Any]) -> None:
-        super().__init__(onnx_node, run_params)
-        self._kernel = reference_kernel(onnx_node, run_params)
 
     def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
         y = np.asarray(self._kernel.run(x, *rest)[0])
