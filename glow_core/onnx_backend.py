@@ -22,7 +22,7 @@ import onnx
 from onnx.backend.base import Backend as OnnxBackendBase
 from onnx.backend.base import BackendRep, Device, DeviceType
 
-from glow_core.controlflow.cache import BindingCache
+from glow_core.controlflow.cache import BindingCache, signature_key
 from glow_core.driver import compile_model
 from glow_core.errors import InputError
 from glow_core.importer.precheck import check_strings
@@ -76,8 +76,7 @@ class GlowRep(BackendRep):
                      signatures: Mapping[str, Any] | None = None) -> CompiledNetwork:
         if signatures is None:
             signatures = {n: tuple(a.shape) for n, a in feeds.items()}
-        key = (tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
-               tuple(sorted((n, repr(s)) for n, s in signatures.items())))
+        key = signature_key(feeds, signatures)
         given = signatures
 
         def build(bound: list[str]) -> CompiledNetwork:

@@ -29,6 +29,13 @@ def digest(a: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.dtype) + str(a.shape)
 
 
+def signature_key(feeds: Mapping[str, np.ndarray], signatures: Mapping[str, object]) -> Hashable:
+    """The cache key of a compile for ``feeds``: each array's shape and dtype, and each input's signature (a
+    shape, or a sequence / optional input's structure)."""
+    return (tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(feeds.items())),
+            tuple(sorted((n, repr(s)) for n, s in signatures.items())))
+
+
 class BindingCache(Generic[T]):
     """An LRU of ``size`` compiled results; binds shape-deciding inputs and builds again (thread-safe)."""
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from glow_core.controlflow.cache import BindingCache
+from glow_core.controlflow.cache import BindingCache, signature_key
 from glow_core.driver import compile_model
 from glow_core.errors import InputError, UnknownBackendError
 from glow_core.importer import load_model
@@ -251,8 +251,7 @@ class InferenceSession:
         outputs = tuple(dict.fromkeys(names))
         model = self._model_for(outputs)
         signatures, flat = self._feeds(model, input_feed)
-        key = (outputs, tuple((n, tuple(a.shape), str(a.dtype)) for n, a in sorted(flat.items())),
-               tuple(sorted((n, repr(s)) for n, s in signatures.items())))
+        key = (outputs, signature_key(flat, signatures))
 
         def build(bound: list[str]) -> CompiledNetwork:
             shapes = {n: s for n, s in signatures.items() if n not in bound}
