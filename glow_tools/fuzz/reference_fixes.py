@@ -334,3 +334,21 @@ def new_ops(opset: int) -> list[type[OpRun]]:
                               type("ReduceLogSumExp", (lse,), {"op_domain": ""}), *NONFINITE_OPS]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])
+
+
+def unwrap_optional_outputs(model: Any, names: list[str], values: list[Any]) -> list[Any]:
+    """The graph outputs of optional type as the spec's values: the element, or None when empty.
+
+    The spec's Optional "constructs an optional-type value containing either an empty optional of a certain
+    type specified by the attribute, or a non-empty value containing the input element"; onnx.reference
+    represents that value as a one-item list (``[x]``, ``[None]`` when empty), so an If returning an empty
+    optional gave ``[None]``, which the comparison took for a sequence of one tensor. Only the graph outputs
+    declared optional are unwrapped; the reference's own ops inside the graph still see its lists.
+    """
+    declared = {o.name: o.type.WhichOneof("value") for o in model.graph.output}
+    out = list(values)
+    for i, name in enumerate(names):
+        v = out[i]
+        if declared.get(name) == "optional_type" and isinstance(v, list) and len(v) == 1:
+            out[i] = v[0]
+    return out

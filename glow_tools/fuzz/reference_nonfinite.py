@@ -20,6 +20,17 @@ on the indicator ``isnan(x)`` is positive there and only there. (onnxruntime's
 MaxPool compares in order and gives NaN only when the NaN comes last in the
 window; glow's gives NaN for any NaN in the window.)
 
+**MaxPool's indices.** The spec: "The indices are computed as flatten 1-D
+tensor, and the indices do not consider padding. So the values in indices are
+in [0, N x C x D1 x ... x Dn)", and ``storage_order`` chooses row or column
+major. ``onnx.reference`` has two MaxPool paths: with every stride and dilation
+1 it takes a common pooling kernel whose indices are neither flattened over the
+batch and channels nor positions of the input (it unravels the window's argmax
+by the output's shape) and ignore ``storage_order``; otherwise a general kernel
+that follows the spec (and agrees with onnxruntime). :class:`NaNWindows` takes
+the Indices output from the general kernel where the reference took the common
+path; the values output stays the reference's.
+
 **Resize over infinities.** The spec: "it calculates every value in the output
 tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the
 input tensor". ``onnx.reference`` multiplies every tap of the neighbourhood by
@@ -36,7 +47,10 @@ input has a non-zero weight of that sign's effect, NaN where both occur
 (``inf - inf``); every other element is the reference's. The weights come from the
 reference's kernel itself, run on the indicator of the ``+inf`` (``-inf``)
 elements: ``nearest`` and ``linear`` weights are not negative, so the weighted
-indicator is positive exactly where such an element counts.
+indicator is positive exactly where such an element counts. A NaN input is
+treated the same way in those two modes (``0 * NaN`` gave NaN in every
+``nearest`` output whose neighbourhood holds it): NaN exactly where a NaN input
+has a non-zero weight.
 
 ``cubic`` weights have both signs, and an infinity reached by taps of both
 signs (edge taps repeat an element; the evaluation is separable, axis by axis)
@@ -83,12 +97,23 @@ class NaNWindows(_OverReference):
 
     def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
         res = list(self._kernel.run(x, *rest))
+        if len(res) > 1:
+            res[1] = self._indices(x, res[1])
         if x.dtype.kind != "f" or not np.isnan(x).any():
             return tuple(res)
         held = np.asarray(self._kernel.run(np.isnan(x).astype(x.dtype), *rest)[0]) > 0
         y = np.asarray(res[0])
         res[0] = np.where(held, np.array(np.nan, y.dtype), y).astype(y.dtype)
-        return tuple(res)  # (MaxPool's indices are the reference's)
+        return tuple(res)
+
+    def _indices(self, x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """MaxPool's Indices (module doc): from the reference's general kernel where it took its common path."""
+        k = self._kernel
+        if any(v != 1 for v in (k.strides or [])) or any(v != 1 for v in (k.dilations or [])):
+            return indices  # the general path: flattened over N x C x D1 x ... like the spec says
+        return k._max_pool(x, auto_pad=k.auto_pad, ceil_mode=k.ceil_mode, dilations=k.dilations,
+                           kernel_shape=k.kernel_shape, pads=k.pads, storage_order=k.storage_order,
+                           strides=k.strides)[1]
 
 
 #: per output name of a cubic Resize run by the judge, the elements an infinite input reaches with a non-zero
@@ -120,16 +145,18 @@ class ZeroWeightTaps(_OverReference):
 
     def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
         y = np.asarray(self._kernel.run(x, *rest)[0])
-        if x.dtype.kind != "f" or not np.isinf(x).any():
+        if x.dtype.kind != "f" or np.isfinite(x).all():
             return (y,)
         mode = next((a.s.decode() for a in self.onnx_node.attribute if a.name == "mode"), "nearest")
+        if mode == "cubic" and not np.isinf(x).any():
+            return (y,)  # a NaN tap of a cubic neighbourhood: the reference's answer stands
 
         def run(a: np.ndarray) -> np.ndarray:
             return np.asarray(self._kernel.run(a, *rest)[0], np.float64)
 
         with np.errstate(all="ignore"):
             zero = run(np.zeros_like(x))
-            base = run(np.where(np.isinf(x), x.dtype.type(0), x))
+            base = run(np.where(np.isfinite(x), x, x.dtype.type(0)))
             if mode == "cubic":
                 reached = _reached(run, x, zero)
                 if reached is None:
@@ -137,9 +164,10 @@ class ZeroWeightTaps(_OverReference):
                 UNDETERMINED[self.onnx_node.output[0]] = reached
                 return (np.where(np.isnan(y) & ~reached, base, y).astype(y.dtype),)
             plus, minus = _signs(run, x, zero)
+            held = run(np.isnan(x).astype(x.dtype)) - zero > 0  # a NaN input with a non-zero weight
             fixed = np.where(plus & minus, np.nan, np.where(plus, np.inf, np.where(minus, -np.inf, base)))
-            fixed = np.where(np.isnan(base), np.nan, fixed)
-        return (np.where(np.isnan(y) | plus | minus, fixed, y).astype(y.dtype),)
+            fixed = np.where(np.isnan(base) | held, np.nan, fixed)
+        return (np.where(np.isnan(y) | plus | minus | held, fixed, y).astype(y.dtype),)
 
 
 #: the corrected kernels, under the ops' names (``onnx.reference`` looks ``new_ops`` up by class name)

@@ -168,11 +168,23 @@ def _conv_transpose(ctx: NodeContext) -> list[Value]:
 
 # -- pooling -------------------------------------------------------------------------------
 
+#: how many taps longer than its input axis a pooling window may be (kernel_shape 2**32 with auto_pad
+#: SAME asked for a 2**32-tap walk through padding per output, and a padded input of terabytes)
+POOL_WINDOW_SLACK = 4096
+
+
 def _pool_attrs(ctx: NodeContext, x: TensorType) -> dict[str, object]:
     kernel = tuple(int(k) for k in ctx.attr("kernel_shape", []))
     if any(k < 1 for k in kernel):
         raise ctx.unsupported(f"kernel_shape {list(kernel)} must be positive")
     win = spatial_window(ctx, x, kernel)
+    for i, (k, d) in enumerate(zip(win.kernel, win.dilations)):
+        extra = (k - 1) * d + 1 - x.shape[2 + i]
+        if extra > POOL_WINDOW_SLACK:
+            raise ctx.unsupported(
+                f"kernel_shape[{i}] = {k} (dilation {d}) spans {extra} taps more than the input's {x.shape[2 + i]}: "
+                f"glow takes pooling windows at most {POOL_WINDOW_SLACK} taps longer than their axis (the rest is "
+                "padding, and every output would walk it); the attribute is probably corrupt")
     ceil_mode = bool(ctx.attr("ceil_mode", 0)) and not win.auto
     return {"kernel_shape": win.kernel, "strides": win.strides, "pads": win.pads, "dilations": win.dilations,
             "ceil_mode": ceil_mode}

@@ -36,6 +36,9 @@ def _tfidf(ctx: NodeContext) -> list[Value]:
     if ctx.has_attr("pool_strings"):
         raise ctx.unsupported("pool_strings: string tensors are not supported")
     x = ctx.req(0)
+    if x.type.rank not in (1, 2):
+        raise ModelError(f"{ctx.where()}: input X is {x.type}; TfIdfVectorizer takes shape [C] or [N, C]",
+                         hint="give the tokens as a 1-D or 2-D tensor")
     lo, hi = int(ctx.attr("min_gram_length")), int(ctx.attr("max_gram_length"))
     skip = int(ctx.attr("max_skip_count"))
     pool = [int(v) for v in ctx.attr("pool_int64s", [])]

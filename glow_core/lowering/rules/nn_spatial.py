@@ -49,10 +49,12 @@ def _rows(b: Builder, x: Value, lead: int, elem: ElemKind) -> Value:
 
 
 def _tap_index(b: Builder, taps: Sequence[tuple[Value, Value]], sizes: Sequence[int],
-               weight_elem: ElemKind) -> tuple[Value, Value]:
-    """Flat int64 index (clipped per axis) and the weight (zero outside the input) of one tap combination."""
+               weight_elem: ElemKind) -> tuple[Value, Value, Value]:
+    """Flat int64 index (clipped per axis), the weight (zero outside the input) of one tap combination,
+    and whether the tap is inside the input on every axis."""
     flat: Value | None = None
     weight: Value | None = None
+    within: Value | None = None
     for i, (idx, w) in enumerate(taps):
         size = sizes[i]
         inside = b.emit1("And", [b.binary("LessOrEqual", _c(b, 0.0, idx), idx),
@@ -64,8 +66,9 @@ def _tap_index(b: Builder, taps: Sequence[tuple[Value, Value]], sizes: Sequence[
         flat = part if flat is None else b.add(flat, part)
         wi = b.where(inside, w, b.scalar(0.0, weight_elem, w.type.rank))
         weight = wi if weight is None else b.mul(weight, wi)
-    assert flat is not None and weight is not None
-    return flat, weight
+        within = inside if within is None else b.emit1("And", [within, inside])
+    assert flat is not None and weight is not None and within is not None
+    return flat, weight, within
 
 
 # -- MaxUnpool / Col2Im: scatters with index tables ------------------------------------------------------------
@@ -204,8 +207,10 @@ def _grid_sample(b: Builder, node: Node) -> list[Value]:
     batch = b.const((np.arange(n, dtype=np.int64) * s).reshape(n, 1))
     res: Value | None = None
     for combo in itertools.product(*per_axis):
-        flat, weight = _tap_index(b, combo, sizes, ct)
+        flat, weight, within = _tap_index(b, combo, sizes, ct)
         term = b.mul(gather_rows(b, rows, b.add(flat, batch)), b.reshape(weight, (n, npos, 1)))  # N, P, C
+        # a tap outside the input reads the padding's 0, not 0 times the clipped pixel (NaN where it is inf)
+        term = b.where(b.reshape(within, (n, npos, 1)), term, b.scalar(0.0, ct, 3))
         res = term if res is None else b.add(res, term)
     assert res is not None
     y = b.reshape(b.transpose(res, (0, 2, 1)), b.out_type().shape)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from glow_core import budget
 from glow_core.ir.types import TensorType
 from glow_core.reference.kernels import KERNELS
 
@@ -55,6 +56,8 @@ def windows(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilati
     for i in range(nd):
         need = (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
         ends.append(max(pads[nd + i], need - sp[i] - pads[i]))
+    padded = x.shape[:x.ndim - nd] + tuple(sp[i] + pads[i] + ends[i] for i in range(nd))
+    budget.current().check_tensor(padded, x.dtype.itemsize, f"a window of {list(kernel)}", "the padded input")
     xp = pad_spatial(x, pads[:nd], ends, fill)
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     axes = tuple(range(x.ndim - nd, x.ndim))

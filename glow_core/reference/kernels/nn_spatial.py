@@ -143,11 +143,14 @@ def _grid_sample(attrs: Attrs, out: Types, x: np.ndarray, grid: np.ndarray) -> n
     for combo in itertools.product(*per_axis):
         flat = np.zeros(g.shape[:2], dtype=np.int64)
         weight = np.ones(g.shape[:2], dtype=ct)
+        within = np.ones(g.shape[:2], dtype=bool)
         for i, (idx, w) in enumerate(combo):
             inside = (idx >= 0) & (idx <= sizes[i] - 1)
             flat += np.clip(idx, 0, sizes[i] - 1).astype(np.int64) * strides[i]
             weight = weight * np.where(inside, w, 0)
-        res += np.take_along_axis(xf, flat[:, None, :], axis=2) * weight[:, None, :]
+            within &= inside
+        term = np.take_along_axis(xf, flat[:, None, :], axis=2) * weight[:, None, :]
+        res += np.where(within[:, None, :], term, 0)  # outside: the padding's 0, never 0 * inf
     return res.reshape(out[0].shape).astype(out[0].dtype)
 
 

@@ -122,13 +122,13 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
     ax = call_intrinsic(b, "fabs", [x])
     big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(exp_f32(b, b.fmul(ax, c(2.0))), c(1.0))))
-    big = call_intrinsic(b, "copysign", [big, x])
     z = b.fmul(x, x)
     p = c(-5.70498872745e-3)
     for coef in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
         p = fmul_add(b, p, z, c(coef))
     small = fmul_add(b, b.fmul(p, z), x, x)
-    return b.select(b.fcmp_ordered("<", ax, c(0.625)), small, big)
+    # the sign of x on both branches (tanh(-0) is -0: the polynomial's fma gave +0)
+    return call_intrinsic(b, "copysign", [b.select(b.fcmp_ordered("<", ax, c(0.625)), small, big), x])
 
 
 #: erf(x) / x as a polynomial in x^2 on |x| < 1, and x * erfc(x) * exp(x^2) as a polynomial in 1 / x on

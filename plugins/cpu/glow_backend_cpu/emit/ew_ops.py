@@ -321,8 +321,18 @@ def _libm(name: str) -> OpFn:
 
 for _k, _f in {"Log": "log", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
                "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
-               "Atanh": "atanh", "Tanh": "tanh"}.items():
+               "Atanh": "atanh"}.items():
     op(_k, elems=FLOATS, scalar_calls=True)(_libm(_f))
+
+
+@op("Tanh", elems=FLOATS)
+def _tanh(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, at: Attrs) -> ir.Value:
+    """float32: the vectorized ``ew_math.tanh_f32`` the recurrent kernels use (a libm call per lane made a
+    tanh-GELU network spend its time in ``tanhf``); others: libm."""
+    if ew_math.is_f32(a[0]):
+        return ew_math.tanh_f32(b, a[0])
+    return ew_math.libm_call(b, "tanh", [a[0]])
+
 
 @op("Erf", elems=FLOATS)
 def _erf(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, at: Attrs) -> ir.Value:

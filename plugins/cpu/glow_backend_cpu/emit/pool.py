@@ -43,8 +43,11 @@ MAX_UNROLLED_TAPS = 256
 def axis_counts(size: int, out: int, k: int, s: int, d: int, pb: int, pe: int, include_pad: bool) -> np.ndarray:
     """Per output position along one axis: how many window taps the average's divisor counts."""
     lo, hi = (-pb, size + pe) if include_pad else (0, size)
-    o = np.arange(out)[:, None] * s - pb + np.arange(k)[None, :] * d
-    return ((o >= lo) & (o < hi)).sum(axis=1).astype(np.float32)
+    start = np.arange(out, dtype=np.int64) * s - pb  # tap j of output o sits at start[o] + j * d
+    first = np.clip(-((start - lo) // d), 0, k)  # ceil((lo - start) / d): the first tap at or past lo
+    end = np.clip(-((start - hi) // d), 0, k)  # ceil((hi - start) / d): the first tap at or past hi
+    # in closed form: a window of 2**32 taps (kernel_shape from a hostile model) made a [out, k] table
+    return np.maximum(end - first, 0).astype(np.float32)
 
 
 def col_range(size: int, out: int, s: int, off: int) -> tuple[int, int]:

@@ -11,9 +11,12 @@ groups of every (batch, head) block split over the threads):
 1. the scores rows ``q_i . KT[:, j]`` (*|/ scale, + mask) into per-thread
    scratch rows of N floats (they stay in L1): blocks of up to 4 vectors of
    columns for every row of the group, accumulated over D in registers with FMAs;
-2. its maximum, then ``exp(s - max)`` in place and their sum;
+2. its maximum, then ``exp(s - max)`` in place and their sum, then the row
+   divided by the sum in place (the probabilities Softmax gives: normalizing
+   after the product with V overflowed where V holds values near the float
+   range);
 3. ``y_i = sum_j p_j V[j, :]`` accumulated in registers (blocks of up to 4
-   vectors of Dv), scaled by ``1 / sum`` once, stored.
+   vectors of Dv), stored.
 
 No score tensor is written to the arena. A row whose every score is -inf
 gives NaN (``-inf - -inf``), as Softmax does; NaNs propagate the same way.
@@ -248,10 +251,10 @@ class _Attention:
             return splat(b, b.load(b.gep(self.mask.ptr, [mbase])), self.lanes)
         return _load(b, self.mask.ptr, b.add(mbase, j), w, self.lanes)
 
-    def softmax(self, s: ir.Value, r: int) -> ir.Value:
-        """exp(s - max) in place over the padded row ``r``; returns 1 / their sum (a vector).
+    def softmax(self, s: ir.Value, r: int) -> None:
+        """exp(s - max) / sum in place over the padded row ``r``.
 
-        masked_rows zero: a row whose scores (or whose mask) are all -inf gets zeros in place and 1."""
+        masked_rows zero: a row whose scores (or whose mask) are all -inf gets zeros in place."""
         b, lanes = self.b, self.lanes
         nvec = self.padded // lanes
         (top,) = carried_loop(b, 0, nvec, [const_like(self.vt, float("-inf"))],
@@ -276,13 +279,22 @@ class _Attention:
             return [bb.fadd(a[0], e)]
 
         (total,) = carried_loop(b, 0, nvec, [const_like(self.vt, 0.0)], expo, name="exp")
-        inv = b.fdiv(ir.Constant(F32, 1.0), hreduce(b, total, _fadd))
+        den = hreduce(b, total, _fadd)
         if dead is not None:
-            inv = b.select(dead, ir.Constant(F32, 1.0), inv)
-        return splat(b, inv, lanes)
+            den = b.select(dead, ir.Constant(F32, 1.0), den)
+        denv = splat(b, den, lanes)
 
-    def weighted(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value], inv: list[ir.Value]) -> None:
-        """out[row, :] = inv * sum_j s[j] V[j, :] for each of ``rows``."""
+        def normalize(bb: ir.IRBuilder, j: ir.Value) -> None:
+            pos = bb.mul(j, i64(lanes))
+            vstore(bb, bb.fdiv(vload(bb, s, pos, lanes, 4), denv), s, pos, 4)
+
+        # the probabilities before the product with V, as Softmax then MatMul give them: scaling the
+        # product by 1 / sum afterwards overflowed (sum_j e_j V[j] past the float range with V of 3e38)
+        with for_range(b, 0, nvec, name="norm") as j:
+            normalize(b, j)
+
+    def weighted(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value]) -> None:
+        """out[row, :] = sum_j s[j] V[j, :] for each of ``rows``."""
         b, lanes, dv = self.b, self.lanes, self.dv
         vbase, obase = b.mul(bh, i64(self.n * dv)), [b.mul(r, i64(dv)) for r in rows]
 
@@ -298,7 +310,7 @@ class _Attention:
             for i, a in enumerate(accs):
                 r, u = divmod(i, len(widths))
                 dst = b.add(obase[r], b.add(col, i64(u * lanes)))
-                _store(b, b.fmul(a, inv[r]), self.out.ptr, dst, widths[u], lanes)
+                _store(b, a, self.out.ptr, dst, widths[u], lanes)
 
         _blocked(b, dv, lanes, block)
 
@@ -307,8 +319,9 @@ class _Attention:
         rows = [self.b.add(first, i64(r)) for r in range(count)]
         s = [self.b.gep(scratch, [i64(r * self.padded)]) for r in range(count)]
         self.scores(rows, bh, s)
-        inv = [self.softmax(sr, r) for r, sr in enumerate(s)]
-        self.weighted(rows, bh, s, inv)
+        for r, sr in enumerate(s):
+            self.softmax(sr, r)
+        self.weighted(rows, bh, s)
 
     def emit(self) -> None:
         b, m = self.b, self.m
