@@ -16,10 +16,11 @@ can be added with ``--zoo``.
 
 Every model gets fixed input shapes (batch 1) written into a copy of the model and realistic inputs
 (synthetic text images normalized as the packages do, a speech-like audio chunk, a tokenized
-sentence). Each engine runs in its own process (``--worker``), started once per model: it loads and
-compiles the model, saves its outputs, then answers "round" requests with the median of N timed runs.
-The rounds are interleaved (glow, onnxruntime, OpenVINO, glow, ...) and the best of ``--rounds``
-medians is kept. ``--contention`` keeps a busy process spinning on the machine meanwhile. The table
+sentence). Every engine runs at its shipped defaults (the options set: the thread count; OpenVINO's
+latency hint, its CPU plugin's default), alone, in a fresh process (``--worker``) per round: it loads
+and compiles the model, saves its outputs, warms up, answers one "round" request with the median of
+N timed runs and exits before the next engine starts. The rounds are interleaved (glow, onnxruntime,
+OpenVINO, glow, ...) and the best of ``--rounds`` medians is kept. ``--contention`` keeps a busy process spinning on the machine meanwhile. The table
 gives the ms of each engine, the ratios glow/ort and glow/ov (below 1: glow is faster), glow's
 largest difference from onnxruntime, their geometric means, and every model an engine could not run,
 with its error. onnxruntime and OpenVINO are the ``bench`` extra (``pip install glow[bench]``).
@@ -300,12 +301,9 @@ def _glow_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]],
 def _ort_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
+    so = ort.SessionOptions()  # onnxruntime's defaults (its thread spinning included): only the thread count set
     so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.log_severity_level = 3
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle rounds must not burn the cores
     sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
     return lambda feeds: list(sess.run(None, feeds))
 
@@ -314,8 +312,8 @@ def _openvino_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarra
     import openvino as ov
 
     core = ov.Core()
-    compiled = core.compile_model(str(model), "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
-                                                      "NUM_STREAMS": 1})
+    # the thread count, and the latency hint OpenVINO's CPU plugin takes by default (one stream)
+    compiled = core.compile_model(str(model), "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
     req = compiled.create_infer_request()
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -433,6 +431,8 @@ class Worker:
 
 
 def max_difference(a: Path, b: Path) -> float | None:
+    if not (a.is_file() and b.is_file()):
+        return None
     with np.load(a) as x, np.load(b) as y:
         if len(x.files) != len(y.files):
             return None
@@ -443,27 +443,28 @@ def max_difference(a: Path, b: Path) -> float | None:
 
 def measure(name: str, covers: str, model: Path, feeds: Path, *, engines: Sequence[str], threads: int, runs: int,
             rounds: int, warmup: int, workdir: Path, timeout: float = 1800) -> Result:
-    """Start one worker per engine, interleave ``rounds`` rounds of ``runs`` runs, keep each engine's best."""
+    """``rounds`` interleaved rounds; in each, every engine alone in a fresh process (compile, warm-up, the
+    median of ``runs`` timed runs, exit) before the next one starts; each engine's best round is kept."""
     res = Result(name, covers)
     script = Path(__file__).resolve()
-    workers: list[Worker] = []
-    try:
-        for e in engines:  # started one after another: compiles do not overlap
-            workers.append(Worker(script, e, model, feeds, workdir / f"{name}.{e}.out.npz", threads, warmup, timeout))
-        best: dict[str, float] = {}
-        for _ in range(rounds):
-            for w in workers:
+    best: dict[str, float] = {}
+    outputs = {e: workdir / f"{name}.{e}.out.npz" for e in engines}
+    for _ in range(rounds):
+        for e in engines:
+            if e in res.errors:
+                continue
+            w = Worker(script, e, model, feeds, outputs[e], threads, warmup, timeout)
+            try:
                 ms = w.round(runs)
-                if ms is not None:
-                    best[w.engine] = min(ms, best.get(w.engine, math.inf))
-        res.ms = best
-        res.errors = {w.engine: w.error for w in workers if w.error}
-        by = {w.engine: w for w in workers}
-        if "glow" in best and "onnxruntime" in best:
-            res.max_diff = max_difference(by["glow"].outputs, by["onnxruntime"].outputs)
-    finally:
-        for w in workers:
-            w.close()
+            finally:
+                w.close()  # no engine's process outlives its round: the next engine runs alone
+            if w.error:
+                res.errors[e] = w.error
+            elif ms is not None:
+                best[e] = min(ms, best.get(e, math.inf))
+    res.ms = best
+    if "glow" in best and "onnxruntime" in best:
+        res.max_diff = max_difference(outputs["glow"], outputs["onnxruntime"])
     return res
 
 

@@ -94,6 +94,50 @@ def test_workers_in_subprocesses_table_and_geomean(tmp_path: Path) -> None:
     assert "- broken on glow: " in text and text.endswith("under test")
 
 
+def test_every_engine_runs_alone_in_a_fresh_process_per_round(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness treats every engine identically: the same rounds and runs, each round a process of its
+    own that exits before the next engine's starts (no engine's workers idle or spin beside another's)."""
+    events: list[tuple[str, str]] = []
+    alive: list[str] = []
+
+    class FakeWorker:
+        def __init__(self, script: Path, engine: str, *args: object) -> None:
+            assert not alive, f"{engine} started while {alive} ran"
+            alive.append(engine)
+            self.engine, self.error = engine, None
+            events.append(("start", engine))
+
+        def round(self, runs: int) -> float:
+            events.append((f"round {runs}", self.engine))
+            return {"glow": 1.0, "onnxruntime": 2.0, "openvino": 3.0}[self.engine] + len(events) / 1000
+
+        def close(self) -> None:
+            alive.remove(self.engine)
+            events.append(("close", self.engine))
+
+    monkeypatch.setattr(bench, "Worker", FakeWorker)
+    engines = ["glow", "onnxruntime", "openvino"]
+    r = bench.measure("m", "x", tmp_path / "m.onnx", tmp_path / "f.npz", engines=engines, threads=2, runs=7,
+                      rounds=3, warmup=1, workdir=tmp_path)
+    assert events == [(what, e) for _ in range(3) for e in engines for what in ("start", "round 7", "close")]
+    assert r.ms["glow"] == pytest.approx(1.002) and r.ms["openvino"] == pytest.approx(3.008)  # best of 3 rounds
+
+
+def test_onnxruntime_runs_at_its_defaults_but_the_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    seen: list[object] = []
+    monkeypatch.setattr(ort, "InferenceSession", lambda path, so, providers: seen.append(so))
+    bench._ort_runner(Path("unused.onnx"), 2)
+    (so,) = seen
+    defaults = ort.SessionOptions()
+    assert so.intra_op_num_threads == 2
+    with pytest.raises(RuntimeError, match="does not have configuration"):  # thread spinning left as shipped
+        so.get_session_config_entry("session.intra_op.allow_spinning")
+    for name in ("inter_op_num_threads", "execution_mode", "graph_optimization_level", "enable_cpu_mem_arena"):
+        assert getattr(so, name) == getattr(defaults, name), name
+
+
 def test_geomean() -> None:
     assert bench.geomean([2.0, 8.0]) == pytest.approx(4.0)
     assert bench.geomean([]) is None
