@@ -112,6 +112,45 @@ def sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_ordered(">=", x, const_like(x.type, 0.0)), b.fdiv(one, den), b.fdiv(e, den))
 
 
+#: Cephes' ``logf`` polynomial: log(1 + m) = m - m^2 / 2 + m^3 * P(m) on sqrt(1/2) - 1 <= m < sqrt(2) - 1
+LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+         -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+
+
+def log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Vectorized float32 natural ``log`` (Cephes' ``logf``): x = 2^e * (1 + m) from the exponent bits
+    (denormals scaled by 2^23 first), a polynomial in m, e * ln 2 in two parts; within an ulp or two of
+    libm; log(0) = -inf, a negative x gives NaN, +inf and NaN stay."""
+    t = x.type
+    it = vec_type(I32, lanes_of(t))
+
+    def c(v: float) -> ir.Constant:
+        return const_like(t, v)
+
+    def ci(v: int) -> ir.Constant:
+        return const_like(it, v)
+
+    tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))
+    xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)
+    bits = b.bitcast(xs, it)
+    e = b.sub(b.and_(b.lshr(bits, ci(23)), ci(0xFF)), b.select(tiny, ci(126 + 23), ci(126)))
+    m = b.bitcast(b.or_(b.and_(bits, ci(0x007FFFFF)), ci(0x3F000000)), t)  # in [0.5, 1)
+    low = b.fcmp_ordered("<", m, c(0.707106781186547524))
+    e = b.sub(e, b.zext(low, it))
+    m = b.fsub(b.select(low, b.fadd(m, m), m), c(1.0))
+    z = b.fmul(m, m)
+    p = c(LOG_P[0])
+    for coef in LOG_P[1:]:
+        p = fmul_add(b, p, m, c(coef))
+    fe = b.sitofp(e, t)
+    y = fmul_add(b, c(-2.12194440e-4), fe, b.fmul(m, b.fmul(z, p)))
+    y = fmul_add(b, c(-0.5), z, y)
+    r = fmul_add(b, c(0.693359375), fe, b.fadd(m, y))
+    r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(float("-inf")), r)
+    r = b.select(b.fcmp_ordered("<", x, c(0.0)), c(float("nan")), r)
+    return b.select(b.fcmp_unordered("ueq", x, c(float("inf"))), x, r)  # NaN and +inf stay
+
+
 def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Vectorized float32 ``tanh`` (Cephes' ``tanhf``): an odd polynomial below |x| = 0.625, else
     ``1 - 2 / (exp(2|x|) + 1)`` with the sign of x; within a few ulps of libm, NaN stays NaN."""

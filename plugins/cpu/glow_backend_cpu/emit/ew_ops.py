@@ -319,7 +319,15 @@ def _libm(name: str) -> OpFn:
     return lambda b, a, ie, oe, at: ew_math.libm_call(b, name, [a[0]])
 
 
-for _k, _f in {"Log": "log", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
+@op("Log", elems=FLOATS)
+def _log(b: ir.IRBuilder, a: Sequence[ir.Value], ie: Sequence[ElemKind], oe: ElemKind, at: Attrs) -> ir.Value:
+    """float32: the vectorized ``ew_math.log_f32``; others: libm."""
+    if ew_math.is_f32(a[0]):
+        return ew_math.log_f32(b, a[0])
+    return ew_math.libm_call(b, "log", [a[0]])
+
+
+for _k, _f in {"Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
                "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
                "Atanh": "atanh"}.items():
     op(_k, elems=FLOATS, scalar_calls=True)(_libm(_f))
