@@ -39,7 +39,10 @@ ZOO_SHARE = 0.05
 #: how often each mutator is drawn relative to the others (1 when not listed): the ones that reach
 #: glow's type rules, kernels and code generation weigh more than the ones the onnx checker stops
 WEIGHTS = {"attr_int": 4.0, "attr_float": 3.0, "input_extreme": 4.0, "input_shape": 3.0, "input_dtype": 2.0,
-           "shape_dim": 2.0, "external_data": 2.0}
+           "shape_dim": 2.0, "external_data": 2.0, "dim_symbol": 2.0}
+#: mutators added after campaigns of record take part from this campaign seed on (weight 0 before it: a
+#: zero-width draw leaves every other choice as it was, so the recorded campaigns reproduce case by case)
+SINCE_SEED = {"dim_symbol": 3}
 
 
 @dataclass
@@ -98,7 +101,7 @@ def generate(campaign_seed: int, index: int, names: Sequence[str], mutators: dic
 
     rng = np.random.default_rng([campaign_seed, index])
     order = sorted(mutators)
-    weights = np.array([WEIGHTS.get(n, 1.0) for n in order])
+    weights = np.array([0.0 if campaign_seed < SINCE_SEED.get(n, 0) else WEIGHTS.get(n, 1.0) for n in order])
     weights /= weights.sum()
     for _ in range(50):
         name = _pick_seed_name(rng, names)

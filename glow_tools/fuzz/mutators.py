@@ -348,7 +348,31 @@ def initializer_dtype(m: Mutant, rng: np.random.Generator) -> str | None:
     return f"tensor {t.name!r}: data_type {t.data_type}"
 
 
+#: the symbols dim_symbol names a dimension with ('' clears it: an unknown dimension)
+DIM_SYMBOLS = ("N", "batch", "sequence", "height", "?", "")
+
+
+def dim_symbol(m: Mutant, rng: np.random.Generator) -> str | None:
+    """A fixed dimension of a graph input (and of the outputs that share its size) made symbolic: a named
+    dim_param (sometimes one another input already uses), '?' or unknown; the data fed keeps its shape."""
+    g = m.model.graph
+    inits = {t.name for t in g.initializer}
+    found = [(vi, k) for vi in g.input if vi.name not in inits and vi.type.HasField("tensor_type")
+             for k, d in enumerate(vi.type.tensor_type.shape.dim) if d.HasField("dim_value")]
+    if not found:
+        return None
+    vi, k = pick(rng, found)
+    used = sorted({d.dim_param for v in g.input for d in v.type.tensor_type.shape.dim if d.dim_param})
+    name = pick(rng, used) if used and rng.random() < 0.3 else pick(rng, DIM_SYMBOLS)
+    d = vi.type.tensor_type.shape.dim[k]
+    d.Clear()
+    if name:
+        d.dim_param = name
+    return f"{vi.name} dim {k} -> {name!r}" if name else f"{vi.name} dim {k} -> unknown"
+
+
 MODEL_MUTATORS: dict[str, Mutator] = {
+    "dim_symbol": dim_symbol,
     "attr_int": attr_int,
     "attr_float": attr_float,
     "attr_kind": attr_kind,

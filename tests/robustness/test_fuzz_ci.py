@@ -51,6 +51,28 @@ def test_ci_subset_has_no_findings(backend: str, names: list[str], tmp_path: Pat
     # the subset exercises both sides: models glow runs and models it refuses
     classes = {r["class"] for r in rows}
     assert {"match", "clean-error"} <= classes, table(rows)
+    # ... and inputs whose dims the fuzzer made symbolic, run at the fed shapes (issue 28)
+    symbolic = [r for r in rows if any(m.startswith("dim_symbol:") for m in r["mutators"])]
+    assert any(r["class"] == "match" for r in symbolic), table(rows)
+
+
+def test_dim_symbol_joins_at_its_seed_and_recorded_campaigns_reproduce(names: list[str]) -> None:
+    """A mutator added later has weight 0 in the campaigns of record (seeds 0 to 2): their cases are the
+    ones they were; from seed 3 on it is drawn, and it leaves the data fed as it was."""
+    without = {k: v for k, v in MUTATORS.items() if k != "dim_symbol"}
+    for seed in (0, 1, 2):
+        for index in (5, 77, 1234):
+            a, b = generate(seed, index, names, MUTATORS), generate(seed, index, names, without)
+            assert (a.seed_model, a.mutators) == (b.seed_model, b.mutators)
+            assert a.mutant.model.SerializeToString() == b.mutant.model.SerializeToString()
+    drawn = [c for c in (generate(3, i, names, MUTATORS) for i in range(200))
+             if any(m.startswith("dim_symbol:") for m in c.mutators)]
+    assert drawn
+    for c in drawn:
+        fed = [tuple(a.shape) for a in c.mutant.inputs]
+        declared = [vi for vi in c.mutant.model.graph.input
+                    if vi.name not in {t.name for t in c.mutant.model.graph.initializer}]
+        assert len(fed) == len(declared)
 
 
 # -- planted failures: the classification sees each kind of failure -----------------
