@@ -193,3 +193,19 @@ def test_cpu_attention_normalizes_before_the_product_with_v() -> None:
     assert np.isfinite(ref).all()
     got = onnx_backend.prepare(m, backend="cpu").run([q, k, v])[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grid_sample_cubic_sums_rows_first_like_the_reference(backend: str) -> None:
+    """Case 6739 (cubic GridSample, pixels of 3e38): the reference interpolates each row along x, then the
+    rows along y, and a row's sum overflows to inf; glow summed the 16 taps at once and stayed finite.
+    onnxruntime agrees with the reference, so glow now sums in the reference's order."""
+    m = model([helper.make_node("GridSample", ["x", "g"], ["y"], align_corners=1, mode="cubic")],
+              [("x", F, [1, 1, 3, 2]), ("g", F, [1, 2, 4, 2])], [("y", F, [1, 1, 2, 4])], opset=20)
+    x = np.array([0, 1, 2, 3, 3e38, 3e38], np.float32).reshape(1, 1, 3, 2)
+    g = np.array([[-1, -0.8], [-0.6, -0.5], [-0.1, -0.2], [0.7, 0], [0, 0.4], [0.2, -0.2], [-0.3, 0.5], [-1, 1]],
+                 np.float32).reshape(1, 2, 4, 2)
+    ref = ReferenceEvaluator(m).run(None, {"x": x, "g": g})[0]
+    assert np.isinf(ref).any()
+    got = onnx_backend.prepare(m, backend=backend).run([x, g])[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5)

@@ -205,15 +205,26 @@ def _grid_sample(b: Builder, node: Node) -> list[Value]:
             v = b.div(b.sub(b.mul(b.add(v, _c(b, 1, v)), _c(b, size, v)), _c(b, 1, v)), _c(b, 2, v))
         per_axis.append(_grid_taps(b, v, size, mode, padding, align))
     batch = b.const((np.arange(n, dtype=np.int64) * s).reshape(n, 1))
-    res: Value | None = None
-    for combo in itertools.product(*per_axis):
-        flat, weight, within = _tap_index(b, combo, sizes, ct)
-        term = b.mul(gather_rows(b, rows, b.add(flat, batch)), b.reshape(weight, (n, npos, 1)))  # N, P, C
-        # a tap outside the input reads the padding's 0, not 0 times the clipped pixel (NaN where it is inf)
-        term = b.where(b.reshape(within, (n, npos, 1)), term, b.scalar(0.0, ct, 3))
-        res = term if res is None else b.add(res, term)
-    assert res is not None
-    y = b.reshape(b.transpose(res, (0, 2, 1)), b.out_type().shape)
+
+    def pixel(combo: list[Tap]) -> Value:
+        flat, _, within = _tap_index(b, combo, sizes, ct)
+        # a tap outside the input reads the padding's 0 (never 0 times the clipped pixel: NaN where it is inf)
+        return b.where(b.reshape(within, (n, npos, 1)), gather_rows(b, rows, b.add(flat, batch)),
+                       b.scalar(0.0, ct, 3))  # N, P, C
+
+    def level(axis: int, chosen: list[Tap]) -> Value:
+        """sum_j w_j * value(tap j) over ``axis``, the inner axes summed first (the reference's order: each row
+        interpolated along x, then the rows along y), so that sums near the float range overflow alike."""
+        acc: Value | None = None
+        for idx, w in per_axis[axis]:
+            inner = pixel(chosen + [(idx, w)]) if axis == r - 1 else level(axis + 1, chosen + [(idx, w)])
+            shape = (n, npos, 1) if w.type.size == n * npos else (1, 1, 1)  # nearest: one weight of 1
+            term = b.mul(b.reshape(w, shape), inner)
+            acc = term if acc is None else b.add(acc, term)
+        assert acc is not None
+        return acc
+
+    y = b.reshape(b.transpose(level(0, []), (0, 2, 1)), b.out_type().shape)
     return [b.cast(y, b.out_type().elem)]
 
 
@@ -359,7 +370,7 @@ def _deform_conv(b: Builder, node: Node) -> list[Value]:
     mask_v = None if mask is None else b.cast(b.reshape(b.cast(mask, ct), (n, og, kp, op)), F64)
     cols: Value | None = None
     for combo in itertools.product(*per_axis):
-        flat, weight = _tap_index(b, combo, sizes, F64)
+        flat, weight, _ = _tap_index(b, combo, sizes, F64)
         if mask_v is not None:
             weight = b.mul(weight, mask_v)
         gathered = b.cast(gather_rows(b, rows, b.add(flat, group_base)), F64)

@@ -139,19 +139,26 @@ def _grid_sample(attrs: Attrs, out: Types, x: np.ndarray, grid: np.ndarray) -> n
                 frac = v - base
                 taps = [(base, 1 - frac), (base + 1, frac)]
         per_axis.append(taps)
-    res = np.zeros((n, c, g.shape[1]), dtype=ct)
-    for combo in itertools.product(*per_axis):
+    def pixel(combo: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         flat = np.zeros(g.shape[:2], dtype=np.int64)
-        weight = np.ones(g.shape[:2], dtype=ct)
         within = np.ones(g.shape[:2], dtype=bool)
-        for i, (idx, w) in enumerate(combo):
+        for i, (idx, _) in enumerate(combo):
             inside = (idx >= 0) & (idx <= sizes[i] - 1)
             flat += np.clip(idx, 0, sizes[i] - 1).astype(np.int64) * strides[i]
-            weight = weight * np.where(inside, w, 0)
             within &= inside
-        term = np.take_along_axis(xf, flat[:, None, :], axis=2) * weight[:, None, :]
-        res += np.where(within[:, None, :], term, 0)  # outside: the padding's 0, never 0 * inf
-    return res.reshape(out[0].shape).astype(out[0].dtype)
+        # outside: the padding's 0, never 0 * inf
+        return np.where(within[:, None, :], np.take_along_axis(xf, flat[:, None, :], axis=2), ct.type(0))
+
+    def level(axis: int, chosen: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """sum_j w_j * value(tap j), the inner axes first (each row along x, then the rows along y: the
+        reference's order, so sums near the float range overflow alike)."""
+        acc = np.zeros((n, c, g.shape[1]), dtype=ct)
+        for idx, w in per_axis[axis]:
+            inner = pixel(chosen + [(idx, w)]) if axis == r - 1 else level(axis + 1, chosen + [(idx, w)])
+            acc = acc + w.astype(ct)[:, None, :] * inner
+        return acc
+
+    return level(0, []).reshape(out[0].shape).astype(out[0].dtype)
 
 
 # -- RoiAlign ---------------------------------------------------------------------------------------------
