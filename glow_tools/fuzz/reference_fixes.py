@@ -323,6 +323,31 @@ class GridSample(_ReferenceGridSample):
         return tuple(super()._run(X, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners))
 
 
+class Range(OpRun):
+    """onnx.reference's Range with the spec's element count.
+
+    The spec: "number_of_elements = max( ceil( (limit - start) / delta ) , 0 )". The reference takes
+    ``np.arange``, which gives one element for an infinite delta (``arange(1, 5, inf)`` is ``[1]``) where the
+    count is ``ceil(4 / inf) = 0``. Where the counts differ the reference's elements are cut to the spec's
+    count; everywhere else its answer stands.
+    """
+
+    op_domain = ""
+
+    def _run(self, start: np.ndarray, limit: np.ndarray, delta: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        from onnx.reference.ops.op_range import Range as _ReferenceRange
+
+        res = np.asarray(_ReferenceRange._run(self, start, limit, delta, **attrs)[0])
+        if res.dtype.kind != "f":
+            return (res,)
+        with np.errstate(all="ignore"):
+            q = (np.float64(limit) - np.float64(start)) / np.float64(delta)
+        if not np.isfinite(q):
+            return (res,)  # NaN or an infinite count: the reference's answer stands
+        count = max(int(math.ceil(q)), 0)
+        return (res[:count],)
+
+
 #: the first opset whose ReduceLogSumExp takes its axes as an input
 LOGSUMEXP_AXES_INPUT = 18
 
@@ -330,7 +355,7 @@ LOGSUMEXP_AXES_INPUT = 18
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
     lse = _LogSumExp18 if opset >= LOGSUMEXP_AXES_INPUT else _LogSumExp1
-    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample,
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample, Range,
                               type("ReduceLogSumExp", (lse,), {"op_domain": ""}), *NONFINITE_OPS]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -198,6 +198,10 @@ def _upsample(ctx: NodeContext) -> list[Value]:
     return _legacy(ctx, x, _floats(ctx, 1, "scales"))
 
 
+#: the largest |cubic_coeff_a| a cubic Resize takes
+MAX_CUBIC_COEFF = 1e6
+
+
 @import_rule("Resize")
 def _resize(ctx: NodeContext) -> list[Value]:
     x = ctx.req(0)
@@ -214,6 +218,11 @@ def _resize(ctx: NodeContext) -> list[Value]:
     policy = str(ctx.attr("keep_aspect_ratio_policy", "stretch"))
     antialias = bool(ctx.attr("antialias", 0))
     _check_modes(ctx, x, mode, coord, nearest, policy, antialias)
+    a = float(ctx.attr("cubic_coeff_a", -0.75))
+    if mode == "cubic" and not abs(a) <= MAX_CUBIC_COEFF:
+        raise ctx.unsupported(f"cubic_coeff_a = {a:g}: glow takes |a| up to {MAX_CUBIC_COEFF:g} (the common "
+                              "choices are -0.5 and -0.75; past about 4e37 the float32 weights of the reference "
+                              "overflow); the attribute is probably corrupt")
     axes = norm_axes(ctx, ctx.attr("axes", list(range(r))), r)
     full_sizes, full_scales, has_scales = _output_shape(ctx, x, axes, policy)
     roi = _crop_box(ctx, x, axes, has_scales) if coord == "tf_crop_and_resize" else []
@@ -222,7 +231,7 @@ def _resize(ctx: NodeContext) -> list[Value]:
     _check_rounding(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest)
     attrs = {
         "roi": roi, "mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest,
-        "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
+        "cubic_coeff_a": a,
         "exclude_outside": bool(ctx.attr("exclude_outside", 0)),
         "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)), "antialias": antialias,
     }
