@@ -41,6 +41,7 @@ from glow_core.quantization.profile import (
 from glow_core.quantization.convert import CONVERTERS, Conversion, convert
 from glow_core.quantization.qlower import lower_quantized
 from glow_core.quantization.qpasses import optimize_quantized, quantization_pipeline
+from glow_core.quantization import lut as _lut  # noqa: E402,F401  (registers the lut-islands pass)
 from glow_core.quantization.report import QuantReport, compare_quantized
 from glow_core.quantization.weights import (
     WEIGHT_OPERANDS,

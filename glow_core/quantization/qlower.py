@@ -155,10 +155,20 @@ def _qavgpool(e: _Emitter, node: Node, xs: list[Value]) -> Value:
     return e.requantize(v, node.outputs[0].type)
 
 
+def _qlookup(e: _Emitter, node: Node, xs: list[Value]) -> Value:
+    """Gather(table, int32(q) - qmin): every backend's Gather runs it."""
+    lo, _ = qbounds(node.inputs[0].type.elem)  # type: ignore[union-attr]
+    idx = e.op("Cast", [xs[0]], to=E.INT32)
+    if lo:
+        idx = e.op("Add", [idx, e.scalar(-lo, idx.type.rank, np.int32)])
+    return e.op("Gather", [xs[1], idx], axis=0)
+
+
 #: typed kind -> rule emitting its plain equivalent
 QLOWERINGS: Mapping[str, Rule] = {
     "Quantize": _quantize, "Dequantize": _dequantize, "Rescale": _rescale, "QClip": _qclip, "QConv": _qconv,
     "QMatMul": _qmatmul, "QAdd": _qadd, "QMul": _qmul, "QMaxPool": _qmaxpool, "QAvgPool": _qavgpool,
+    "QLookup": _qlookup,
 }
 assert set(QLOWERINGS) == set(TYPED_QUANT_KINDS)
 

@@ -10,7 +10,10 @@
   the operand's producer (which then produces the rescaled type directly); a
   Rescale to its own type vanishes; ``Rescale(Rescale(x))`` becomes one Rescale;
 - ``fold-qclip``: a ``QClip`` that saturation already implies (Relu into a range
-  starting at 0) vanishes.
+  starting at 0) vanishes;
+- ``lut-islands`` (``glow_core.quantization.lut``): an element-wise float island
+  between the Dequantize of one 8-bit value and a Quantize (SiLU, HardSwish, GELU,
+  ...) becomes a 256-entry ``QLookup``.
 
 Concat operands are brought to one scale by conversion (every operand is quantized to
 the Concat's type); the passes above then fold those rescales into the producers.
@@ -193,7 +196,7 @@ for _name in ("dce", "cse"):
 
 def quantization_pipeline() -> list[Step]:
     """The passes run after conversion, to a fixed point."""
-    return [FixedPoint("sink-dequantize", "hoist-quantize", "fold-dequantize-quantize", "fold-rescale",
+    return [FixedPoint("sink-dequantize", "hoist-quantize", "lut-islands", "fold-dequantize-quantize", "fold-rescale",
                        "fold-qclip", "cse", "dce")]
 
 

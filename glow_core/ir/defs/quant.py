@@ -204,6 +204,21 @@ define_kind("QAvgPool", inputs=("Input",), attrs=_POOL_ATTRS + (attr("count_incl
             doc="float32 mean of (Input - offset_in) over each window (AvgPool's divisor), times s_in / s_out, "
                 "rounded, plus the result offset.")
 
+# -- QLookup: an element-wise function of one quantized operand as a table -------------------------------
+
+def _lookup_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+    x = _q(types[0], "QLookup input")
+    table = _q(types[1], "QLookup table")
+    if x.elem not in QUANTIZED_KINDS or table.shape != (256,):
+        raise GlowTypeError(f"QLookup takes an 8-bit quantized input and a table of 256 entries, got {x} and {table}")
+    return [table.with_shape(x.shape)]
+
+
+define_kind("QLookup", inputs=("Input", "Table"), infer=_lookup_rule, categories=_QK + (C.ELEMENTWISE,),
+            elems=Q_ELEMS,
+            doc="Table[Input - qmin]: the result of an element-wise float function of one quantized operand, "
+                "computed for each of its 256 codes (the table has the result's type).")
+
 #: the typed quantized kinds declared here
 TYPED_QUANT_KINDS = ("Quantize", "Dequantize", "Rescale", "QClip", "QConv", "QMatMul", "QAdd", "QMul", "QMaxPool",
-                     "QAvgPool")
+                     "QAvgPool", "QLookup")

@@ -120,3 +120,9 @@ def _qavgpool(attrs: Attrs, out: Types, x: np.ndarray) -> np.ndarray:
     s, o = attrs["in_params"]
     mean = KERNELS.get("AvgPool")(attrs, [TensorType(ElemKind.FLOAT32, out[0].shape)], _centered(x, o).astype(F32))
     return _sat(np.rint(mean.astype(F32) * multiplier(s, attrs["scale"])) + F32(attrs["offset"]), out[0])
+
+
+@KERNELS.register("QLookup")
+def _qlookup(attrs: Attrs, out: Types, x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    lo = 0 if x.dtype == np.uint8 else -128
+    return np.asarray(table)[x.astype(np.int64) - lo].astype(out[0].dtype)
