@@ -265,7 +265,8 @@ def test_ci_seed_cases_end_in_a_clean_error(index: int, message: str, tmp_path) 
     names = seed_names()
     if len(names) < 100:
         pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
-    write_case(generate(CI_SEED, index, names, MUTATORS), tmp_path / "case")
+    recorded = {k: v for k, v in MUTATORS.items() if k != "dim_symbol"}  # the table the cases were found with
+    write_case(generate(CI_SEED, index, names, recorded), tmp_path / "case")
     for backend in ("interpreter", "cpu"):
         v = run_glow(str(tmp_path / "case"), backend)
         assert v["kind"] == "glow-error", v

@@ -14,8 +14,9 @@ position:
 - nearest: one index per position -> ``Gather(x, table, axis)``, bit-exact;
 - linear / cubic (antialias widens the window): T clamped tap indices and T
   weights per position -> ``ReduceSum(Gather(x, taps, axis) * weights, axis + 1)``.
-  Every tap the kernel reads is read (zero weights included), so infinities and
-  NaNs propagate alike.
+  A tap of weight 0 adds nothing to the weighted average (the spec: "a weighted
+  average of neighborhood"), so an infinity or a NaN there does not reach the
+  output (``0 * inf`` would give NaN); the kernel does the same.
 
 tf_crop_and_resize positions whose source lies outside the input take the
 extrapolation value: ``Where(constant mask, value, resized)`` after that axis,
@@ -65,7 +66,10 @@ def _resize_axis(b: Builder, x: Value, axis: int, n_out: int, scale: float, roi:
         taps, weights = interpolation_table(src, n_in, scale, attrs)
         gathered = b.emit1("Gather", [x, b.const(taps)], axis=axis)  # pre + [n_out, T] + post
         w = weights.astype(x.type.dtype).reshape((1,) * axis + weights.shape + (1,) * (rank - axis - 1))
-        res = b.reduce("ReduceSum", b.mul(gathered, b.const(w)), (axis + 1,), keepdims=False)
+        prod = b.mul(gathered, b.const(w))
+        if not w.all():  # a tap of weight 0 adds nothing (not 0 * inf = NaN)
+            prod = b.where(b.const(w == 0), b.const(np.zeros((), w.dtype)), prod)
+        res = b.reduce("ReduceSum", prod, (axis + 1,), keepdims=False)
     if coord == "tf_crop_and_resize":
         value = _extrapolation_value(attrs, x.type.dtype)
         if value is None:

@@ -38,7 +38,8 @@ def _resize_axis(x: np.ndarray, axis: int, n_out: int, scale: float, roi: tuple[
         taps, weights = interpolation_table(src, n_in, scale, attrs)
         gathered = np.take(x, taps.astype(np.intp), axis=axis)
         shape = (1,) * axis + weights.shape + (1,) * (x.ndim - axis - 1)
-        res = (gathered * weights.reshape(shape)).sum(axis=axis + 1)
+        w = weights.reshape(shape)
+        res = np.where(w == 0, 0.0, gathered * w).sum(axis=axis + 1)  # a tap of weight 0 adds nothing
     if coord == "tf_crop_and_resize":
         mask = outside(src, n_in).reshape((1,) * axis + (n_out,) + (1,) * (x.ndim - axis - 1))
         res = np.where(mask, np.asarray(attrs["extrapolation_value"], res.dtype), res)
