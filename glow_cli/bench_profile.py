@@ -51,9 +51,9 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
         if not zoo.is_zoo_ref(model):
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(model, seed=seed)
-    net = glow_compile(proto, backend, dict(input_shapes) if input_shapes else None, threads=threads,
+    net = glow_compile(proto, backend, input_shapes or None, threads=threads,
                        options={**dict(options), "profile": True})
-    if not callable(getattr(net.executable, "profile_run", None)):
+    if not net.executable.profiles:
         raise GlowError(f"backend '{backend}' has no per-kernel profiler; --profile works with the cpu backend")
     feeds = zoo.random_feeds(net.input_types, seed)
     for _ in range(warmup):

@@ -175,13 +175,13 @@ def benchmark(model: str, backend: str, *, threads: int | None = None, compare: 
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(model, seed=seed)
     t0 = time.perf_counter()
-    net = glow_compile(proto, backend, dict(input_shapes) if input_shapes else None, threads=threads,
+    net = glow_compile(proto, backend, input_shapes or None, threads=threads,
                        options=dict(options or {}), quantize=quantize)
     compile_s = time.perf_counter() - t0
-    used = int(getattr(net.executable, "threads", 0) or threads or len(os.sched_getaffinity(0)))
+    used = int(net.executable.threads or threads or len(os.sched_getaffinity(0)))
     feeds = zoo.random_feeds(net.input_types, seed)
     glow_t = _time(lambda: net.run(feeds), warmup, runs)
-    timings = getattr(net.executable, "compile_timings", None)
+    timings = net.executable.compile_timings
     res = BenchResult(label, backend, used, count_flops(net.function), compile_s, glow_t,
                       cached=bool(timings.get("cached")) if isinstance(timings, dict) else None)
     if compare == "onnxruntime":

@@ -8,6 +8,7 @@ activations); ``--lir`` prints the low-level IR with its memory plan.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from glow_cli.common import Command, add_model_argument, add_shape_argument, fmt_ms, shapes_from_args
 from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         model = load_model(zoo.resolve_model(args.model))[0]
     net = glow_core.compile(model, args.backend, shapes_from_args(args.input_shape) or None,
                             quantize=quantize_from_args(args))
+    if isinstance(net, glow_core.DynamicNetwork):
+        return _dynamic(args, net)
     s = net.stats
     print(f"compiled {args.model} for {args.backend}: import {fmt_ms(s.import_s)}, "
           f"optimize+lower {fmt_ms(s.optimize_s)}, backend {fmt_ms(s.backend_compile_s)}")
@@ -71,13 +74,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dynamic(args: argparse.Namespace, net: Any) -> int:
+    """A model whose symbolic dims stay open compiles per input shape when run: say so (and what fixes them)."""
+    from glow_core.errors import ImportShapeError
+
+    inputs = ", ".join(f"{n}: {t}" for n, t in net.input_dims.items())
+    hint = "fix them with --dim SYMBOL=N or --input-shape NAME=d1,d2,... to compile one shape now"
+    if args.stats or args.lir:
+        raise ImportShapeError(f"{args.model} has symbolic dimensions ({inputs}): --stats and --lir describe one "
+                               "compiled shape", hint=hint)
+    print(f"{args.model} has symbolic dimensions ({inputs}): a network for {args.backend} that compiles a "
+          f"specialization per input shape when run ({hint})")
+    return 0
+
+
 COMMAND = Command(
     name="compile",
     help="compile a model for a backend; --stats prints node counts and memory figures",
     description="Import, optimize, lower and compile MODEL for a backend without running it. --stats prints "
                 "the node counts by kind and the memory plan (arena size, lower bound, naive sum of activations); "
                 "--lir prints the low-level IR with the plan's offsets.",
-    epilog="examples:\n  glow compile zoo:resnet50 --stats\n  glow compile model.onnx -b interpreter --lir",
+    epilog="examples:\n  glow compile zoo:resnet50 --stats\n  glow compile model.onnx -b interpreter --lir\n"
+           "  glow compile bert.onnx --dim batch=1 --dim sequence=128 --stats",
     add_arguments=add_arguments,
     run=run,
 )

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from glow_cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
 from glow_core.errors import GlowError
@@ -64,14 +65,31 @@ def write_dot(text: str, path: Path) -> None:
                         + (f": {err[0]}" if err else ""), hint="write a .dot file instead")
 
 
+def _shapes(proto: Any, shapes: Any) -> tuple[Any, dict[int, str]]:
+    """The input shapes to import at, and {probe size: symbol}: symbolic or unknown dimensions that
+    --input-shape / --dim leave open are imported at distinct probe sizes and printed as their symbols."""
+    from glow_core.importer.symbols import InputShapes, ModelSymbols
+
+    symbols = ModelSymbols(proto, shapes.dims)
+    if not symbols.open_inputs(shapes):
+        return shapes or None, {}
+    taken = {int(d) for t in proto.graph.initializer for d in t.dims}
+    taken |= {d.size for i in symbols.inputs.values() for d in i.dims or () if d.size is not None}
+    probed, names = symbols.probe(shapes, taken)
+    return InputShapes(probed, shapes.dims), names
+
+
 def run(args: argparse.Namespace) -> int:
     from glow_core.importer import import_model
-    from glow_core.ir.printer import to_dot
+    from glow_core.ir.printer import format_function, to_dot
 
     wants_pipeline = bool(args.after or args.before or args.stats or args.lir)
     backend_name = args.backend or ("interpreter" if wants_pipeline else None)
     proto, _ = load_model_ref(args.model)
-    shapes = shapes_from_args(args.input_shape) or None
+    shapes, names = _shapes(proto, shapes_from_args(args.input_shape))
+    if names:
+        print("// symbolic dims, imported at probe sizes " + ", ".join(f"{v}={k}" for k, v in names.items())
+              + " and printed by name (sizes computed from them print as numbers)")
     if args.lir:
         import glow_core
         from glow_core.lir import format_lir
@@ -100,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
     if args.dot is not None:
         write_dot(to_dot(fn), args.dot)
-    print(fn.dump())
+    print(format_function(fn, names))
     if args.dot is not None:
         print(f"glow: wrote {args.dot}", file=sys.stderr)
     return 0
@@ -114,7 +132,8 @@ COMMAND = Command(
     epilog="examples:\n  glow dump zoo:squeezenet\n  glow dump model.onnx --dot model.dot\n"
            "  glow dump model.onnx --dot model.svg   # needs graphviz\n"
            "  glow dump zoo:resnet50 --stats\n  glow dump zoo:resnet50 --after fold-batchnorm\n"
-           "  glow dump zoo:squeezenet --lir",
+           "  glow dump zoo:squeezenet --lir\n"
+           "  glow dump bert.onnx --dim sequence=128   # symbolic dims print by name without it",
     add_arguments=add_arguments,
     run=run,
 )

@@ -20,12 +20,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the partition DAG as Graphviz DOT")
     p.add_argument("--strict", action="store_true",
                    help="fail, listing every node, when any node falls back from the first backend of the list")
+    p.add_argument("--compile-all", action="store_true",
+                   help="also compile the partitions of the last backend of the list (by default every other "
+                        "backend's partitions are compiled, so that partitions a backend refuses show)")
     p.add_argument("--random-weights", action="store_true",
                    help="zoo models only: seeded random weights (the memory figures are the same)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from glow_core.runtime import parse_devices, plan_network
+    from glow_core.runtime import parse_devices
+    from glow_core.runtime.host_manager import check_plan
     from glow_core.runtime.errors import PartitionError
     from glow_core.runtime.report import fallback_nodes, format_plan, plan_dot
 
@@ -35,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         if not zoo.is_zoo_ref(args.model):
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(args.model)
-    plan = plan_network(proto, devices, shapes_from_args(args.input_shape) or None)
+    plan = check_plan(proto, devices, shapes_from_args(args.input_shape) or None, compile_last=args.compile_all)
     if args.strict and plan.fallback:
         lines = fallback_nodes(plan)
         raise PartitionError(f"--strict: {len(lines)} node(s) of {label} fall back from {devices[0].backend}: "
@@ -55,8 +59,10 @@ COMMAND = Command(
     name="partition",
     help="show how the runtime splits a model over a list of devices",
     description="Partition MODEL over the devices of --devices (in priority order: each node goes to the first "
-                "backend that runs it; partitions that do not fit one device are split by memory) and print each "
-                "partition with its backend, device, node count, memory and the tensors cut between partitions.",
+                "backend that claims it; partitions that do not fit one device are split by memory; partitions a "
+                "backend refuses to compile, or smaller than its minimum, go to the next device) and print each "
+                "partition with its backend, device, node count, memory, the tensors cut between partitions, the "
+                "bytes moved per request and every refusal with its reason.",
     epilog="examples:\n  glow partition zoo:resnet50 --devices cpu:4@40MiB --dot dag.dot\n"
            "  glow partition zoo:squeezenet --devices xyz:1,cpu:1 --strict",
     add_arguments=add_arguments,

@@ -31,7 +31,7 @@ from glow_cli.common import (
     shapes_from_args,
 )
 from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
-from glow_core.errors import GlowError, InputError
+from glow_core.errors import GlowError, ImportShapeError, InputError
 
 TOP_K = 5
 
@@ -142,6 +142,21 @@ def _file_inputs(args: argparse.Namespace, proto: Any,
     return given
 
 
+def _check_sized(proto: Any, shapes: Any) -> None:
+    """Random inputs need a size for every dimension: an ImportShapeError naming the inputs whose symbolic or
+    unknown dimensions neither --input-shape nor --dim fixes."""
+    from glow_core.importer.symbols import ModelSymbols
+
+    symbols = ModelSymbols(proto, shapes.dims)
+    open_inputs = symbols.open_inputs(shapes)
+    if open_inputs:
+        shown = [f"{n} {symbols.inputs[n].describe()}" if n in symbols.inputs else n for n in open_inputs]
+        raise ImportShapeError(
+            "input(s) with symbolic or unknown dimensions: " + "; ".join(shown),
+            hint="random inputs need sizes: --dim SYMBOL=N (every input that names it) or --input-shape "
+                 "NAME=d1,d2,...; or give every input with --input NAME=FILE.npy")
+
+
 def _random_inputs(args: argparse.Namespace, net: Any, proto: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Seeded random feeds (index inputs within their tables, --input-range) and how each was made."""
     ranges: dict[str, Any] = zoo.index_ranges(proto)
@@ -176,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
     shapes = shapes_from_args(args.input_shape)
     fixed = set(shapes)
     given = _file_inputs(args, proto, shapes)
+    if not given:
+        _check_sized(proto, shapes)
 
     t0 = time.perf_counter()
     net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices,
@@ -247,6 +264,7 @@ COMMAND = Command(
     epilog="examples:\n  glow run zoo:digits\n  glow run zoo:resnet50 --backend interpreter\n"
            "  glow run model.onnx -b interpreter --input x=x.npy --output out.npz\n"
            "  glow run model.onnx -b interpreter --input-shape x=1,3,224,224\n"
+           "  glow run bert.onnx --dim batch=1 --dim sequence=128\n"
            "  glow run bert.onnx --input-range attention_mask=0:2",
     add_arguments=add_arguments,
     run=run,

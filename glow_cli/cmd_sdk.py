@@ -2,7 +2,9 @@
 
 - ``glow sdk new-backend NAME [DIR]``: scaffold a complete backend package ``glow-backend-NAME``;
 - ``glow sdk capabilities NAME [--json]``: the capability report of an installed backend;
-- ``glow sdk info``: the SDK API version and the mandatory primitive set.
+- ``glow sdk info [--history]``: the SDK API version and the mandatory primitive set (or every hook
+  and feature with the version it arrived in);
+- ``glow sdk options NAME``: the options a backend accepts (the core's and its own), with types and defaults.
 """
 
 from __future__ import annotations
@@ -34,7 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     caps.add_argument("--json", action="store_true", help="print the report as JSON")
     caps.set_defaults(_sdk=_capabilities)
     info = sub.add_parser("info", help="the SDK API version and the mandatory primitive set")
+    info.add_argument("--history", action="store_true",
+                      help="print every hook and feature of the contract with the SDK API version it arrived in")
     info.set_defaults(_sdk=_info)
+    opts = sub.add_parser("options", help="the options a backend accepts (options={...}), with types and defaults",
+                          description="The core's options, which every backend accepts, then the backend's own "
+                                      "(Backend.options()); any other key is refused.")
+    opts.add_argument("backend", metavar="NAME", help="an installed backend ('glow backends')")
+    opts.set_defaults(_sdk=_options)
 
 
 def _new_backend(args: argparse.Namespace) -> int:
@@ -74,12 +83,31 @@ def _capabilities(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(args: argparse.Namespace) -> int:
+    from glow_core.plugin_host import get_backend
+    from glow_sdk.options import describe_options
+
+    backend = get_backend(args.backend)
+    print(f"options of backend '{backend.name}' (glow_core.compile(..., options={{...}})):")
+    for line in describe_options(backend.options()):
+        print(f"  {line}")
+    if not backend.checks_options():
+        print(f"backend '{backend.name}' declares no option schema (SDK API {backend.sdk_api_version}): "
+              "it is passed every key unchecked")
+    return 0
+
+
 def _info(args: argparse.Namespace) -> int:
     from glow_sdk.primitives import mandatory_primitives
-    from glow_sdk.version import SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
+    from glow_sdk.version import HISTORY, SDK_API_RELEASE, SUPPORTED_SDK_API_VERSIONS
 
-    print(f"SDK API version {SDK_API_VERSION} (this glow loads backends built for: "
-          f"{', '.join(map(str, sorted(SUPPORTED_SDK_API_VERSIONS)))})")
+    print(f"SDK API version {SDK_API_RELEASE} (this glow loads backends built for: "
+          f"{', '.join(map(str, sorted(SUPPORTED_SDK_API_VERSIONS)))}, up to {SDK_API_RELEASE})")
+    if args.history:
+        width = max(len(f.name) for f in HISTORY)
+        for f in HISTORY:
+            print(f"  {str(f.since):<4}  {f.name:<{width}}  {f.what}")
+        return 0
     prims = mandatory_primitives()
     print(f"mandatory primitives ({len(prims)}), with the element kinds a backend must accept:")
     width = max(len(k) for k in prims)
@@ -98,9 +126,10 @@ COMMAND = Command(
     help="backend SDK tools: new-backend (scaffold a package), capabilities, info",
     description="Tools for backend authors. 'glow sdk new-backend NAME [DIR]' scaffolds a complete backend "
                 "package; 'glow sdk capabilities NAME' reports what an installed backend runs; 'glow sdk info' "
-                "prints the SDK API version and the mandatory primitive set.",
+                "prints the SDK API version and the mandatory primitive set; 'glow sdk options NAME' lists the "
+                "options a backend accepts.",
     epilog="examples:\n  glow sdk new-backend xyz\n  pip install ./glow-backend-xyz && glow conformance --backend xyz\n"
-           "  glow sdk capabilities interpreter --json",
+           "  glow sdk capabilities interpreter --json\n  glow sdk info --history\n  glow sdk options cpu",
     add_arguments=add_arguments,
     run=run,
 )

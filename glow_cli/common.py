@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import numpy as np
 import onnx
@@ -22,6 +22,9 @@ import onnx
 from glow_core import zoo
 from glow_core.errors import GlowError, ImportShapeError, InputError
 from glow_core.ir.types import TensorType
+
+if TYPE_CHECKING:  # (imported where used: the importer is not loaded to parse the command line)
+    from glow_core.importer.symbols import DimBound, InputShapes
 
 
 class UsageError(Exception):
@@ -135,14 +138,56 @@ def add_model_argument(p: argparse.ArgumentParser) -> None:
                         f"({', '.join(sorted(zoo.MODELS))})")
 
 
+@dataclass(frozen=True)
+class DimArg:
+    """One ``--dim NAME=N`` (a size) or ``--dim NAME=LO:HI`` (a bound; HI may be empty)."""
+
+    name: str
+    value: "int | DimBound"
+
+
+def dim_spec(text: str) -> DimArg:
+    """``sequence=128`` -> ``DimArg("sequence", 128)``; ``sequence=1:512`` -> a :class:`DimBound`."""
+    from glow_core.importer.symbols import DimBound
+
+    name, sep, value = text.partition("=")
+    lo, colon, hi = value.partition(":")
+    try:
+        if not sep or not name or not value:
+            raise ValueError
+        if colon:
+            return DimArg(name, DimBound(int(lo or 0), int(hi) if hi else None))
+        size = int(value)
+        if size < 0:
+            raise ValueError
+        return DimArg(name, size)
+    except (ValueError, GlowError):
+        raise argparse.ArgumentTypeError(f"'{text}' is not of the form NAME=N (a size >= 0) or NAME=LO:HI "
+                                         "(a bound)") from None
+
+
 def add_shape_argument(p: argparse.ArgumentParser) -> None:
+    """``--input-shape`` and ``--dim`` (both land in ``args.input_shape``; :func:`shapes_from_args` splits them)."""
     p.add_argument("--input-shape", metavar="NAME=D1,D2,...", action="append", type=shape_spec, default=[],
                    help="fix the shape of an input with symbolic or unknown dimensions (repeatable)")
+    p.add_argument("--dim", metavar="NAME=N", action="append", type=dim_spec, dest="input_shape",
+                   help="fix the symbolic dimension NAME to N in every input that names it, or bound it with "
+                        "NAME=LO:HI (repeatable; docs/dynamic-shapes.md)")
 
 
-def shapes_from_args(specs: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
-    out: dict[str, tuple[int, ...]] = {}
-    for name, shape in specs:
+def shapes_from_args(specs: Sequence[tuple[str, tuple[int, ...]] | DimArg]) -> "InputShapes":
+    """The ``input_shapes`` argument of ``--input-shape`` and ``--dim`` (the dims travel with it)."""
+    from glow_core.importer.symbols import InputShapes
+
+    out = InputShapes()
+    for spec in specs:
+        if isinstance(spec, DimArg):
+            if spec.name in out.dims and out.dims[spec.name] != spec.value:
+                raise ImportShapeError(f"--dim gives two values for '{spec.name}': {out.dims[spec.name]} and "
+                                       f"{spec.value}")
+            out.dims[spec.name] = spec.value
+            continue
+        name, shape = spec
         if name in out and out[name] != shape:
             raise ImportShapeError(f"--input-shape gives two shapes for '{name}': {list(out[name])} and {list(shape)}")
         out[name] = shape

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from glow_core.version import __version__
 
 if TYPE_CHECKING:
-    from glow_core.api import compile, load_bundle, profile
+    from glow_core.api import CacheLimits, DimBound, DynamicNetwork, compile, load_bundle, profile
     from glow_core.session import (
         GraphOptimizationLevel,
         InferenceSession,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         get_available_providers,
     )
 
-_API = ("compile", "load_bundle", "profile")
+_API = ("CacheLimits", "DimBound", "DynamicNetwork", "compile", "load_bundle", "profile")
 _SESSION = ("GraphOptimizationLevel", "IOBinding", "InferenceSession", "NodeArg", "OrtValue", "SessionOptions",
             "get_available_providers")
 
@@ -45,5 +45,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'glow_core' has no attribute {name!r}")
 
 
-__all__ = ["GraphOptimizationLevel", "IOBinding", "InferenceSession", "NodeArg", "OrtValue", "SessionOptions",
+__all__ = ["CacheLimits", "DimBound", "DynamicNetwork", "GraphOptimizationLevel", "IOBinding", "InferenceSession", "NodeArg", "OrtValue", "SessionOptions",
            "__version__", "compile", "get_available_providers", "load_bundle", "profile"]

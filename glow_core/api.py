@@ -17,8 +17,10 @@ import onnx
 from glow_core.bundle import LoadedBundle
 from glow_core.bundle import load_bundle as _load_bundle
 from glow_core.driver import compile_model
+from glow_core.importer.symbols import DimBound
 from glow_core.ir.types import ElemKind
-from glow_core.pipeline import CompiledNetwork, CompileStats, check_support, compile_options
+from glow_core.pipeline import CompiledNetwork, CompileStats, check_input_shapes, check_support, compile_options
+from glow_core.pipeline.specialize import CacheLimits, DynamicNetwork
 from glow_core.plugin_host import default_backend
 from glow_core.quantization.profile import DEFAULT_BINS, Profile
 from glow_core.quantization.profile import profile as _profile
@@ -35,7 +37,9 @@ def compile(
     options: Mapping[str, Any] | None = None,
     devices: str | None = None,
     quantize: Any = None,
-) -> CompiledNetwork:
+    dims: Mapping[str, int | tuple[int | None, int | None] | DimBound] | None = None,
+    specializations: CacheLimits | None = None,
+) -> CompiledNetwork | DynamicNetwork:
     """Import an ONNX model and compile it for ``backend``.
 
     ``model`` is a path, ``"zoo:NAME"`` (a light model shipped with onnx), an
@@ -47,9 +51,17 @@ def compile(
     through the runtime instead; ``backend`` is then ignored.
     ``quantize`` (a :class:`glow_core.quantization.QuantizationConfig` with a ``profile``, or a
     profile path) converts the network to int8 with that profile (docs/quantization.md).
+
+    A model whose inputs have symbolic or unknown dims that ``input_shapes`` and ``dims`` leave open
+    compiles to a :class:`DynamicNetwork`: its ``run`` accepts every conforming shape, compiling a
+    specialization per input signature on first use (kept in an LRU bounded by ``specializations``, a
+    :class:`CacheLimits`; the weights are held once). ``dims`` maps a symbol to a size (``{"sequence": 128}``,
+    applied to every input that names it) or to a bound (``{"sequence": (1, 512)}`` or a :class:`DimBound`);
+    a feed out of bounds is an ``InputError`` (docs/dynamic-shapes.md).
     """
-    return compile_model(model, backend or _default(devices), input_shapes, bind=bind, threads=threads, debug=debug, options=options,
-                         devices=devices, quantize=quantize)
+    return compile_model(model, backend or _default(devices), input_shapes, bind=bind, threads=threads, debug=debug,
+                         options=options, devices=devices, quantize=quantize, dims=dims,
+                         specializations=specializations)
 
 
 def _default(devices: str | None) -> str:
@@ -59,16 +71,18 @@ def _default(devices: str | None) -> str:
 
 def profile(model: Any, data: Any, backend: str | None = None, input_shapes: Mapping[str, Sequence[int]] | None = None,
             *, image: Any = None, progress: bool | None = None, bins: int = DEFAULT_BINS,
-            threads: int | None = None) -> Profile:
+            threads: int | None = None, dims: Mapping[str, int] | None = None) -> Profile:
     """Profile ``model`` on sample ``data`` for int8 quantization (docs/quantization.md); ``backend`` None:
     the fastest installed (the profile quantizes the model for any backend, docs/quantization.md).
 
     ``data`` is a path (a folder of .npy/.npz/image files, or one .npz/.npy with samples along axis 0),
     a mapping input name -> array with samples along axis 0, or an iterable of feed dicts. ``image`` is an
     :class:`~glow_core.quantization.data.ImageOptions` for image folders. ``progress`` None draws the
-    bar only when stderr is a terminal.
+    bar only when stderr is a terminal. ``dims`` fixes symbols (``{"batch": 1}``) in every input that names them:
+    a profile is recorded at one static shape.
     """
-    return _profile(model, data, backend or default_backend(), input_shapes, image=image, progress=progress, bins=bins, threads=threads)
+    return _profile(model, data, backend or default_backend(), check_input_shapes(input_shapes, dims), image=image,
+                    progress=progress, bins=bins, threads=threads)
 
 
 def load_bundle(directory: str | os.PathLike[str], name: str | None = None, *, cc: str | None = None) -> LoadedBundle:
@@ -78,5 +92,5 @@ def load_bundle(directory: str | os.PathLike[str], name: str | None = None, *, c
     return _load_bundle(directory, name, cc=cc)
 
 
-__all__ = ["CompileStats", "CompiledNetwork", "ElemKind", "check_support", "compile", "compile_options",
+__all__ = ["CacheLimits", "CompileStats", "CompiledNetwork", "DimBound", "DynamicNetwork", "ElemKind", "check_support", "compile", "compile_options",
            "load_bundle", "profile"]

@@ -5,6 +5,9 @@ It chooses the route a model takes, then leaves the compile itself to :mod:`glow
 - ``devices=``: the runtime partitions the model over several devices (:mod:`glow_core.runtime.network`);
 - a program-cache hit (:mod:`glow_core.compilecache`) is served before the model is even imported;
 - a model with run-time control flow is split into stages (:mod:`glow_core.controlflow`);
+- a model with symbolic dims that ``input_shapes`` / ``dims`` leave open becomes a
+  :class:`~glow_core.pipeline.specialize.DynamicNetwork`: compiled per input signature when run, every
+  specialization through :func:`_compile_proto` with the weights read once (docs/dynamic-shapes.md);
 - otherwise the model is imported and compiled by the pipeline, converted to int8 on the way when
   ``quantize=`` is given (:mod:`glow_core.quantization`).
 
@@ -27,6 +30,8 @@ from glow_core.errors import InputError, UnsupportedError
 from glow_core.importer import load_model
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import has_control_flow
+from glow_core.importer.symbols import InputShapes, ModelSymbols, dims_of
+from glow_core.importer.weights import split_weights
 from glow_core.pipeline import (
     CompiledNetwork,
     CompileStats,
@@ -36,28 +41,31 @@ from glow_core.pipeline import (
     compile_function,
     compile_options,
 )
+from glow_core.pipeline.specialize import CacheLimits, DynamicNetwork
 from glow_core.plugin_host import get_backend
 from glow_core.quantization.apply import quantize_prepared
 from glow_core.runtime.network import compile_on_devices
-from glow_sdk.backend import Backend
+from glow_sdk.backend import Backend, CompileOptions
 
 
 def compile_model(model: Any, backend: str, input_shapes: Any = None, *,
                   bind: Mapping[str, np.ndarray] | None = None, threads: int | None = None, debug: bool = False,
                   options: Mapping[str, Any] | None = None, devices: str | None = None,
-                  quantize: Any = None) -> CompiledNetwork:
-    """What ``glow_core.compile`` does (see its docstring): check the arguments, then pick the route."""
+                  quantize: Any = None, dims: Any = None, specializations: CacheLimits | None = None,
+                  weights: Mapping[str, np.ndarray] | None = None) -> CompiledNetwork | DynamicNetwork:
+    """What ``glow_core.compile`` does (see its docstring): check the arguments, then pick the route.
+    ``weights``: the initializers of a model stripped of them (``importer.weights.split_weights``), by name."""
     if devices is not None and quantize is not None:
         raise InputError("quantize and devices cannot be combined yet", hint="quantize for one backend")
     with progress.stage(f"compiling {_label(model)}"):
+        shapes = check_input_shapes(input_shapes, dims)
         if devices is not None:
-            return compile_on_devices(model, devices, input_shapes, bind=bind, threads=threads, options=options)
+            return compile_on_devices(model, devices, shapes, bind=bind, threads=threads, options=options)
         model = check_model_arg(model)
-        shapes = check_input_shapes(input_shapes)
         check_threads(threads)
         be = get_backend(backend)
         with budget.using(budget.current().with_options(options)):
-            return _compile(model, be, shapes, bind, threads, debug, options, quantize)
+            return _compile(model, be, shapes, bind, threads, debug, options, quantize, specializations, weights)
 
 
 def _label(model: Any) -> str:
@@ -67,20 +75,17 @@ def _label(model: Any) -> str:
     return "the model"
 
 
-def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: dict[str, Any] | None,
+def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shapes: InputShapes | None,
              bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
-             options: Mapping[str, Any] | None, quantize: Any) -> CompiledNetwork:
+             options: Mapping[str, Any] | None, quantize: Any, specializations: CacheLimits | None,
+             weights: Mapping[str, np.ndarray] | None = None) -> CompiledNetwork | DynamicNetwork:
     t0 = time.perf_counter()
     copts = compile_options(threads=threads, debug=debug, extra=options)
-    pkey, data = compilecache.program_key(model, be, copts, shapes) if bind is None and quantize is None \
-        else (None, None)
-    if pkey is not None:  # the program cache: served before the import (glow_core/compilecache.py)
-        hit = compilecache.load(pkey, be, copts)
-        if hit is not None:
-            fn, exe, counts = hit
-            stats = CompileStats(import_s=time.perf_counter() - t0, nodes_by_kind=counts)
-            stats.backend_s = {**dict(getattr(exe, "compile_timings", None) or {}), "program": True}
-            return CompiledNetwork(fn, exe, be, stats)
+    served = bind is None and quantize is None and not dims_of(shapes)
+    pkey, data = compilecache.program_key(model, be, copts, shapes) if served else (None, None)
+    hit = _cached(pkey, be, copts, t0)
+    if hit is not None:  # the program cache: served before the import (glow_core/compilecache.py)
+        return hit
     with progress.stage("import"):
         proto, _ = load_model(model, data)  # (the bytes the key hashed: the file is read once)
     del data
@@ -90,13 +95,62 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
                                    hint="compile it without --quantize")
         target = CompileTarget(be, threads, debug, dict(options or {}), budget.current())
         return compile_staged(proto, target, shapes, bind)
-    stats = CompileStats()
-    with progress.stage("import"):
-        fn = OnnxImporter(proto, shapes, bind).run()
-    stats.import_s = time.perf_counter() - t0
-    transform = None if quantize is None else (lambda f: quantize_prepared(f, be, quantize))
-    net = compile_function(fn, be, stats, threads=threads, debug=debug, options=options, transform=transform)
+    symbols = ModelSymbols(proto, dims_of(shapes))
+    open_inputs = [n for n in symbols.open_inputs(shapes) if n not in (bind or {})]
+    if open_inputs and quantize is None and not set(open_inputs) & set(symbols.structured):
+        return _dynamic(proto, be, shapes, symbols, threads, debug, options, specializations, weights)
+    shapes = InputShapes(symbols.resolve(shapes), symbols.dims) if shapes is not None else None
+    if shapes is not None and shapes.dims and bind is None and quantize is None:
+        pkey, _ = compilecache.program_key(model, be, copts, dict(shapes))  # (dims resolved into shapes)
+        for name, shape in shapes.items():
+            symbols.check(name, shape)  # a hit skips the import, which checks them
+        hit = _cached(pkey, be, copts, t0)
+        if hit is not None:
+            return hit
+    net = _compile_proto(proto, be, shapes, bind, threads, debug, options, quantize, t0=t0, weights=weights)
     if pkey is not None:
         with progress.stage("cache write"):
-            compilecache.store(pkey, be, net.function, net.executable, stats.nodes_by_kind, proto)
+            compilecache.store(pkey, be, net.function, net.executable, net.stats.nodes_by_kind, proto)
     return net
+
+
+def _cached(pkey: str | None, be: Backend, copts: CompileOptions, t0: float) -> CompiledNetwork | None:
+    """The program cache's network for ``pkey`` (None: no key, or a miss)."""
+    hit = compilecache.load(pkey, be, copts) if pkey is not None else None
+    if hit is None:
+        return None
+    fn, exe, counts = hit
+    stats = CompileStats(import_s=time.perf_counter() - t0, nodes_by_kind=counts)
+    stats.backend_s = {**dict(getattr(exe, "compile_timings", None) or {}), "program": True}
+    return CompiledNetwork(fn, exe, be, stats)
+
+
+def _compile_proto(proto: onnx.ModelProto, be: Backend, shapes: Mapping[str, Any] | None,
+                   bind: Mapping[str, np.ndarray] | None, threads: int | None, debug: bool,
+                   options: Mapping[str, Any] | None, quantize: Any = None, *, t0: float | None = None,
+                   weights: Mapping[str, np.ndarray] | None = None) -> CompiledNetwork:
+    """Import ``proto`` at ``shapes`` and compile it through the pipeline (int8 on the way with ``quantize``)."""
+    t0 = time.perf_counter() if t0 is None else t0
+    stats = CompileStats()
+    with progress.stage("import"):
+        fn = OnnxImporter(proto, shapes, bind, weights=weights).run()
+    stats.import_s = time.perf_counter() - t0
+    transform = None if quantize is None else (lambda f: quantize_prepared(f, be, quantize))
+    return compile_function(fn, be, stats, threads=threads, debug=debug, options=options, transform=transform)
+
+
+def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, symbols: ModelSymbols,
+             threads: int | None, debug: bool, options: Mapping[str, Any] | None,
+             specializations: CacheLimits | None, weights: Mapping[str, np.ndarray] | None) -> DynamicNetwork:
+    """A network that compiles a specialization per input signature (glow_core/pipeline/specialize.py),
+    every one importing the same stripped model with the same shared weights."""
+    stripped, weights = split_weights(proto) if weights is None else (proto, weights)
+    limits = budget.current()
+    given = dict(shapes or {})
+
+    def build(spec: dict[str, tuple[int, ...]], bind: dict[str, np.ndarray]) -> CompiledNetwork:
+        with budget.using(limits), progress.stage("compiling a specialization"):
+            return _compile_proto(stripped, be, InputShapes({**given, **spec}, symbols.dims), bind or None,
+                                  threads, debug, options, weights=weights)
+
+    return DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations)

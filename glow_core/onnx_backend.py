@@ -10,7 +10,12 @@ Glow compiles for static shapes. ``run`` therefore compiles for the shapes
 actually passed, and when an operand that decides shapes (a Reshape's shape,
 Slice starts, Resize sizes, TopK's k, ...) comes from a model input, the input
 is bound as a compile-time constant from the value passed. Compiled networks
-are cached per (input shapes and dtypes, bound input values).
+are specializations kept per (input shapes and dtypes, bound input values) in the
+LRU that ``glow_core.compile`` uses for models with symbolic dims
+(``glow_core.pipeline.specialize.Specializations``: bounded by count and bytes;
+``prepare(model, specializations=CacheLimits(...))``); every specialization reads
+the same copy of the weights (``glow_core.importer.weights``). ``dims=`` (symbol ->
+size or bound) is passed to each compile like any other option.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import onnx
 from onnx.backend.base import Backend as OnnxBackendBase
 from onnx.backend.base import BackendRep, Device, DeviceType
 
-from glow_core.controlflow.cache import BindingCache, signature_key
 from glow_core.driver import compile_model
 from glow_core.errors import InputError
 from glow_core.importer.precheck import check_strings
 from glow_core.importer.structured import flatten_feed, kind_of, rebuild
+from glow_core.importer.subgraphs import has_control_flow
+from glow_core.importer.weights import split_weights
 from glow_core.pipeline import CompiledNetwork
+from glow_core.pipeline.specialize import CacheLimits, Specializations, signature_key
 
 #: compiled networks kept per prepared model
 CACHE_SIZE = 16
@@ -36,17 +43,21 @@ CACHE_SIZE = 16
 class GlowRep(BackendRep):
     """A prepared model: compiles per input signature, then runs."""
 
-    def __init__(self, model: onnx.ModelProto, backend: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, model: onnx.ModelProto, backend: str, options: Mapping[str, Any],
+                 limits: CacheLimits | None = None) -> None:
         check_strings(model)  # names with invalid UTF-8 would surface as bytes among the str names below
-        self.model = model
+        # one copy of the weights for every compile: the model is kept without their bytes (control flow splits
+        # the model itself, and reads them from it)
+        self.model, self.weights = (model, {}) if has_control_flow(model.graph) else split_weights(model)
         self.backend = backend
         self.options = dict(options)
-        inits = {t.name for t in model.graph.initializer}
-        self.input_names = [i.name for i in model.graph.input if i.name not in inits]
-        self.input_types = {i.name: i.type for i in model.graph.input if i.name not in inits}
-        self.output_names = [o.name for o in model.graph.output]
+        graph = self.model.graph  # (not ``model``'s: a part of it would keep the whole model and its weights alive)
+        inits = {t.name for t in graph.initializer}
+        self.input_names = [i.name for i in graph.input if i.name not in inits]
+        self.input_types = {i.name: i.type for i in graph.input if i.name not in inits}
+        self.output_names = [o.name for o in graph.output]
         #: compiled networks per input signature (and value of the inputs found to decide shapes)
-        self.compiled: BindingCache[CompiledNetwork] = BindingCache(CACHE_SIZE)
+        self.compiled: Specializations[CompiledNetwork] = Specializations(limits or CacheLimits(CACHE_SIZE))
 
     def _feeds(self, inputs: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(input signatures, flat feeds): sequences and optionals flattened (importer/structured.py)."""
@@ -81,7 +92,8 @@ class GlowRep(BackendRep):
 
         def build(bound: list[str]) -> CompiledNetwork:
             shapes = {n: s for n, s in given.items() if n not in bound}
-            return compile_model(self.model, self.backend, shapes, bind={n: feeds[n] for n in bound}, **self.options)
+            return compile_model(self.model, self.backend, shapes, bind={n: feeds[n] for n in bound},
+                                 weights=self.weights or None, **self.options)
 
         return self.compiled.get(key, feeds, build)
 
@@ -109,7 +121,8 @@ class GlowBackend(OnnxBackendBase):
 
             model, _ = load_model(model)
         backend = kwargs.pop("backend", "interpreter")
-        return GlowRep(model, backend, kwargs)
+        limits = kwargs.pop("specializations", None)
+        return GlowRep(model, backend, kwargs, limits)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[np.ndarray, ...]:

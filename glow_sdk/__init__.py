@@ -9,7 +9,9 @@ Modules:
 - ``glow_sdk.hookspecs``: the hook specifications (pluggy);
 - ``glow_sdk.backend``: ``Backend``, ``Capability``, ``CompiledFunction``, ``CompileOptions``
   (with the core's ``build_lir`` service), ``DeviceInfo``, ``BackendSpec``;
-- ``glow_sdk.version``: the SDK API version, the compatibility message and the contract's history;
+- ``glow_sdk.version``: the SDK API version (``MAJOR.MINOR``), the compatibility message and the
+  contract's history (every hook with the version it arrived in);
+- ``glow_sdk.options``: the backend option schema (``BackendOption``) and its check;
 - ``glow_sdk.primitives``: the mandatory primitive set;
 - ``glow_sdk.testing``: tolerances and comparisons (pure helpers);
 - ``surface.json``: the recorded public surface of the core modules a backend reads
@@ -31,13 +33,16 @@ from glow_sdk.backend import (
     DeviceInfo,
 )
 from glow_sdk.hookspecs import PROJECT_NAME, hookimpl, hookspec
-from glow_sdk.version import SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
+from glow_sdk.options import BackendOption
+from glow_sdk.version import SDK_API_RELEASE, SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
 
 __all__ = [
     "PROJECT_NAME",
+    "SDK_API_RELEASE",
     "SDK_API_VERSION",
     "SUPPORTED_SDK_API_VERSIONS",
     "Backend",
+    "BackendOption",
     "BackendSpec",
     "Capability",
     "BundleOptions",

@@ -26,6 +26,7 @@ reported as unsupported, every offending node at once.
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 import os
 import shutil
@@ -41,7 +42,9 @@ from glow_core.ir.graph import Function, Node
 from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lir.ir import LIRFunction
-from glow_sdk.version import SDK_API_VERSION
+from glow_core.lir.memory import MemoryReport
+from glow_sdk.options import BackendOption, check_options
+from glow_sdk.version import SDK_API_VERSION, ApiVersion
 
 #: A predicate on a node's attributes and operand/result shapes.
 NodePredicate = Callable[[Node], bool]
@@ -171,13 +174,28 @@ class BackendSpec:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """What the runtime needs to know of a device: its name, memory capacity (bytes) and how many there are."""
+    """What the runtime needs to know of a device: its name, memory capacity (bytes), how many there are and
+    (SDK API 2.1) what moving a tensor between the host and the device costs: ``bandwidth_bytes_per_s``
+    (None: the device computes in host memory, moving is free) and ``latency_s`` per transfer."""
 
     name: str
     memory_bytes: int
     count: int = 1
+    bandwidth_bytes_per_s: float | None = None
+    latency_s: float = 0.0
+
+    def transfer_seconds(self, nbytes: int) -> float:
+        """The estimated time to move ``nbytes`` between the host and this device (one direction)."""
+        if self.bandwidth_bytes_per_s is None:
+            return 0.0
+        return self.latency_s + nbytes / self.bandwidth_bytes_per_s
 
     def __post_init__(self) -> None:
+        bandwidth = self.bandwidth_bytes_per_s
+        if bandwidth is not None and not (isinstance(bandwidth, (int, float)) and bandwidth > 0):
+            raise ValueError(f"device {self.name}: bandwidth_bytes_per_s must be positive or None, got {bandwidth!r}")
+        if not isinstance(self.latency_s, (int, float)) or self.latency_s < 0:
+            raise ValueError(f"device {self.name}: latency_s must be >= 0, got {self.latency_s!r}")
         if not isinstance(self.memory_bytes, int) or self.memory_bytes <= 0:
             raise ValueError(f"device {self.name}: memory_bytes must be a positive integer, got {self.memory_bytes!r}")
         if not isinstance(self.count, int) or self.count < 1:
@@ -232,7 +250,29 @@ class BundleOptions:
 
 
 class CompiledFunction(abc.ABC):
-    """An executable produced by ``Backend.compile`` for one function."""
+    """An executable produced by ``Backend.compile`` for one function.
+
+    ``execute`` is the one member a backend must write. The optional features are declared here with
+    their defaults (SDK API 2.1); an executable overrides those it has (as class or instance
+    attributes, or methods), and the core reads them directly, never probing:
+
+    - ``memory``: the memory plan's figures (``glow_core.lir.memory.MemoryReport``) the runtime
+      accounts when it loads the executable (None: the runtime uses its graph estimate); an
+      executable built for SDK API 2.0 may define it as a method returning the report;
+    - ``lir``: the low-level IR the executable runs (``glow dump --lir``), None when it runs none;
+    - ``threads``: the threads it runs on (None: one, or not known);
+    - ``compile_timings``: compile phase -> seconds (``glow bench``), None when not measured;
+    - ``close()``: release what it holds (threads, device memory); the default does nothing;
+    - ``profile_run()``: an instrumented run (``glow bench --profile``); the default raises
+      ``UnsupportedError``, and ``profiles`` says whether it is implemented.
+    """
+
+    memory: MemoryReport | Callable[[], MemoryReport | None] | None = None
+    lir: LIRFunction | None = None
+    threads: int | None = None
+    compile_timings: Mapping[str, Any] | None = None
+    #: whether :meth:`profile_run` is implemented
+    profiles: bool = False
 
     def __init__(self, function: Function) -> None:
         self.input_types: dict[str, TensorType] = {p.name: p.type for p in function.inputs}
@@ -241,6 +281,19 @@ class CompiledFunction(abc.ABC):
     @abc.abstractmethod
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once. ``feeds`` were already checked against ``input_types``."""
+
+    def memory_plan(self) -> MemoryReport | None:
+        """The ``memory`` member as a report (called when it is a method, as SDK API 2.0 executables wrote it)."""
+        report = self.memory() if callable(self.memory) else self.memory
+        return report if isinstance(report, MemoryReport) else None
+
+    def close(self) -> None:
+        """Release what the executable holds; it is not run again afterwards. Default: nothing to release."""
+
+    def profile_run(self) -> Any:
+        """One instrumented run's per-kernel times (``glow bench --profile``). Default: not implemented."""
+        raise UnsupportedError(f"{type(self).__name__} cannot profile runs",
+                               hint="compile with a backend that profiles (cpu, options={'profile': True})")
 
 
 #: the attributes of a kind that fuses an activation (FusedConv, FusedMatMul: ``glow_core.ir.defs.fused``)
@@ -252,6 +305,43 @@ def _fused_activation(node: Node) -> str:
     if not _ACTIVATION_ATTRS <= {a.name for a in node.kind.attrs}:
         return "none"
     return str(node.attrs.get("activation", "none"))
+
+
+#: compile / save_bundle methods already wrapped by :func:`_checking_options`
+_CHECKED: set[Callable[..., Any]] = set()
+
+
+def _checking_options(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method(self, function, options, ...)`` that first checks ``options.extra`` (Backend.check_options)."""
+    @functools.wraps(method)
+    def checked(self: Backend, function: Function, options: CompileOptions, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(options, CompileOptions):
+            self.check_options(options.extra)
+        return method(self, function, options, *args, **kwargs)
+    return checked
+
+
+def connected_groups(function: Function, nodes: Sequence[Node]) -> list[list[Node]]:
+    """``nodes`` in groups connected through the values they pass each other (function order kept)."""
+    member = {id(n) for n in nodes}
+    parent = {id(n): id(n) for n in nodes}
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for n in nodes:
+        for v in n.inputs:
+            src = v.producer if v is not None else None
+            if src is not None and id(src) in member:
+                parent[root(id(n))] = root(id(src))
+    groups: dict[int, list[Node]] = {}
+    for n in function.nodes:
+        if id(n) in member:
+            groups.setdefault(root(id(n)), []).append(n)
+    return list(groups.values())
 
 
 class Backend(abc.ABC):
@@ -284,6 +374,48 @@ class Backend(abc.ABC):
     #: no fused node with another one (a backend that adds ``"hardswish"`` here implements it as
     #: ``y * max(min((y + 3) / 6, 1), 0)`` in float32, as the reference kernel does)
     fused_activations: frozenset[str] = frozenset({"none", "relu", "clip"})
+    #: what :meth:`claim` receives (SDK API 2.1): ``"lowered"``, the function prepared for the device list
+    #: (lowered, optimized), or ``"high-level"``, the imported function before lowering (nodes carry their
+    #: ONNX origin; every prepared node of a claimed origin that this backend supports is taken)
+    claim_level: str = "lowered"
+    #: the fewest nodes a partition on this backend may have (SDK API 2.1): the partitioner never offloads
+    #: a smaller one, its nodes go to the next device of the list that runs them
+    min_partition_nodes: int = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's ``compile`` / ``save_bundle`` see options already checked against :meth:`options`."""
+        super().__init_subclass__(**kwargs)
+        for name in ("compile", "save_bundle"):
+            method = cls.__dict__.get(name)
+            if callable(method) and method not in _CHECKED:
+                wrapped = _checking_options(method)
+                _CHECKED.add(wrapped)
+                setattr(cls, name, wrapped)
+
+    def options(self) -> Sequence[BackendOption]:
+        """The backend's own options (``CompileOptions.extra`` keys), besides the core's
+        (``glow_sdk.options.CORE_OPTIONS``). Default: none. A key neither declares is refused."""
+        return ()
+
+    def checks_options(self) -> bool:
+        """Whether ``extra`` keys are checked: the backend declares a schema, or is built for SDK API 2.1+."""
+        version = ApiVersion.parse(self.sdk_api_version)
+        return type(self).options is not Backend.options or (version is not None and version >= ApiVersion(2, 1))
+
+    def check_options(self, extra: Mapping[str, Any]) -> None:
+        """Refuse option keys neither the core nor :meth:`options` declares, and values of the wrong type."""
+        if extra and self.checks_options():
+            check_options(self.name, extra, self.options())
+
+    def claim(self, function: Function) -> Sequence[Sequence[Node]]:
+        """The node groups of ``function`` this backend takes (SDK API 2.1; :attr:`claim_level` says which
+        function it receives). Default: the connected groups of the nodes :meth:`supports` accepts.
+
+        A node no earlier backend of the device list claims goes to the first one claiming it; a group
+        is a unit the backend wants whole (a pattern it fuses). Claim only nodes :meth:`supports`
+        accepts: they reach :meth:`compile`.
+        """
+        return connected_groups(function, [n for n in function.nodes if self.supports(n)])
 
     def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
         """Node kinds this backend executes, each with the element kinds it accepts.
@@ -347,6 +479,13 @@ class Backend(abc.ABC):
     def transform_post_lowering(self, function: Function) -> bool:
         """Backend-specific graph rewrites (fusion) after lowering; return whether anything changed."""
         return False
+
+    def estimate_cost(self, node: Node) -> float | None:
+        """The estimated seconds one run of ``node`` takes on this device (SDK API 2.1), or None (the default:
+        no estimate; the partitioner then uses a rough figure from the node's sizes). With estimates and the
+        device's transfer figures (:class:`DeviceInfo`), a partition whose tensors cost more to move than
+        running it on the next device of the list is not offloaded."""
+        return None
 
     def create_device(self) -> DeviceInfo:
         """The device this backend drives, with its memory capacity (default: 8 GiB, one device)."""

@@ -8,6 +8,13 @@ A backend distribution declares an entry point in the group ``glow.backends``::
 The module named there implements the hooks below, each marked with
 ``@glow_sdk.hookimpl``. The shipped ``interpreter`` and ``cpu`` backends
 register through exactly this path.
+
+Everything else a backend provides is a method of :class:`~glow_sdk.backend.Backend` with a default:
+the required ``compile`` and ``supported_kinds`` / ``capabilities``, and the optional hooks, each
+listed with the SDK API version it arrived in by :data:`glow_sdk.version.HISTORY` (among them, in
+2.1: ``claim`` -- the node groups a backend takes from a graph, by default what its capabilities
+accept --, ``options``, ``estimate_cost`` and ``min_partition_nodes``). docs/hooks-reference.md
+documents them all.
 """
 
 from __future__ import annotations

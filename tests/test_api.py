@@ -58,8 +58,10 @@ def test_compile_with_input_shapes_for_symbolic_dims() -> None:
     net = glow_core.compile(add_relu_model(batch="N"), "interpreter", input_shapes={"y": [3, 10]}, threads=2)
     y = np.ones((3, 10), np.float32)
     np.testing.assert_array_equal(net.run({"x": X, "y": y})["out"], np.maximum(X + y, 0))
+    dynamic = glow_core.compile(add_relu_model(batch="N"), "interpreter")  # compiles per shape fed (dynamic-shapes.md)
+    np.testing.assert_array_equal(dynamic.run({"x": X, "y": y})["out"], np.maximum(X + y, 0))
     with pytest.raises(ImportShapeError, match="y"):
-        glow_core.compile(add_relu_model(batch="N"), "interpreter")
+        glow_core.compile(add_relu_model(batch="N"), "interpreter", quantize="no-such-profile.json")
 
 
 def test_run_repeatedly_gives_the_same_answer(net: CompiledNetwork) -> None:

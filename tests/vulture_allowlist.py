@@ -57,3 +57,7 @@ _.get_session_options  # unused method (glow_core/session/session.py)
 _.io_binding  # unused method (glow_core/session/session.py)
 _.run_with_iobinding  # unused method (glow_core/session/session.py)
 _.run_async  # unused method (glow_core/session/session.py)
+
+# -- dynamic shapes (docs/dynamic-shapes.md, tests/dynamic/): public API called by user code
+_.set_cache_limits  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork's LRU bounds
+_.add_free_dimension_override_by_name  # unused method (glow_core/session/session.py): onnxruntime's SessionOptions

@@ -23,13 +23,14 @@ from onnx import numpy_helper
 from glow_core import budget
 from glow_core.pipeline import CompiledNetwork, CompileStats, compile_function
 from glow_core.controlflow.cache import BindingCache
+from glow_core.pipeline.specialize import Specializations
 from glow_core.controlflow.hostops import CHECKS, HOST_OPS, WARMERS
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
 from glow_core.errors import GlowError, ModelError, UnsupportedError
 from glow_core.importer import OptShape, SeqShape, Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
-from glow_sdk.backend import Backend
+from glow_sdk.backend import Backend, CompiledFunction
 
 #: compiled stages kept per program (input signatures; loop bodies whose shapes change every iteration
 #: recompile once per shape)
@@ -104,7 +105,7 @@ class Program:
         self.target = target
         self.name = name
         #: the stages compiled, per input signature (and value of the inputs that decide shapes)
-        self.compiled: BindingCache[Stage] = BindingCache(CACHE_SIZE)
+        self.compiled: Specializations[Stage] = BindingCache(CACHE_SIZE)
         inputs = set(self.piece_inputs)
         #: a program whose outputs are all among its inputs runs nothing
         self.passthrough = not template.graph.node and all(n in inputs for n in self.output_names)
@@ -339,15 +340,20 @@ class Stage:
             env[name] = from_flat(name, how, env, tp)
 
 
-class StagedExecutable:
-    """The executable of a :class:`CompiledNetwork` whose model runs control flow on the host."""
+class StagedExecutable(CompiledFunction):
+    """The executable of a :class:`CompiledNetwork` whose model runs control flow on the host (the declared
+    members of ``CompiledFunction`` keep their defaults: no one memory plan, LIR or profile of its own)."""
 
     def __init__(self, stage: Stage) -> None:
+        super().__init__(stage.fn)
         self.stage = stage
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The outputs; a sequence as a list of arrays, an empty optional as None."""
         return {n: to_user(v) for n, v in self.stage.run(feeds).items()}
+
+    def close(self) -> None:
+        """Nothing to release here (``CompiledFunction.close``): the segments' executables are plain ones."""
 
 
 def compile_staged(proto: onnx.ModelProto, target: CompileTarget, shapes: Mapping[str, Sequence[int]] | None,

@@ -23,7 +23,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import numpy_helper
 
 from glow_core import budget
 from glow_core.errors import (
@@ -39,8 +38,7 @@ from glow_core.errors import (
     UnsupportedError,
     UnsupportedOpsError,
 )
-from glow_core.importer.precheck import (check_axes, check_declared, check_flags, check_strings, check_symbols,
-                                         inference_departure)
+from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, inference_departure
 from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
 from glow_core.importer.external import load_external_data
 from glow_core.importer.liveness import Liveness
@@ -49,6 +47,8 @@ from glow_core.importer.schema_types import check_node_types, check_result_types
 from glow_core.importer.structured import (OptShape, OptValue, RaggedValue, SeqShape, SeqValue, describe, flat_outputs,
                                            structured_input, type_proto_of)
 from glow_core.importer.subgraphs import all_nodes, node_uses
+from glow_core.importer.symbols import ModelSymbols, dims_of
+from glow_core.importer.weights import LEAN_MIN_ELEMENTS, read_initializer
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value, infer_types
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import TensorType
@@ -60,9 +60,9 @@ INFERENCE_UNRELIABLE = frozenset({"MaxPool", "AveragePool", "LpPool"})
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-#: initializers with more elements than this are left out of the copy the checker and shape
-#: inference see (they stay declared, as graph inputs): serializing the weights dominated cached compiles
-LEAN_MIN_ELEMENTS = 4096
+#: (LEAN_MIN_ELEMENTS, from importer/weights.py) initializers with more elements are left out of the copy the
+#: checker and shape inference see (they stay declared, as graph inputs): serializing the weights dominated
+#: cached compiles
 
 
 def lean_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -181,10 +181,15 @@ class OnnxImporter:
         name: str = "main",
         split: bool = False,
         checked: bool = False,
+        weights: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.proto = proto
+        #: initializers already read (shared arrays, importer/weights.py), used instead of the model's bytes
+        self.weights = dict(weights or {})
         self.input_shapes = {k: v if isinstance(v, (SeqShape, OptShape)) else tuple(int(d) for d in v)
                              for k, v in (input_shapes or {}).items()}
+        #: symbol -> size or bound (``dims=``, ``--dim``), applied to every input that names the symbol
+        self.dims = dims_of(input_shapes)
         self.bind = dict(bind or {})
         self.fn = Function(name)
         self.values: dict[str, Value] = {}
@@ -456,7 +461,7 @@ class OnnxImporter:
         elem = onnx_elem(t.data_type, f"initializer '{t.name}'")
         self.tally.add(t.dims, elem.itemsize, f"initializer '{t.name}'", "initializer")
         try:
-            arr = numpy_helper.to_array(t)
+            arr = self.weights[t.name] if t.name in self.weights else read_initializer(t)
         except MemoryError:
             raise budget.BudgetError(f"initializer '{t.name}': out of memory reading it") from None
         except Exception as e:  # noqa: BLE001
@@ -475,7 +480,7 @@ class OnnxImporter:
                     "model; "
                     f"its inputs are: {', '.join(sorted(names)) or '(none)'}"
                 )
-        given: dict[str, tuple[int, ...]] = {}
+        symbols = ModelSymbols(self.proto, self.dims)
         for vi in real_inputs:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type"):
@@ -484,33 +489,39 @@ class OnnxImporter:
             elem = onnx_elem(tt.elem_type, f"input '{vi.name}'")
             if vi.name in self.input_shapes:
                 shape = self.input_shapes[vi.name]
-                if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
-                    raise ImportShapeError(
-                        f"input '{vi.name}' has rank {len(tt.shape.dim)} but the shape given for it (--input-shape, "
-                        f"input_shapes=) is {list(shape)}"
-                    )
-                for d, want in zip(tt.shape.dim if tt.HasField("shape") else [], shape):
-                    if _fixed(d) and d.dim_value != want:
-                        raise ImportShapeError(
-                            f"input '{vi.name}' has fixed dimension {d.dim_value} where the shape given for it "
-                            f"(--input-shape, input_shapes=) has {want}"
-                        )
+                self._check_given(vi, shape)
             elif vi.name in self.bind:
                 shape = tuple(self.bind[vi.name].shape)
-            elif not tt.HasField("shape") or not all(_fixed(d) for d in tt.shape.dim):
-                dims = [d.dim_value if _fixed(d) else (d.dim_param or "?") for d in tt.shape.dim] if tt.HasField("shape") else "unknown rank"
-                unknown.append(f"{vi.name} {dims}")
-                continue
             else:
-                shape = tuple(d.dim_value for d in tt.shape.dim)
-            given[vi.name] = tuple(shape)
+                resolved = symbols.inputs[vi.name].resolve(self.dims)
+                if resolved is None:
+                    unknown.append(f"{vi.name} {symbols.inputs[vi.name].describe()}")
+                    continue
+                shape = resolved
+            symbols.check(vi.name, tuple(shape))  # sizes dims fix, bounds (glow_core/importer/symbols.py)
             self.values[vi.name] = self.tensor_input(vi.name, elem, tuple(shape))
-        check_symbols(real_inputs, given)
         if unknown:
             raise ImportShapeError(
                 "input(s) with symbolic or unknown dimensions: " + "; ".join(unknown),
-                hint="fix them with --input-shape NAME=d1,d2,... (input_shapes={NAME: (...)} in Python)",
+                hint="fix them with --input-shape NAME=d1,d2,... or --dim SYMBOL=N (input_shapes={NAME: (...)} or "
+                     "dims={SYMBOL: N} in Python); glow_core.compile(model) compiles per shape fed instead",
             )
+
+    @staticmethod
+    def _check_given(vi: onnx.ValueInfoProto, shape: tuple[int, ...]) -> None:
+        """The shape given for an input (--input-shape, input_shapes=) against its declared rank and fixed dims."""
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
+            raise ImportShapeError(
+                f"input '{vi.name}' has rank {len(tt.shape.dim)} but the shape given for it (--input-shape, "
+                f"input_shapes=) is {list(shape)}"
+            )
+        for d, want in zip(tt.shape.dim if tt.HasField("shape") else [], shape):
+            if _fixed(d) and d.dim_value != want:
+                raise ImportShapeError(
+                    f"input '{vi.name}' has fixed dimension {d.dim_value} where the shape given for it "
+                    f"(--input-shape, input_shapes=) has {want}"
+                )
 
     def tensor_input(self, name: str, elem: Any, shape: tuple[int, ...]) -> Value:
         """A model input (or a flattened element of one): a placeholder, or a constant when bound."""
@@ -578,10 +589,11 @@ def import_model(
     model: str | os.PathLike[str] | onnx.ModelProto,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     bind: Mapping[str, np.ndarray] | None = None,
+    weights: Mapping[str, np.ndarray] | None = None,
 ) -> Function:
-    """Import an ONNX model into a verified graph function."""
+    """Import an ONNX model into a verified graph function (``weights``: initializers already read, by name)."""
     proto, _ = load_model(model)
-    return OnnxImporter(proto, input_shapes, bind).run()
+    return OnnxImporter(proto, input_shapes, bind, weights=weights).run()
 
 
 def import_split(

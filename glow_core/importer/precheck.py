@@ -175,26 +175,6 @@ def check_declared(vi: onnx.ValueInfoProto, computed: TensorType) -> None:
                       f"{list(shape)}; glow uses the computed shape (as onnxruntime does)", GlowWarning, stacklevel=4)
 
 
-def check_symbols(inputs: list[onnx.ValueInfoProto], shapes: dict[str, tuple[int, ...]]) -> None:
-    """A symbolic dimension (``dim_param``) named by several inputs must get one value in all of them."""
-    seen: dict[str, tuple[int, str]] = {}
-    for vi in inputs:
-        shape = shapes.get(vi.name)
-        tt = vi.type.tensor_type
-        if shape is None or not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-            continue
-        for axis, (d, value) in enumerate(zip(tt.shape.dim, shape)):
-            if not d.dim_param:
-                continue
-            first = seen.setdefault(d.dim_param, (value, vi.name))
-            if first[0] != value:
-                raise ImportShapeError(
-                    f"symbolic dimension '{d.dim_param}' is {first[0]} in input '{first[1]}' but {value} in input "
-                    f"'{vi.name}' (axis {axis}): the model says they are the same size",
-                    hint=f"give every input that uses '{d.dim_param}' the same size there",
-                )
-
-
 def _ints_attr(node: onnx.NodeProto, name: str) -> list[int] | None:
     a = next((a for a in node.attribute if a.name == name), None)
     return None if a is None else _ints(a)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from glow_core.ir.graph import Function, NodeOutput, Value
+from glow_core.ir.types import TensorType
 
 
 def _fmt_attr(v: Any) -> str:
@@ -31,15 +33,29 @@ def _ref(v: Value | None) -> str:
     return "-" if v is None else f"%{v.name}"
 
 
-def format_function(fn: Function) -> str:
-    ins = ", ".join(f"%{p.name}: {p.type}" for p in fn.inputs)
-    outs = ", ".join(f"{n}: {v.type}" for n, v in fn.outputs)
+def format_type(t: TensorType, dim_names: Mapping[int, str] | None = None) -> str:
+    """``str(t)``, with every dimension found in ``dim_names`` printed as its symbol (``float32[batch,768]``)."""
+    if not dim_names:
+        return str(t)
+    text = str(t)
+    head = text[:text.index("[")]
+    return head + "[" + ",".join(dim_names.get(d, str(d)) for d in t.shape) + "]"
+
+
+def format_function(fn: Function, dim_names: Mapping[int, str] | None = None) -> str:
+    """The function as text; ``dim_names`` (size -> symbol) prints the sizes of a function imported at probe
+    sizes as the symbols they stand for (``glow dump`` of a model with symbolic dims)."""
+    def ty(t: TensorType) -> str:
+        return format_type(t, dim_names)
+
+    ins = ", ".join(f"%{p.name}: {ty(p.type)}" for p in fn.inputs)
+    outs = ", ".join(f"{n}: {ty(v.type)}" for n, v in fn.outputs)
     lines = [f"function {fn.name}({ins}) -> ({outs}) {{"]
     for c in fn.constants:
-        lines.append(f"  const %{c.name}: {c.type}")
+        lines.append(f"  const %{c.name}: {ty(c.type)}")
     for node in fn.nodes:
         res = ", ".join(f"%{o.name}" for o in node.outputs)
-        types = ", ".join(str(o.type) for o in node.outputs)
+        types = ", ".join(ty(o.type) for o in node.outputs)
         args = ", ".join(_ref(v) for v in node.inputs)
         origin = f"  # {node.origin}" if node.origin and node.origin != node.name else ""
         lines.append(f"  {res} = {node.kind.name}({args}){format_attrs(dict(node.attrs))} : {types}{origin}")

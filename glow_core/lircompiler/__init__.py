@@ -20,6 +20,7 @@ from glow_core.lir.memory import MemoryReport
 from glow_core.lircompiler.irgen import generate_lir
 from glow_core.lircompiler.passes import DEFAULT_PIPELINE, LIRPassContext, LIRPassManager, Step, all_lir_passes
 from glow_core.lircompiler.plan_memory import HEURISTICS, plan_memory
+from glow_sdk.backend import CompiledFunction
 
 
 def optimize_lir(lir: LIRFunction, *, debug: bool = False, pipeline: Sequence[Step] | None = None,
@@ -49,7 +50,7 @@ def lir_of(target: Any, *, debug: bool = False) -> LIRFunction:
     For ``glow dump --lir`` / ``glow compile --stats``: ``lir_of(glow_core.compile(model, backend))``.
     """
     exe = getattr(target, "executable", None)
-    lir = getattr(exe, "lir", None)
+    lir = exe.lir if isinstance(exe, CompiledFunction) else None
     if isinstance(lir, LIRFunction):
         return lir
     function = getattr(target, "function", target)

@@ -12,6 +12,7 @@ import onnx
 from glow_core import zoo
 from glow_core.errors import ImportShapeError, InputError, ModelError
 from glow_core.importer.structured import OptShape, SeqShape
+from glow_core.importer.symbols import InputShapes, check_dims, dims_of
 
 
 def check_model_arg(model: Any) -> str | os.PathLike[str] | onnx.ModelProto:
@@ -34,10 +35,13 @@ def check_model_arg(model: Any) -> str | os.PathLike[str] | onnx.ModelProto:
     )
 
 
-def check_input_shapes(input_shapes: Any) -> dict[str, Any] | None:
-    """``{name: shape}`` with every shape a tuple of non-negative ints (or a sequence / optional shape)."""
+def check_input_shapes(input_shapes: Any, dims: Any = None) -> InputShapes | None:
+    """``{name: shape}`` with every shape a tuple of non-negative ints (or a sequence / optional shape), carrying
+    the checked ``dims`` (symbol -> size or bound; those ``input_shapes`` already carries, then ``dims``):
+    :class:`~glow_core.importer.symbols.InputShapes`. None when neither gives anything."""
+    merged = {**dims_of(input_shapes), **check_dims(dims)}
     if input_shapes is None:
-        return None
+        return InputShapes({}, merged) if merged else None
     if not isinstance(input_shapes, Mapping):
         raise ImportShapeError(
             f"input_shapes must be a dict of input name -> shape, got {type(input_shapes).__name__}"
@@ -50,15 +54,15 @@ def check_input_shapes(input_shapes: Any) -> dict[str, Any] | None:
         if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         try:
-            dims = tuple(int(d) for d in shape)
+            sizes = tuple(int(d) for d in shape)
             if any(isinstance(d, float) and not float(d).is_integer() for d in shape):
                 raise ValueError
         except (TypeError, ValueError):
             raise ImportShapeError(f"input_shapes['{name}'] = {shape!r} is not a sequence of integers") from None
-        if any(d < 0 for d in dims):
-            raise ImportShapeError(f"input_shapes['{name}'] = {list(dims)} has a negative dimension")
-        out[str(name)] = dims
-    return out
+        if any(d < 0 for d in sizes):
+            raise ImportShapeError(f"input_shapes['{name}'] = {list(sizes)} has a negative dimension")
+        out[str(name)] = sizes
+    return InputShapes(out, merged)
 
 
 def check_threads(threads: Any, *, optional: bool = True) -> None:

@@ -99,6 +99,11 @@ def check_support(function: Function, backend: Backend) -> None:
         )
 
 
+def _backend_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` without the keys only the core reads (the graph optimization level): what the backend gets."""
+    return {k: v for k, v in (options or {}).items() if k != OPTIMIZATION_LEVEL}
+
+
 def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = None, *, threads: int | None = None,
                      debug: bool = False, options: Mapping[str, Any] | None = None) -> CompiledNetwork:
     """Check a prepared function against the budget and the backend, and compile it (guarded)."""
@@ -108,9 +113,9 @@ def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = Non
     check_support(fn, be)
     t = time.perf_counter()
     with guard_backend(be.name, "to compile the model"), progress.stage(f"{be.name} codegen"):
-        exe = be.compile(fn, compile_options(threads=threads, debug=debug, extra=options))
+        exe = be.compile(fn, compile_options(threads=threads, debug=debug, extra=_backend_options(options)))
     stats.backend_compile_s = time.perf_counter() - t
-    timings = getattr(exe, "compile_timings", None)
+    timings = exe.compile_timings
     if isinstance(timings, dict):
         stats.backend_s = dict(timings)
     return CompiledNetwork(fn, exe, be, stats)

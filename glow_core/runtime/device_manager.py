@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from glow_core.errors import GlowError
-from glow_core.lir.memory import MemoryReport
 from glow_core.runtime.devices import DeviceConfig, format_bytes
 from glow_core.runtime.errors import DeviceExecutionError, DeviceMemoryError
 from glow_core.runtime.graphcut import MemoryEstimate
@@ -28,10 +27,8 @@ Done = Callable[[dict[str, np.ndarray] | None, BaseException | None], None]
 
 def compiled_memory(executable: CompiledFunction, estimate: MemoryEstimate) -> MemoryEstimate:
     """The memory a compiled partition needs: its memory plan's figures when it has one, else ``estimate``."""
-    report: Any = getattr(executable, "memory", None)
-    if callable(report):
-        report = report()
-    if isinstance(report, MemoryReport):
+    report = executable.memory_plan()
+    if report is not None:
         return MemoryEstimate(report.constant_bytes or estimate.constant_bytes, report.arena_bytes,
                               report.io_bytes or estimate.io_bytes)
     return estimate

@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from glow_core.ir.graph import Constant, Function, Node, Value
+from glow_core.ir.kinds import Category
 from glow_core.ir.types import ElemKind
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 
@@ -142,11 +143,30 @@ def segment_memory(function: Function, nodes: Sequence[Node]) -> MemoryEstimate:
     return MemoryEstimate(sum(consts.values()), peak, io)
 
 
-def node_cost(node: Node) -> int:
-    """A rough cost of one node: elements read and written, times the reduction size for Conv/MatMul kinds."""
-    elems = sum(v.type.size for v in node.inputs if v is not None) + sum(o.type.size for o in node.outputs)
+def _conv_reduction(node: Node) -> int:
+    """Multiply-adds per output element of a convolution: the filter's size per output channel."""
     w = node.inputs[1] if len(node.inputs) > 1 else None
-    if "Conv" in node.kind.name or "MatMul" in node.kind.name or "Gemm" in node.kind.name:
-        if w is not None and w.type.rank >= 2:
-            return elems + node.outputs[0].type.size * max(1, w.type.size // max(1, w.type.shape[0]))
-    return elems
+    return max(1, w.type.size // max(1, w.type.shape[0])) if w is not None and w.type.rank >= 2 else 1
+
+
+def _contraction(node: Node) -> int:
+    """Multiply-adds per output element of a matrix product: the first operand's last dimension."""
+    a = node.inputs[0] if node.inputs else None
+    return max(1, a.type.shape[-1]) if a is not None and a.type.rank >= 1 else 1
+
+
+#: category of the node-kind table -> multiply-adds per output element (kinds in none of them: 0)
+REDUCTION_SIZE: dict[Category, Callable[[Node], int]] = {
+    Category.CONVOLUTION: _conv_reduction,
+    Category.LINEAR_ALGEBRA: _contraction,
+}
+
+
+def node_cost(node: Node) -> int:
+    """A rough cost of one node: elements read and written, plus the multiply-adds of convolutions and
+    matrix products (by the categories of the node-kind table, :data:`REDUCTION_SIZE`)."""
+    elems = sum(v.type.size for v in node.inputs if v is not None) + sum(o.type.size for o in node.outputs)
+    rule = next((f for c, f in REDUCTION_SIZE.items() if node.kind.is_(c)), None)
+    if rule is None or not node.outputs:
+        return elems
+    return elems + node.outputs[0].type.size * rule(node)

@@ -37,6 +37,7 @@ from glow_core.errors import InputError
 from glow_core.ir.graph import Function
 from glow_core.pipeline import CompiledNetwork, CompileStats, import_function, prepare_function
 from glow_core.plugin_host import get_backend
+from glow_core.runtime.assign import Claims, collect_claims, high_level_origins, lower_unclaimed
 from glow_core.runtime.cluster import Cluster, RayDeviceManager
 from glow_core.runtime.device_manager import DeviceManager
 from glow_core.runtime.devices import DeviceConfig, as_device_list, backend_order
@@ -45,6 +46,7 @@ from glow_core.runtime.executor import Executor, Request
 from glow_core.runtime.graphcut import UnionBackend
 from glow_core.runtime.partitioner import PartitionPlan, partition, partition_user
 from glow_core.runtime.provisioner import ProvisionedPartition, provision
+from glow_core.runtime.refusal import PartitionCompiler, check_device_options, settle
 
 #: latencies kept for the percentiles
 LATENCY_WINDOW = 10000
@@ -97,29 +99,54 @@ class Stats:
     latency_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p99, max
 
 
-def prepare_network(model: Any, devices: Sequence[DeviceConfig],
+def prepare_claimed(model: Any, devices: Sequence[DeviceConfig],
                     input_shapes: Mapping[str, Sequence[int]] | None = None,
-                    bind: Mapping[str, np.ndarray] | None = None, stats: CompileStats | None = None) -> Function:
-    """Import, optimize and lower ``model`` for the devices' backends; the times go into ``stats``."""
+                    bind: Mapping[str, np.ndarray] | None = None,
+                    stats: CompileStats | None = None) -> tuple[Function, Claims]:
+    """Import, optimize and lower ``model`` for the devices' backends (the times go into ``stats``), and
+    the backends' claims on the prepared function (high-level claims are made before lowering)."""
     backends = [get_backend(n) for n in backend_order(list(devices))]
     t0 = time.perf_counter()
     fn = import_function(model, input_shapes, bind)
+    origins = high_level_origins(fn, backends)
     t1 = time.perf_counter()
     fn = prepare_function(fn, UnionBackend(backends))
     if stats is not None:
         stats.import_s, stats.optimize_s = t1 - t0, time.perf_counter() - t1
-    return fn
+    claims = collect_claims(fn, backends, origins)
+    lower_unclaimed(fn, backends, claims)
+    return fn, claims
 
 
 def plan_network(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapping[str, Sequence[int]] | None = None,
                  *, assignment: Mapping[str, str] | None = None, bind: Mapping[str, np.ndarray] | None = None,
-                 stats: CompileStats | None = None) -> PartitionPlan:
-    """Import, optimize and lower ``model`` for the devices' backends, and partition it."""
-    fn = prepare_network(model, devices, input_shapes, bind, stats)
+                 stats: CompileStats | None = None, compiler: PartitionCompiler | None = None) -> PartitionPlan:
+    """Import, optimize and lower ``model`` for the devices' backends, and partition it.
+
+    With ``compiler``, partitions are compiled as they are planned and those a backend refuses go to the
+    next device (:func:`glow_core.runtime.refusal.settle`); the compiler keeps the executables.
+    """
+    fn, claims = prepare_claimed(model, devices, input_shapes, bind, stats)
     backends = [get_backend(n) for n in backend_order(list(devices))]
     if assignment is not None:
         return partition_user(fn, devices, backends, assignment)
-    return partition(fn, devices, backends)
+    if compiler is not None:
+        check_device_options(backends, compiler.options)
+        return settle(fn, devices, backends, claims, compiler)
+    return partition(fn, devices, backends, claims)
+
+
+def check_plan(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapping[str, Sequence[int]] | None = None,
+               *, compile_last: bool = False) -> PartitionPlan:
+    """The plan ``glow partition`` shows: partitions are compiled (and the executables dropped) so that
+    refusals show, except on the last backend of the list (the final fallback) unless ``compile_last``."""
+    order = backend_order(list(devices))
+    compiler = PartitionCompiler("partition", skip=frozenset() if compile_last else frozenset(order[-1:]),
+                                 prepared_for=order[0])
+    try:
+        return plan_network(model, devices, input_shapes, compiler=compiler)
+    finally:
+        compiler.release()
 
 
 def check_replicas(replicas: Any, devices: int) -> None:
@@ -135,11 +162,11 @@ def plan_replicas(model: Any, devices: Sequence[DeviceConfig], replicas: int,
                   ) -> list[PartitionPlan]:
     """One plan per replica: device ``i`` goes to replica ``i % replicas``; the model is prepared once."""
     check_replicas(replicas, len(devices))
-    fn = prepare_network(model, devices, input_shapes, bind, stats)
+    fn, claims = prepare_claimed(model, devices, input_shapes, bind, stats)
     plans = []
     for r in range(replicas):
         group = list(devices[r::replicas])
-        plans.append(partition(fn, group, [get_backend(n) for n in backend_order(group)]))
+        plans.append(partition(fn, group, [get_backend(n) for n in backend_order(group)], claims))
     return plans
 
 
@@ -206,15 +233,21 @@ class HostManager:
         if replicas != 1 and assignment is not None:
             raise InputError("an assignment places one copy of the network: it cannot be combined with replicas",
                              hint="drop replicas=, or the assignment")
-        if replicas == 1:
-            plans = [plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind, stats=stats)]
-        else:
-            plans = plan_replicas(model, self.devices, replicas, input_shapes, bind, stats)
+        compiler = PartitionCompiler(name, threads, options,
+                                     skip_devices=frozenset(d.id for d in self.devices if d.remote),
+                                     prepared_for=backend_order(self.devices)[0])
+        try:
+            plans = ([plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind, stats=stats,
+                                   compiler=compiler)] if replicas == 1
+                     else plan_replicas(model, self.devices, replicas, input_shapes, bind, stats))
+        except BaseException:
+            compiler.release()
+            raise
         t0 = time.perf_counter()
         copies: list[Replica] = []
         try:
             for plan in plans:
-                parts = provision(name, plan, self.managers, threads, options)
+                parts = provision(name, plan, self.managers, threads, options, compiler)
                 copies.append(Replica(plan, parts, Executor(plan.function, parts)))
         except BaseException:
             for r in copies:

@@ -2,10 +2,12 @@
 
 Three steps (docs/runtime.md):
 
-1. **By support** -- every node goes to the first backend of the device list that runs it; nodes
-   are ordered so that runs of one backend stay together (a topological order that prefers the
-   backend of the previous node), and each maximal run becomes a partition. Runs are intervals of a
-   topological order, so the partitions always form an acyclic graph.
+1. **By claims** -- every node goes to the first backend of the device list that claims it
+   (:mod:`glow_core.runtime.assign`: claims, epilogues following their producer, minimum partition
+   sizes, partitions a backend refused at compile time); nodes are ordered so that runs of one
+   backend stay together (a topological order that prefers the backend of the previous node), and
+   each maximal run becomes a partition. Runs are intervals of a topological order, so the
+   partitions always form an acyclic graph.
 2. **By memory** -- a partition whose estimated need exceeds a device of its backend is split along
    that order into the fewest pieces that fit, each cut placed near the point that balances the
    estimated cost, at the position that cuts the fewest bytes.
@@ -24,6 +26,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from glow_core.ir.graph import Function, Node, Value
+from glow_core.runtime.assign import (
+    Claims,
+    Exclusions,
+    Labels,
+    assign,
+    collect_claims,
+    fall_back,
+    follow_producers,
+    lower_unclaimed,
+    small_runs,
+)
+from glow_core.runtime.cost import CostModel, PlanEstimate, costly_runs, estimate_plan
 from glow_core.runtime.devices import DeviceConfig, backend_order, format_bytes
 from glow_core.runtime.errors import PartitionError
 from glow_core.runtime.graphcut import MemoryEstimate, boundary, node_cost, segment_memory
@@ -53,6 +67,17 @@ class Partition:
         return f"p{self.id}"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Nodes a backend did not take: it refused their partition at compile time, or the run was too small."""
+
+    backend: str
+    nodes: int
+    reason: str
+    #: the refused partition's name at the time (compile-time refusals), "" for a run below the minimum
+    partition: str = ""
+
+
 @dataclass
 class PartitionPlan:
     """The partitions of one function (topologically ordered) and the devices they were placed on."""
@@ -62,6 +87,11 @@ class PartitionPlan:
     devices: list[DeviceConfig]
     #: nodes that did not go to the first backend of the list: node -> the backend they fell back to
     fallback: list[tuple[Node, str]] = field(default_factory=list)
+    #: what backends did not take, and why (compile-time refusals, runs below a backend's minimum)
+    refusals: list[Refusal] = field(default_factory=list)
+    #: the estimated time per request (compute and transfers, one partition after the other); None when no
+    #: backend of the list estimates costs or declares a transfer bandwidth
+    estimate: PlanEstimate | None = None
 
     def cut_tensors(self) -> list[tuple[Value, int, list[int]]]:
         """(tensor, producing partition, consuming partitions) for every tensor passed between partitions."""
@@ -74,21 +104,26 @@ class PartitionPlan:
         return list(out.values())
 
 
-def assign_by_support(function: Function, backends: Sequence[Backend]) -> dict[int, str]:
-    """Node id -> the first backend that runs it. Raises PartitionError listing every node none runs."""
-    out: dict[int, str] = {}
-    orphans: list[Node] = []
-    for n in function.nodes:
-        name = next((b.name for b in backends if b.supports(n)), None)
-        if name is None:
-            orphans.append(n)
-        else:
-            out[id(n)] = name
-    if orphans:
-        listed = "; ".join(n.where() for n in orphans[:8]) + ("; ..." if len(orphans) > 8 else "")
-        raise PartitionError(f"no device runs {len(orphans)} node(s): {listed}",
-                             hint="add a device whose backend runs them (cpu runs every kind)")
-    return out
+def label_nodes(function: Function, backends: Sequence[Backend], claims: Claims, excluded: Exclusions,
+                refusals: list[Refusal]) -> Labels:
+    """Assign by claims, let epilogues follow their producer, then push to the next backend the runs below
+    their backend's minimum size and, for backends with costs, the runs cheaper there, moves included
+    (recorded in ``refusals``), until no run moves."""
+    model = CostModel.of(backends)
+    minimum = {b.name: b.min_partition_nodes for b in backends}
+    while True:
+        label = assign(function, backends, claims, excluded)
+        follow_producers(function, backends, label, claims, excluded)
+        found = runs(grouped_order(function, label), label)
+        todo = [(b, nodes, f"fewer than {minimum[b]} node(s) (min_partition_nodes)")
+                for b, nodes in small_runs(found, backends)]
+        moved = False
+        for b, nodes, reason in todo or costly_runs(model, function, found, label, backends, claims, excluded):
+            if fall_back(function, nodes, b, backends, claims, excluded):
+                refusals.append(Refusal(b, len(nodes), reason))
+                moved = True
+        if not moved:
+            return label
 
 
 def grouped_order(function: Function, label: Mapping[int, str]) -> list[Node]:
@@ -248,9 +283,21 @@ def place(parts: list[Partition], devices: Sequence[DeviceConfig]) -> None:
         free[best.id] -= p.memory.total
 
 
-def partition(function: Function, devices: Sequence[DeviceConfig], backends: Sequence[Backend]) -> PartitionPlan:
-    """Partition a prepared function by support, then by memory, and place the partitions (module docstring)."""
-    label = assign_by_support(function, backends)
+def partition(function: Function, devices: Sequence[DeviceConfig], backends: Sequence[Backend],
+              claims: Claims | None = None, excluded: Exclusions | None = None,
+              refusals: list[Refusal] | None = None) -> PartitionPlan:
+    """Partition a prepared function by claims, then by memory, and place the partitions (module docstring).
+
+    ``claims`` defaults to each backend's ``claim`` of ``function``; ``excluded`` holds the nodes backends
+    refused (compile-time refusals, recorded in ``refusals``); the plan keeps ``refusals`` with the runs
+    this call found too small appended.
+    """
+    if claims is None:
+        claims = collect_claims(function, backends)
+        lower_unclaimed(function, backends, claims)
+    excluded = excluded if excluded is not None else Exclusions()
+    told = refusals if refusals is not None else []
+    label = label_nodes(function, backends, claims, excluded, told)
     order = grouped_order(function, label)
     groups: list[tuple[str, list[Node]]] = []
     for backend, nodes in runs(order, label):
@@ -262,7 +309,9 @@ def partition(function: Function, devices: Sequence[DeviceConfig], backends: Seq
     place(parts, devices)
     first = backend_order(list(devices))[0]
     fallback = [(n, label[id(n)]) for n in order if label[id(n)] != first]
-    return PartitionPlan(function, parts, list(devices), fallback)
+    model = CostModel.of(backends)
+    estimate = estimate_plan(model, function, [(p.backend, p.nodes) for p in parts]) if model.informed() else None
+    return PartitionPlan(function, parts, list(devices), fallback, told, estimate)
 
 
 def partition_user(function: Function, devices: Sequence[DeviceConfig], backends: Sequence[Backend],

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from glow_core.pipeline import compile_options, guard_backend
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.device_manager import DeviceManager, compiled_memory
-from glow_core.runtime.graphcut import MemoryEstimate, extract
+from glow_core.runtime.graphcut import MemoryEstimate
 from glow_core.runtime.partitioner import Partition, PartitionPlan
+from glow_core.runtime.refusal import PartitionCompiler, options_for
 from glow_sdk.backend import CompiledFunction
 
 
@@ -35,14 +35,6 @@ class ProvisionedPartition:
     memory: MemoryEstimate
 
 
-def _compile(network: str, p: Partition, sub: Any, threads: int | None,
-             options: Mapping[str, Any] | None) -> CompiledFunction:
-    backend = get_backend(p.backend)
-    with guard_backend(p.backend, f"to compile partition {p.name} of {network}",
-                       activity=f"compiling partition {p.name} of {network}"):
-        return backend.compile(sub, compile_options(threads=threads, extra=options))
-
-
 def keeps_outputs_remote(plan: PartitionPlan, p: Partition, managers: Mapping[str, Any]) -> bool:
     """Whether every consumer of ``p``'s outputs is a partition on a remote device (none is a model output)."""
     model_outputs = {id(v) for _, v in plan.function.outputs}
@@ -53,23 +45,27 @@ def keeps_outputs_remote(plan: PartitionPlan, p: Partition, managers: Mapping[st
 
 
 def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
-              threads: int | None = None, options: Mapping[str, Any] | None = None) -> list[ProvisionedPartition]:
-    """Compile and load every partition of ``plan``; see the module docstring."""
+              threads: int | None = None, options: Mapping[str, Any] | None = None,
+              compiler: PartitionCompiler | None = None) -> list[ProvisionedPartition]:
+    """Compile and load every partition of ``plan``; see the module docstring. ``compiler`` holds the
+    partitions compiled while the plan was settled (:func:`glow_core.runtime.refusal.settle`)."""
+    compiler = compiler or PartitionCompiler(network, threads, options)
     slots: list[ProvisionedPartition | None] = [None] * len(plan.partitions)
     remote: list[tuple[int, Callable[[], MemoryEstimate], Any]] = []
     try:
         for i, p in enumerate(plan.partitions):
-            sub = extract(plan.function, p.nodes, f"{network}.{p.name}")
+            _, sub = compiler.extract(plan, p)
             manager = managers[p.device]
             key = f"{network}/{p.name}"
             names = ([v.name for v in sub.inputs], [n for n, _ in sub.outputs])
             start = getattr(manager, "start_load", None)
             if start is not None:  # a remote device: compiled in its actor
                 keep = keeps_outputs_remote(plan, p, managers)
-                remote.append((i, start(key, sub, p.memory, threads, options, keep), names))
+                remote.append((i, start(key, sub, p.memory, threads, options_for(get_backend(p.backend), options), keep),
+                               names))
                 slots[i] = ProvisionedPartition(p, key, manager, None, *names, p.memory)
                 continue
-            exe = _compile(network, p, sub, threads, options)
+            sub, exe = compiler.compile(plan, p)
             memory = compiled_memory(exe, p.memory)
             manager.load(key, exe, memory)
             slots[i] = ProvisionedPartition(p, key, manager, exe, *names, memory)
@@ -87,5 +83,7 @@ def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
         for item in slots:
             if item is not None:
                 item.device.unload(item.key)
+        compiler.release()
         raise
+    compiler.release([s.executable for s in slots if s is not None and s.executable is not None])
     return [s for s in slots if s is not None]

@@ -3,7 +3,33 @@
 from __future__ import annotations
 
 from glow_core.runtime.devices import format_bytes
-from glow_core.runtime.partitioner import PartitionPlan
+from glow_core.runtime.partitioner import PartitionPlan, Refusal
+
+
+def moved_bytes(plan: PartitionPlan) -> int:
+    """Bytes copied per request between the host and the devices: every partition's inputs in, outputs out."""
+    return sum(v.type.nbytes for p in plan.partitions for v in (*p.inputs, *p.outputs))
+
+
+def refusal_lines(plan: PartitionPlan) -> list[str]:
+    """What backends did not take, and why: compile-time refusals and runs below a minimum (or cheaper
+    elsewhere), one line per backend and reason with the counts."""
+    groups: dict[tuple[bool, str, str], list[Refusal]] = {}
+    for r in plan.refusals:
+        groups.setdefault((bool(r.partition), r.backend, r.reason), []).append(r)
+    lines = []
+    for (refused, backend, reason), items in groups.items():
+        nodes = sum(r.nodes for r in items)
+        if refused and len(items) == 1:
+            lines.append(f"refused: {backend} refused partition {items[0].partition} ({nodes} node(s)), sent to the "
+                         f"next device: {reason}")
+        elif refused:
+            lines.append(f"refused: {backend} refused {len(items)} partition(s) of {nodes} node(s) in all, sent to "
+                         f"the next device: {reason}")
+        else:
+            lines.append(f"not offloaded: {len(items)} run(s) of {nodes} node(s) on {backend}, {reason}; "
+                         "sent to the next device")
+    return lines
 
 
 def format_plan(plan: PartitionPlan, *, max_tensors: int = 8) -> str:
@@ -11,7 +37,8 @@ def format_plan(plan: PartitionPlan, *, max_tensors: int = 8) -> str:
     cut = plan.cut_tensors()
     lines = [f"{len(plan.partitions)} partition(s) of {len(plan.function.nodes)} node(s) on "
              f"{len(plan.devices)} device(s); {len(cut)} tensor(s) cut "
-             f"({format_bytes(sum(v.type.nbytes for v, _, _ in cut))} per request)"]
+             f"({format_bytes(sum(v.type.nbytes for v, _, _ in cut))} per request); "
+             f"{format_bytes(moved_bytes(plan))} moved between host and devices per request"]
     for d in plan.devices:
         used = sum(p.memory.total for p in plan.partitions if p.device == d.id)
         lines.append(f"  device {d.id:<14} {d.backend:<14} {format_bytes(used):>11} used of {format_bytes(d.memory_bytes)}")
@@ -37,6 +64,11 @@ def format_plan(plan: PartitionPlan, *, max_tensors: int = 8) -> str:
         first = plan.devices[0].backend
         lines.append(f"fallback: {len(plan.fallback)} node(s) not run by {first}: "
                      + ", ".join(f"{k} x{c} -> {b}" for (k, b), c in sorted(falls.items())))
+    lines.extend(refusal_lines(plan))
+    if plan.estimate is not None:
+        e = plan.estimate
+        lines.append(f"estimated time per request: {e.total_s * 1e3:.3f} ms ({e.compute_s * 1e3:.3f} ms compute, "
+                     f"{e.transfer_s * 1e3:.3f} ms transfers; one partition after the other)")
     return "\n".join(lines)
 
 

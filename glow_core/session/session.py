@@ -7,10 +7,16 @@ A script written for onnxruntime runs on glow with two changes, the import and t
 
 The session reads the model's inputs and outputs without compiling (``get_inputs()``); ``run`` compiles
 for the shapes of the feeds and the outputs asked for (the graph pruned to them), and keeps the compiled
-networks in a bounded LRU keyed by (outputs, input signature): a second batch size compiles once more,
-a repeated one reuses its network. Inputs whose values decide shapes are bound as compile-time constants
-(the ONNX backend interface's rule, ``glow_core.controlflow.cache.BindingCache``). Several providers
-partition the model over them through the runtime, each node on the first provider that runs it.
+networks in the bounded LRU of ``glow_core.compile``'s dynamic networks
+(``glow_core.pipeline.specialize.Specializations``, keyed by (outputs, input signature); bounded by
+``compiled_cache_size`` networks and ``compiled_cache_bytes``): a second batch size compiles once more, a
+repeated one reuses its network, and every one reads the same copy of the weights (the session keeps the
+model without its weights' bytes: ``glow_core.importer.weights``). Inputs whose values decide shapes are
+bound as compile-time constants (the ONNX backend interface's rule). Symbols may be fixed or bounded:
+``InferenceSession(..., dims={"sequence": (1, 512)})`` or onnxruntime's
+``SessionOptions.add_free_dimension_override_by_name("batch", 1)``; a feed out of bounds is an
+``InputError``. Several providers partition the model over them through the runtime, each node on the
+first provider that runs it.
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ from typing import Any
 import numpy as np
 import onnx
 
-from glow_core.controlflow.cache import BindingCache, signature_key
 from glow_core.driver import compile_model
 from glow_core.errors import InputError, UnknownBackendError
 from glow_core.importer import load_model
+from glow_core.importer.subgraphs import has_control_flow
+from glow_core.importer.symbols import ModelSymbols, check_dims
+from glow_core.importer.weights import split_weights
 from glow_core.importer.structured import flatten_feed, kind_of, rebuild
 from glow_core.pipeline import CompiledNetwork, check_model_arg
+from glow_core.pipeline.specialize import CacheLimits, Specializations, signature_key
 from glow_core.pipeline.stages import OPTIMIZATION_LEVEL
 from glow_core.plugin_host import default_backend, registry
 from glow_core.session.binding import IOBinding, OrtValue
@@ -70,6 +79,18 @@ class SessionOptions:
     memory_limit: int | str | None = None
     #: compiled networks kept (one per outputs asked for and input signature)
     compiled_cache_size: int = 16
+    #: bytes the kept networks may hold of their own (arenas, constant regions; shared weights count once);
+    #: None: no limit but the count
+    compiled_cache_bytes: int | None = None
+
+    def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
+        """onnxruntime's: fix the symbolic dimension ``dim_name`` to ``dim_value`` in every input (a session's
+        ``dims``, docs/dynamic-shapes.md)."""
+        self.__dict__.setdefault("_free_dims", {})[dim_name] = dim_value
+
+    def free_dimension_overrides(self) -> dict[str, int]:
+        """The symbols fixed with :meth:`add_free_dimension_override_by_name`."""
+        return dict(self.__dict__.get("_free_dims", {}))
 
     def compile_kwargs(self) -> dict[str, Any]:
         """``threads`` and ``options`` for ``glow_core.compile``."""
@@ -124,20 +145,29 @@ class InferenceSession:
     """A model ready to run on glow backends, with onnxruntime's interface (module doc).
 
     ``model`` is a path, ``"zoo:NAME"``, serialized bytes or an ``onnx.ModelProto``; ``providers`` are glow
-    backend names in priority order (None: the fastest installed); ``sess_options`` a :class:`SessionOptions`.
+    backend names in priority order (None: the fastest installed); ``sess_options`` a :class:`SessionOptions`;
+    ``dims`` symbol -> size or bound (``{"sequence": (1, 512)}``, docs/dynamic-shapes.md).
     """
 
     def __init__(self, model: Any, sess_options: SessionOptions | None = None, providers: Sequence[Any] | None = None,
-                 provider_options: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> None:
+                 provider_options: Sequence[Mapping[str, Any]] | None = None, *, dims: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
         self._options = sess_options if sess_options is not None else SessionOptions()
         self._providers, backend_options = resolve_providers(providers, provider_options)
         compile_kwargs = self._options.compile_kwargs()
         compile_kwargs["options"] = {**backend_options, **compile_kwargs["options"]}
         self._compile_kwargs = compile_kwargs
-        self._model = _load(model)
+        loaded = _load(model)
+        self._symbols = ModelSymbols(loaded, check_dims({**self._options.free_dimension_overrides(), **(dims or {})}))
+        # one copy of the weights, shared by every compile: the session keeps the model without their bytes
+        # (with several providers the runtime imports the model itself, and control flow splits it)
+        whole = len(self._providers) > 1 or has_control_flow(loaded.graph)
+        self._model, self._weights = (loaded, {}) if whole else split_weights(loaded)
+        del loaded
         self._all_outputs = [o.name for o in self._model.graph.output]
         size = self._options.compiled_cache_size
-        self._compiled: BindingCache[CompiledNetwork] = BindingCache(size)
+        self._compiled: Specializations[CompiledNetwork] = Specializations(
+            CacheLimits(size, self._options.compiled_cache_bytes))
         self._pruned: OrderedDict[tuple[str, ...], onnx.ModelProto] = OrderedDict()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -195,7 +225,7 @@ class InferenceSession:
         if pool is not None:
             pool.shutdown(wait=True)
         for net in self._compiled.entries():
-            close = getattr(net.executable, "close", None)
+            close = net.executable.close
             if close is not None:
                 close()
 
@@ -244,6 +274,7 @@ class InferenceSession:
                 continue
             arr = value if isinstance(value, np.ndarray) else _as_array(value, vi)
             check_feed(vi, arr)
+            self._symbols.check(vi.name, tuple(arr.shape), InputError)  # sizes dims fix, bounds
             signatures[vi.name], flat[vi.name] = tuple(arr.shape), arr
         return signatures, flat
 
@@ -267,7 +298,7 @@ class InferenceSession:
         several = len(self._providers) > 1
         devices = ",".join(f"{p}:1" for p in self._providers) if several else None
         net = compile_model(model, "" if several else self._providers[0], shapes or None, bind=bind or None,
-                            devices=devices, **self._compile_kwargs)
+                            devices=devices, weights=self._weights or None, **self._compile_kwargs)
         path = self._options.optimized_model_filepath
         if path:
             with open(os.fspath(path), "w", encoding="utf-8") as f:

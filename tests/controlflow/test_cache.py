@@ -23,7 +23,7 @@ def _builder(calls: list[tuple[str, ...]], decides: tuple[str, ...] = ()):  # ty
 
 
 def test_lru_keeps_the_last_signatures_and_builds_again_after_eviction() -> None:
-    cache: BindingCache[tuple[str, ...]] = BindingCache(2)
+    cache = BindingCache(2)
     calls: list[tuple[str, ...]] = []
     for sig in ("a", "b", "a", "c", "a", "b"):  # "b" was evicted by "c" (a was used more recently)
         cache.get(sig, {}, _builder(calls))
@@ -31,7 +31,7 @@ def test_lru_keeps_the_last_signatures_and_builds_again_after_eviction() -> None
 
 
 def test_a_shape_deciding_input_is_bound_and_keyed_by_its_value() -> None:
-    cache: BindingCache[tuple[str, ...]] = BindingCache(8)
+    cache = BindingCache(8)
     calls: list[tuple[str, ...]] = []
     build = _builder(calls, ("k",))
     assert cache.get("s", {"k": np.array(3), "x": np.zeros(2)}, build) == ("k",)
@@ -42,13 +42,13 @@ def test_a_shape_deciding_input_is_bound_and_keyed_by_its_value() -> None:
 
 
 def test_an_unbindable_dynamic_value_is_raised() -> None:
-    cache: BindingCache[tuple[str, ...]] = BindingCache(8)
+    cache = BindingCache(8)
     with pytest.raises(DynamicValueError):
         cache.get("s", {"x": np.zeros(2)}, _builder([], ("k",)))  # "k" is not among the values
 
 
 def test_threads_racing_on_the_first_build_all_get_the_result() -> None:
-    cache: BindingCache[tuple[str, ...]] = BindingCache(8)
+    cache = BindingCache(8)
     calls: list[tuple[str, ...]] = []
     build = _builder(calls, ("k",))
     results = run_together(8, lambda: cache.get("s", {"k": np.array(3)}, build))

@@ -185,21 +185,27 @@ def _two_inputs_model(with_if: bool) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("with_if", [False, True])
-def test_symbol_with_two_values_is_refused(with_if: bool, tmp_path) -> None:
+def test_symbol_with_two_values_is_accepted_as_onnxruntime_accepts_it(with_if: bool, tmp_path) -> None:
+    """x and y both declare [N, 10]; fed N=3 and N=1, onnxruntime broadcasts the Add (the fed shapes decide;
+    issue 28): glow compiles it through every route and agrees."""
     model = _two_inputs_model(with_if)
-    msg = r"symbolic dimension 'N' is 3 in input 'x' but 1 in input 'y'"
-    with pytest.raises(ImportShapeError, match=msg):
-        glow_core.compile(model, "interpreter", {"x": (3, 10), "y": (1, 10)})
-    feeds = [np.ones((3, 10), np.float32), np.ones((1, 10), np.float32)] + ([np.array(True)] if with_if else [])
-    with pytest.raises(ImportShapeError, match=msg):
-        onnx_backend.prepare(model, backend="interpreter").run(feeds)
+    x = np.arange(30, dtype=np.float32).reshape(3, 10) - 12
+    y = np.linspace(-2, 2, 10, dtype=np.float32).reshape(1, 10)
+    feeds = [x, y] + ([np.array(True)] if with_if else [])
+    names = ["x", "y", "c"][:len(feeds)]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, dict(zip(names, feeds)))
+    net = glow_core.compile(model, "interpreter", {"x": (3, 10), "y": (1, 10)})
+    np.testing.assert_array_equal(net.run(dict(zip(names, feeds)))["out" if with_if else "z"], want)
+    (got,) = onnx_backend.prepare(model, backend="interpreter").run(feeds)
+    np.testing.assert_array_equal(got, want)
     onnx.save(model, str(tmp_path / "m.onnx"))
     args = ["run", str(tmp_path / "m.onnx"), "-b", "interpreter"]
-    for name, value in zip(["x", "y", "c"], feeds):
+    for name, value in zip(names, feeds):
         np.save(tmp_path / f"{name}.npy", value)
         args += ["--input", f"{name}={tmp_path / (name + '.npy')}"]
     r = glow(args, cwd=tmp_path)
-    assert r.returncode != 0 and re.search(msg, r.stderr), r.stderr
+    assert r.returncode == 0 and re.search(r"output (out|z): float32\[3,10\]", r.stdout), r.stderr
 
 
 def test_minus_one_dims_in_subgraph_declarations() -> None:

@@ -103,3 +103,12 @@ def _linear(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, 
         return b
 
     return {"per-channel-bias": build(True, True), "per-tensor": build(False, False)}
+
+
+@generator("QLookup", elems=I8Q)
+def _lookup(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    def b(rng: np.random.Generator) -> Variant:
+        x, table = _q(rng, (3, 5, 7)), _q(rng, (256,))
+        return Variant([x, table], {}, [_t(x, 0.05, 4), _t(table, 0.125, -3)], consts=(1,))
+
+    return {"odd": b}

@@ -21,10 +21,10 @@ import numpy as np
 
 from glow_core.errors import ExecutionError, UnsupportedError
 from glow_core.ir.graph import Function, Value
-from glow_core.ir.kinds import get_kind
+from glow_core.ir.kinds import Category, get_kind
 from glow_core.ir.types import ElemKind, TensorType
 from glow_sdk import Backend, Capability, CompiledFunction, CompileOptions, DeviceInfo
-from glow_sdk.primitives import optional_primitives
+from glow_sdk.primitives import optional_primitives, primitive_kinds
 
 from .kernels import KERNELS, Kernel
 
@@ -36,7 +36,7 @@ VERSION = "0.1.0"
 SDK_API = 2
 #: element kinds the kernels handle (narrowed per kind to what the kind is defined for)
 ELEMS = frozenset({ElemKind.FLOAT32, ElemKind.INT32, ElemKind.INT64, ElemKind.BOOL})
-#: the optional quantized primitives (IntConv, IntMatMul, Requantize) take 8-bit integers too
+#: the 8-bit integers :data:`QUANTIZED_KINDS` take besides ELEMS (int8 models)
 QUANTIZED_ELEMS = frozenset({ElemKind.INT8, ElemKind.UINT8})
 #: device memory reported to the runtime (bytes)
 DEVICE_MEMORY = 4 << 30
@@ -92,6 +92,19 @@ def _checked(a: np.ndarray, t: TensorType, where: str) -> np.ndarray:
     return a
 
 
+#: the primitives that also take 8-bit integers: the quantized ones, Cast into and out of int8 islands, and
+#: the data movement a quantized model does on int8 tensors (Reshape, Transpose, Concat, ...)
+QUANTIZED_KINDS = optional_primitives() | {"Cast"} | {
+    k for k in primitive_kinds() if get_kind(k).is_(Category.DATA_MOVEMENT)}
+
+
+def declared_elems(kind: str) -> frozenset[ElemKind]:
+    """The element kinds declared for ``kind``: those of :data:`ELEMS` it is defined for, and 8-bit integers
+    for :data:`QUANTIZED_KINDS` (keep them when you narrow the declarations: int8 models need them)."""
+    extra = QUANTIZED_ELEMS if kind in QUANTIZED_KINDS else frozenset()
+    return (ELEMS | extra) & get_kind(kind).elems
+
+
 class ExampleBackend(Backend):
     name = BACKEND_NAME
     version = VERSION
@@ -106,9 +119,7 @@ class ExampleBackend(Backend):
         ``Capability("Conv", f32, when=lambda n: n.attrs["group"] == 1, why="group 1 only")``:
         a node it rejects is lowered (or reported unsupported).
         """
-        quantized = optional_primitives()
-        return [Capability(kind, (ELEMS | (QUANTIZED_ELEMS if kind in quantized else frozenset())) &
-                           get_kind(kind).elems) for kind in sorted(self.kernels)]
+        return [Capability(kind, declared_elems(kind)) for kind in sorted(self.kernels)]
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in self.kernels})

@@ -61,9 +61,8 @@ class PartitionHost:
 
     def unload(self, key: str) -> bool:
         exe = self.executables.pop(key, None)
-        close = getattr(exe, "close", None)
-        if callable(close):
-            close()
+        if exe is not None:
+            exe.close()
         return exe is not None
 
     def run(self, key: str, feeds: Mapping[str, np.ndarray], picks: Sequence[tuple[str, int]],

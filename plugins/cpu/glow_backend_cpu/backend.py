@@ -63,6 +63,7 @@ from glow_sdk.backend import (
     CompileOptions,
     DeviceInfo,
 )
+from glow_sdk.options import BackendOption
 
 DEFAULT_PARALLEL_THRESHOLD = 32768
 #: a function with fewer nodes is compiled in one process (starting workers would cost more than they save)
@@ -106,6 +107,17 @@ def adaptive_threads(extra: Mapping[str, Any], threshold: int) -> bool:
     return bool(extra.get("adaptive_threads", threshold > 0 and os.environ.get(ADAPTIVE_ENV, "0") == "1"))
 
 
+#: the cpu backend's option schema (SDK API 2.1)
+CPU_OPTIONS = (
+    BackendOption("threads", int, None, "worker threads (the threads= argument wins)"),
+    BackendOption("compile_jobs", int, None, "processes a big function's LLVM compile is split over"),
+    BackendOption("parallel_threshold", int, DEFAULT_PARALLEL_THRESHOLD,
+                  f"elements from which a kernel runs on several threads (env {THRESHOLD_ENV})"),
+    BackendOption("solo_ns", float, DEFAULT_SOLO_NS, f"a kernel shorter than this runs on one thread (env {SOLO_ENV})"),
+    BackendOption("adaptive_threads", bool, False, f"choose the thread count by measured time (env {ADAPTIVE_ENV})"),
+)
+
+
 class CpuBackend(Backend):
     fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
     name = "cpu"
@@ -117,6 +129,10 @@ class CpuBackend(Backend):
         self._caps: list[Capability] | None = None
         #: the last compile's stage timings (seconds), for ``glow bench`` and tests
         self.last_compile: dict[str, Any] = {}
+
+    def options(self) -> Sequence[BackendOption]:
+        """The cpu backend's options (``glow_core.compile(..., options={...})``), besides the core's."""
+        return CPU_OPTIONS
 
     def capabilities(self) -> Sequence[Capability]:
         if self._caps is None:

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from glow_backend_cpu import regions
 from glow_backend_cpu.codegen import Layout
 from glow_core.ir.graph import Function
 
@@ -122,6 +123,7 @@ def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
 
 def _layout_to_json(layout: Layout) -> dict[str, Any]:
     d = dict(layout.__dict__)
+    d["packed_digest"] = regions.packed_digest(layout)  # (a hit shares the region by it: regions.py)
     d["packed"] = [[off, len(data)] for off, data in layout.packed]
     d["io"] = [list(x) for x in layout.io]
     return d
@@ -130,7 +132,10 @@ def _layout_to_json(layout: Layout) -> dict[str, Any]:
 def _layout_from_json(d: dict[str, Any]) -> Layout:
     d["packed"] = []  # the packed constants come from the image file
     d["io"] = [(r, n, dt, tuple(s)) for r, n, dt, s in d["io"]]
-    return Layout(**d)
+    digest = d.pop("packed_digest", None)
+    layout = Layout(**d)
+    regions.remember_digest(layout, digest)
+    return layout
 
 
 def meta_check(meta: Mapping[str, Any]) -> str:

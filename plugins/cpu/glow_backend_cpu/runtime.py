@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import ctypes
 import math
-import mmap
 import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from glow_backend_cpu import profiling
+from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
@@ -228,6 +227,8 @@ def _close_pool(pool: WorkerPool | None) -> None:
 class CpuExecutable(CompiledFunction):
     """A compiled function of the cpu backend: object code, region layout, worker threads."""
 
+    profiles = True  # profile_run() works when compiled with options={"profile": True}
+
     def __init__(self, function: Function, library: Library, layout: Layout, constants: Mapping[str, np.ndarray],
                  *, threads: int, parallel: bool = True, packed_image: str | None = None,
                  adaptive: bool = True) -> None:
@@ -246,24 +247,17 @@ class CpuExecutable(CompiledFunction):
         limits.check_total(layout.arena_bytes, where, "the activation arena")
         limits.check_total(layout.const_bytes + layout.packed_bytes, where, "the constant regions")
         limits.check_total(layout.scratch_stride * self.threads, where, "the per-thread scratch regions")
-        # constant region: graph payloads and the constants emitters packed at compile time
-        self._consts = aligned_empty((max(layout.const_bytes, 1),), np.uint8)
-        for name, off in layout.const_offsets.items():
-            payload = constants.get(name)
-            if payload is None:
-                raise ExecutionError(f"cpu backend: constant {name} of the compiled code is missing")
-            raw = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
-            self._consts[off:off + raw.size] = raw
-        # packed-constant region: mapped read-only from the cache file (no copy), or filled from the compile
-        self._packed_map: mmap.mmap | None = None
-        if packed_image is not None and layout.packed_bytes:
-            with open(packed_image, "rb") as f:
-                self._packed_map = mmap.mmap(f.fileno(), layout.packed_bytes, access=mmap.ACCESS_READ)
-            self._packed = np.frombuffer(self._packed_map, dtype=np.uint8)
-        else:
-            self._packed = aligned_empty((max(layout.packed_bytes, 1),), np.uint8)
-            for off, data in layout.packed:
-                self._packed[off:off + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        # constant regions (graph payloads; the constants emitters packed at compile time, mapped read-only
+        # from the cache file when there is one): shared with every executable of the same weights (regions.py)
+        missing = [n for n in layout.const_offsets if n not in constants]
+        if missing:
+            raise ExecutionError(f"cpu backend: constant {missing[0]} of the compiled code is missing")
+        alloc: Callable[[int], np.ndarray] = lambda n: aligned_empty((n,), np.uint8)  # noqa: E731
+        self._const_region = regions.const_region(layout, constants, alloc)
+        self._packed_region = regions.packed_region(layout, packed_image, alloc)
+        self._consts = self._const_region.array
+        self._packed = self._packed_region.array
+        self._packed_map = self._packed_region.mapping
         self._arena = aligned_empty((max(layout.arena_bytes, 1),), np.uint8)
         self._scratch = aligned_empty((max(layout.scratch_stride, 1) * self.threads,), np.uint8)
         self._io_types: list[TensorType] = []

@@ -18,6 +18,7 @@ from glow_core.ir.kinds import Category, get_kind, kinds_in
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.reference import KERNELS, run_kernel
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
+from glow_sdk.options import BackendOption
 
 
 class GraphExecutable(CompiledFunction):
@@ -74,6 +75,11 @@ class InterpreterBackend(Backend):
 
     def supports_node(self, node: Node) -> bool:
         return True
+
+    def options(self) -> Sequence[BackendOption]:
+        """``executor``: "lir" (IRGen -> memory plan, one arena) or "graph" (node by node)."""
+        return (BackendOption("executor", str, "lir",
+                              "'lir' (planned arena) or 'graph' (node by node); env GLOW_INTERPRETER_EXECUTOR"),)
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         missing = sorted({n.kind.name for n in function.nodes if n.kind.name not in KERNELS})
