@@ -269,3 +269,23 @@ def test_resize_tap_of_weight_zero_adds_nothing(tmp_path: Path, backend: str) ->
     finite = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
     ref = ReferenceEvaluator(m).run(None, {"x": finite})[0]
     np.testing.assert_allclose(onnx_backend.prepare(m, backend=backend).run([finite])[0], ref, rtol=1e-5)
+
+
+def test_linear_attention_read_out_rounds_each_product() -> None:
+    """Seed 1 rerun, case 2358 (LinearAttention, values of 3e38, cpu only): the read-out q . state went
+    through a matrix product whose fused multiply-adds carried exact products into the sum (+-inf where a
+    product past the range meets an infinite state element); the reference and onnxruntime round each
+    product (an infinity of each sign: NaN). The lowering now multiplies, then sums."""
+    node = helper.make_node("LinearAttention", ["q", "k", "v"], ["y", "state"], q_num_heads=1, kv_num_heads=1,
+                            update_rule="linear", scale=1.0)
+    m = model([node], [("q", F, [1, 2, 2]), ("k", F, [1, 2, 2]), ("v", F, [1, 2, 2])],
+              [("y", F, [1, 2, 2]), ("state", F, [1, 1, 2, 2])], opset=27)
+    q = np.array([[[1.0, 1.0], [1.0, -2.0]]], np.float32)
+    k = np.array([[[1.0, 0.0], [1.0, 1.0]]], np.float32)
+    v = np.array([[[3e38, 1.0], [3e38, 2.0]]], np.float32)  # state[0, 0] = 6e38 = inf, state[1, 0] = 3e38
+    ref = ReferenceEvaluator(m).run(None, {"q": q, "k": k, "v": v})
+    assert np.isnan(ref[0][0, 1, 0])  # 1 * inf + (-2 * 3e38 = -inf)
+    for backend in BACKENDS:
+        got = onnx_backend.prepare(m, backend=backend).run([q, k, v])
+        np.testing.assert_allclose(got[0], ref[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], ref[1], rtol=1e-5)

@@ -386,6 +386,14 @@ def _unpack(b: Builder, x: Value, heads: int) -> Value:
     return b.transpose(b.reshape(b.cast(x, F32), (bs, t, heads, hd // heads)), (0, 2, 1, 3))
 
 
+def _read_out(b: Builder, q: Value, state: Value) -> Value:
+    """q [B, H, 1, dk] times state [B, H, dk, dv]: each product rounded, then summed over dk (the reference's
+    order: a product past the float range is an infinity, and infinities of both signs give NaN, where a
+    fused multiply-add would carry the exact product into the sum)."""
+    bs, h, _, dk = q.type.shape
+    return b.reduce("ReduceSum", b.mul(b.reshape(q, (bs, h, dk, 1)), state), (2,), keepdims=True)
+
+
 @lowering("LinearAttention")
 def _linear_attention(b: Builder, node: Node) -> list[Value]:
     past, decay, beta = b.opt_input(3), b.opt_input(4), b.opt_input(5)
@@ -418,7 +426,7 @@ def _linear_attention(b: Builder, node: Node) -> list[Value]:
         else:
             update = vt
         state = b.add(state, b.mul(b.reshape(kt, (bs, hk, dk, 1)), update))
-        ys.append(b.mul(scale, matmul(b, _step(b, qs, 2, i), _repeat_heads(b, state, group))))
+        ys.append(b.mul(scale, _read_out(b, _step(b, qs, 2, i), _repeat_heads(b, state, group))))
     y = b.concat(ys, 2) if ys else zeros(b, F32, (bs, hq, 0, dv))
     res = b.reshape(b.transpose(y, (0, 2, 1, 3)), (bs, t, hq * dv))
     return [b.cast(res, b.out_type(0).elem), b.cast(state, b.out_type(1).elem)]
