@@ -68,15 +68,12 @@ def _root(a: np.ndarray) -> Any:
     return a
 
 
-def buffers_of(net: Any) -> dict[int, int]:
+def buffers_of(net: CompiledNetwork) -> dict[int, int]:
     """The memory a compiled network holds, as {id of the owning buffer: bytes}: the arrays of its executable
     and its function's constants (a buffer shared with another network has the same id)."""
     out: dict[int, int] = {}
-    exe = getattr(net, "executable", None)
-    arrays = [v for v in vars(exe).values() if isinstance(v, np.ndarray)] if exe is not None and hasattr(
-        exe, "__dict__") else []
-    fn = getattr(net, "function", None)
-    arrays += [c.payload for c in getattr(fn, "constants", ())]
+    arrays = [v for v in vars(net.executable).values() if isinstance(v, np.ndarray)]
+    arrays += [c.payload for c in net.function.constants]
     for a in arrays:
         root = _root(a)
         size = root.nbytes if isinstance(root, np.ndarray) else a.nbytes
@@ -84,11 +81,9 @@ def buffers_of(net: Any) -> dict[int, int]:
     return out
 
 
-def close_network(net: Any) -> None:
-    """Release what a network holds beyond its memory (worker threads, devices) when its executable can."""
-    close = getattr(getattr(net, "executable", None), "close", None)
-    if callable(close):
-        close()
+def close_network(net: CompiledNetwork) -> None:
+    """Release what a network holds beyond its memory (worker threads, devices): ``CompiledFunction.close``."""
+    net.executable.close()
 
 
 class Specializations(Generic[T]):

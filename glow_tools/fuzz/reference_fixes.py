@@ -80,6 +80,7 @@ from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops._quant_utils import reshape_input
 from onnx.reference.ops.op_grid_sample import GridSample as _ReferenceGridSample
 from onnx.reference.ops.op_lp_normalization import LpNormalization as _ReferenceLpNormalization
+from onnx.reference.ops.op_range import Range as _ReferenceRange
 from onnx.reference.ops.op_reduce_log_sum_exp import ReduceLogSumExp_1, ReduceLogSumExp_18
 from onnx.reference.ops.op_quantize_linear import _QUANT_INTEGER_RANGES
 
@@ -323,7 +324,7 @@ class GridSample(_ReferenceGridSample):
         return tuple(super()._run(X, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners))
 
 
-class Range(OpRun):
+class Range(_ReferenceRange):
     """onnx.reference's Range with the spec's element count.
 
     The spec: "number_of_elements = max( ceil( (limit - start) / delta ) , 0 )". The reference takes
@@ -335,9 +336,7 @@ class Range(OpRun):
     op_domain = ""
 
     def _run(self, start: np.ndarray, limit: np.ndarray, delta: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
-        from onnx.reference.ops.op_range import Range as _ReferenceRange
-
-        res = np.asarray(_ReferenceRange._run(self, start, limit, delta, **attrs)[0])
+        res = np.asarray(super()._run(start, limit, delta, **attrs)[0])
         if res.dtype.kind != "f":
             return (res,)
         with np.errstate(all="ignore"):

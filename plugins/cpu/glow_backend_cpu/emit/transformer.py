@@ -284,14 +284,11 @@ class _Attention:
             den = b.select(dead, ir.Constant(F32, 1.0), den)
         denv = splat(b, den, lanes)
 
-        def normalize(bb: ir.IRBuilder, j: ir.Value) -> None:
-            pos = bb.mul(j, i64(lanes))
-            vstore(bb, bb.fdiv(vload(bb, s, pos, lanes, 4), denv), s, pos, 4)
-
         # the probabilities before the product with V, as Softmax then MatMul give them: scaling the
         # product by 1 / sum afterwards overflowed (sum_j e_j V[j] past the float range with V of 3e38)
         with for_range(b, 0, nvec, name="norm") as j:
-            normalize(b, j)
+            pos = b.mul(j, i64(lanes))
+            vstore(b, b.fdiv(vload(b, s, pos, lanes, 4), denv), s, pos, 4)
 
     def weighted(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value]) -> None:
         """out[row, :] = sum_j s[j] V[j, :] for each of ``rows``."""
