@@ -25,6 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "backend's partitions are compiled, so that partitions a backend refuses show)")
     p.add_argument("--random-weights", action="store_true",
                    help="zoo models only: seeded random weights (the memory figures are the same)")
+    p.add_argument("--measure", metavar="N", type=int, default=None,
+                   help="also run N requests one at a time on the devices and print their median latency beside "
+                        "the plan's estimate (backends without a cost hook calibrated on this machine first)")
+    p.add_argument("--export", metavar="DIR", type=Path, default=None,
+                   help="also write each partition as an ONNX model (DIR/pN.onnx) and DIR/manifest.json naming "
+                        "its backend, device, inputs and outputs (docs/partial-accelerators.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,12 +52,21 @@ def run(args: argparse.Namespace) -> int:
                              + "; ".join(lines), hint="drop --strict to let them run on the next device of the list")
     print(f"model    {label}")
     print(format_plan(plan))
+    if args.measure is not None:
+        from glow_core.runtime.measure import format_measurement, measure_plan
+
+        print(format_measurement(measure_plan(proto, devices, args.measure, shapes_from_args(args.input_shape) or None)))
     if args.dot is not None:
         try:
             args.dot.write_text(plan_dot(plan), encoding="utf-8")
         except OSError as e:
             raise GlowError(f"cannot write '{args.dot}': {e.strerror or e}") from None
         print(f"partition DAG written to {args.dot}")
+    if args.export is not None:
+        from glow_cli.partition_export import export_partitions
+
+        files = export_partitions(plan, args.export, label)
+        print(f"{len(files) - 1} partition(s) exported as ONNX to {args.export} (manifest: {files[-1].name})")
     return 0
 
 

@@ -32,6 +32,7 @@ from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import has_control_flow
 from glow_core.importer.symbols import InputShapes, ModelSymbols, dims_of
 from glow_core.importer.weights import split_weights
+from glow_core.ir.graph import Function
 from glow_core.pipeline import (
     CompiledNetwork,
     CompileStats,
@@ -153,4 +154,8 @@ def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, sy
             return _compile_proto(stripped, be, InputShapes({**given, **spec}, symbols.dims), bind or None,
                                   threads, debug, options, weights=weights)
 
-    return DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations)
+    def import_at(spec: dict[str, tuple[int, ...]]) -> Function:
+        with budget.using(limits):
+            return OnnxImporter(stripped, InputShapes({**given, **spec}, symbols.dims), None, weights=weights).run()
+
+    return DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations, import_at)

@@ -99,6 +99,7 @@ GRAPH_PASS_MODULES = (
     "glow_core.lowering.table",  # the 'lower' pass
     "glow_core.passes.arith",
     "glow_core.passes.batchnorm",
+    "glow_core.passes.compressed",
     "glow_core.passes.concat",
     "glow_core.passes.fusion",
     "glow_core.passes.matmul_batch",

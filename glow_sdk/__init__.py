@@ -11,6 +11,7 @@ Modules:
   (with the core's ``build_lir`` service), ``DeviceInfo``, ``BackendSpec``;
 - ``glow_sdk.version``: the SDK API version (``MAJOR.MINOR``), the compatibility message and the
   contract's history (every hook with the version it arrived in);
+- ``glow_sdk.device``: the device API (SDK API 2.2): ``DeviceMemory``, ``DeviceBuffer``, ``HostMemory``;
 - ``glow_sdk.options``: the backend option schema (``BackendOption``) and its check;
 - ``glow_sdk.primitives``: the mandatory primitive set;
 - ``glow_sdk.testing``: tolerances and comparisons (pure helpers);
@@ -32,6 +33,7 @@ from glow_sdk.backend import (
     CompileOptions,
     DeviceInfo,
 )
+from glow_sdk.device import DeviceBuffer, DeviceMemory, HostMemory
 from glow_sdk.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from glow_sdk.options import BackendOption
 from glow_sdk.version import SDK_API_RELEASE, SDK_API_VERSION, SUPPORTED_SDK_API_VERSIONS
@@ -48,7 +50,10 @@ __all__ = [
     "BundleOptions",
     "CompileOptions",
     "CompiledFunction",
+    "DeviceBuffer",
     "DeviceInfo",
+    "DeviceMemory",
+    "HostMemory",
     "hookimpl",
     "hookspec",
 ]

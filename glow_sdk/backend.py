@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from glow_core.ir.kinds import all_kinds
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.lir.ir import LIRFunction
 from glow_core.lir.memory import MemoryReport
+from glow_sdk.device import DeviceBuffer, DeviceMemory, HostMemory
 from glow_sdk.options import BackendOption, check_options
 from glow_sdk.version import SDK_API_VERSION, ApiVersion
 
@@ -264,7 +266,9 @@ class CompiledFunction(abc.ABC):
     - ``compile_timings``: compile phase -> seconds (``glow bench``), None when not measured;
     - ``close()``: release what it holds (threads, device memory); the default does nothing;
     - ``profile_run()``: an instrumented run (``glow bench --profile``); the default raises
-      ``UnsupportedError``, and ``profiles`` says whether it is implemented.
+      ``UnsupportedError``, and ``profiles`` says whether it is implemented;
+    - ``execute_async(inputs, memory)`` (SDK API 2.2): a run on device buffers returning a completion
+      handle (a Future); the default runs ``execute`` on host copies (``glow_sdk.device``).
     """
 
     memory: MemoryReport | Callable[[], MemoryReport | None] | None = None
@@ -294,6 +298,19 @@ class CompiledFunction(abc.ABC):
         """One instrumented run's per-kernel times (``glow bench --profile``). Default: not implemented."""
         raise UnsupportedError(f"{type(self).__name__} cannot profile runs",
                                hint="compile with a backend that profiles (cpu, options={'profile': True})")
+
+    def execute_async(self, inputs: Mapping[str, DeviceBuffer], memory: DeviceMemory) -> Future:
+        """Start one run on device buffers (SDK API 2.2) and return its completion handle: a Future of the
+        output buffers by name, on ``memory``. The runtime calls it for a backend whose device memory is
+        resident (``DeviceMemory.resident``). Default: synchronous, :meth:`execute` on the inputs' host copies,
+        the outputs copied into ``memory``; the handle is already complete."""
+        done: Future = Future()
+        try:
+            outputs = self.execute({n: memory.copy_to_host(b) for n, b in inputs.items()})
+            done.set_result({n: memory.copy_from_host(a) for n, a in outputs.items()})
+        except BaseException as e:  # noqa: BLE001  (the handle carries the error)
+            done.set_exception(e)
+        return done
 
 
 #: the attributes of a kind that fuses an activation (FusedConv, FusedMatMul: ``glow_core.ir.defs.fused``)
@@ -490,6 +507,12 @@ class Backend(abc.ABC):
     def create_device(self) -> DeviceInfo:
         """The device this backend drives, with its memory capacity (default: 8 GiB, one device)."""
         return DeviceInfo(name=self.name, memory_bytes=8 << 30)
+
+    def device_memory(self, ordinal: int) -> DeviceMemory:
+        """The memory of this backend's device number ``ordinal`` (0, 1, ... in the device list; SDK API 2.2):
+        buffers, host <-> device and device <-> device copies (``glow_sdk.device``). Default: host memory, so
+        executables run on host arrays through :meth:`CompiledFunction.execute`."""
+        return HostMemory(self.name, ordinal)
 
     def evaluate(
         self, kind: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray | None], out_types: Sequence[TensorType]

@@ -42,6 +42,12 @@ in (``glow sdk info --history`` prints it). In words:
   ``Backend.estimate_cost(node)`` and the transfer figures ``DeviceInfo.bandwidth_bytes_per_s`` / ``latency_s``.
   Every 2.0 backend loads unchanged (2.1 only adds members with defaults; a 2.0 backend's options
   are not checked against a schema it does not declare).
+- 2.2: the device API (``glow_sdk.device``): ``Backend.device_memory(ordinal)`` returns a device's
+  ``DeviceMemory`` (``allocate``, ``copy_from_host``, ``copy_to_host``, ``copy_from_device`` between two
+  devices of one backend, ``free``; ``resident`` says whether it is not host memory) holding
+  ``DeviceBuffer`` s, and ``CompiledFunction.execute_async(inputs, memory)`` starts a run on buffers and
+  returns its completion handle (a Future). Defaults: host memory, synchronous runs through ``execute``;
+  every 2.1 backend runs unchanged.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from dataclasses import dataclass
 #: The major API version this SDK defines (the core distribution is ``0.<major>.<patch>``).
 SDK_API_VERSION = 2
 #: The minor API version: what was added, with defaults, since ``SDK_API_VERSION.0``.
-SDK_API_MINOR = 1
+SDK_API_MINOR = 2
 #: The major API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
@@ -138,6 +144,17 @@ HISTORY: tuple[Feature, ...] = (
     _f("DeviceInfo.bandwidth_bytes_per_s", "2.1", "host <-> device transfer bandwidth and latency_s"),
     _f("kind QLookup", "2.1", "surface addition: a quantized element-wise function as a 256-entry table"),
     _f("glow_core.ir.printer.format_type", "2.1", "surface addition (and format_function(dim_names=None))"),
+    _f("Backend.device_memory", "2.2", "a device's memory (DeviceMemory); default host memory"),
+    _f("DeviceMemory.allocate", "2.2", "a buffer for one tensor on the device"),
+    _f("DeviceMemory.copy_from_host", "2.2", "host -> device: a new buffer holding an array"),
+    _f("DeviceMemory.copy_to_host", "2.2", "device -> host: a buffer's contents as an array"),
+    _f("DeviceMemory.copy_from_device", "2.2", "device -> device within one backend"),
+    _f("DeviceMemory.free", "2.2", "release a buffer"),
+    _f("DeviceMemory.resident", "2.2", "buffers live outside host memory: tensors stay on the device"),
+    _f("DeviceBuffer", "2.2", "one tensor in a device's memory (type, memory, the backend's handle)"),
+    _f("CompiledFunction.execute_async", "2.2", "a run on buffers returning a completion handle (Future)"),
+    _f("glow_sdk.export.partition_to_onnx", "2.2", "a partition as a valid ONNX model (and split / run_parts)"),
+    _f("kind DequantMatMul", "2.2", "surface addition: a float product whose weight stays int8 / uint8"),
 )
 
 def _latest_minors() -> dict[int, int]:
@@ -172,7 +189,7 @@ def is_compatible(api_version: object) -> bool:
 
 
 def supported_text() -> str:
-    """The loadable versions in words: "version 2", "versions 1, 2 (up to 2.1)"."""
+    """The loadable versions in words: "version 2", "versions 1, 2 (up to 2.2)"."""
     versions = sorted(SUPPORTED_SDK_API_VERSIONS)
     return f"version{'s' if len(versions) > 1 else ''} {', '.join(str(v) for v in versions)} (up to {SDK_API_RELEASE})"
 

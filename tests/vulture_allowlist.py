@@ -24,6 +24,9 @@ _.offset_of  # unused method (glow_core/lir/memory.py)
 # -- backend hooks the framework calls on any backend: the conformance suite reads
 #    Backend.conformance_waivers() (conformance/glow_conformance/suite.py, outside the scan)
 _.conformance_waivers  # unused method (glow_sdk/backend.py, glow_tools/scaffold/backend.py, cpu backend.py)
+# the device API (SDK API 2.2, glow_sdk/device.py): a backend's executables allocate their output buffers with
+# DeviceMemory.allocate (tests/runtime/device_plugin.py overrides it); the runtime only copies and frees
+_.allocate  # unused method (glow_sdk/device.py)
 
 # -- public API whose callers are outside the scanned packages
 # the scaffold's template backend: `glow sdk new` renames it by name (glow_tools/scaffold/__init__.py);

@@ -57,11 +57,20 @@ class SuiteOptions:
 
 def select(cases: list[Case], filters: Sequence[str], sample: int = 1) -> list[Case]:
     """``-k`` filtering: keep ids containing any positive filter (all if none), drop ids containing a ``~`` one;
-    then every ``sample``-th case of what is left (in suite order, so each category and kind keeps its share)."""
+    then every ``sample``-th case of each category of what is left, from its first (in suite order: each kind
+    keeps its share, and a small category, such as the 9 models, is never left out by where the stride falls)."""
     pos = [f for f in filters if f and not f.startswith("~")]
     neg = [f[1:] for f in filters if f.startswith("~") and len(f) > 1]
     kept = [c for c in cases if (not pos or any(p in c.id for p in pos)) and not any(n in c.id for n in neg)]
-    return kept[::sample] if sample > 1 else kept
+    if sample <= 1:
+        return kept
+    seen: dict[str, int] = {}
+    out = []
+    for c in kept:
+        i = seen[c.category] = seen.get(c.category, -1) + 1
+        if i % sample == 0:
+            out.append(c)
+    return out
 
 
 def collect(backend_name: str, options: SuiteOptions) -> tuple[list[Case], Context, list[str]]:

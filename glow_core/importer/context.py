@@ -290,6 +290,20 @@ def placeholders_behind(v: Value) -> set[str]:
     return out
 
 
+#: a Cast of an 8-bit integer matrix of at least this many elements to float32 is left unfolded: a weight
+#: that ships compressed, which ``keep-compressed-weights`` keeps compressed (or constant folding folds later)
+DEFERRED_CAST_MIN = 4096
+_COMPRESSED = frozenset({ElemKind.INT8, ElemKind.UINT8})
+
+
+def deferred_cast(kind: str, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> bool:
+    """Is this all-constant node a weight's dequantizing Cast, left for the optimizer (see above)?"""
+    if kind != "Cast" or len(inputs) != 1 or attrs.get("to") is not ElemKind.FLOAT32:
+        return False
+    t = inputs[0].type
+    return t.elem in _COMPRESSED and t.rank == 2 and t.size >= DEFERRED_CAST_MIN
+
+
 def fold_node(fn: Function, kind: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any],
               out_types: Sequence[TensorType], name: str) -> list[Value] | None:
     """Evaluate a node with all-constant operands with the reference kernels (no backend involved)."""

@@ -39,7 +39,8 @@ from glow_core.errors import (
     UnsupportedOpsError,
 )
 from glow_core.importer.precheck import check_axes, check_declared, check_flags, check_strings, inference_departure
-from glow_core.importer.context import ONNX_ELEMS, NodeContext, fold_node, import_rules, onnx_elem, placeholders_behind
+from glow_core.importer.context import (ONNX_ELEMS, NodeContext, deferred_cast, fold_node, import_rules, onnx_elem,
+                                        placeholders_behind)
 from glow_core.importer.external import load_external_data
 from glow_core.importer.liveness import Liveness
 from glow_core.importer.qdq import fold_qdq
@@ -221,7 +222,7 @@ class OnnxImporter:
         spec.check_arity(len(inputs), where)
         norm = spec.normalize_attrs(attrs, where)
         present = [v for v in inputs if v is not None]
-        if present and all(isinstance(v, Constant) for v in present):
+        if present and all(isinstance(v, Constant) for v in present) and not deferred_cast(kind, present, norm):
             out_types = infer_types(spec, [v.type if v is not None else None for v in inputs], norm, where)
             for t in out_types:  # before the fold allocates anything
                 self.tally.add(t.shape, t.elem.itemsize, where, "folded constant")

@@ -220,12 +220,23 @@ def _matmul_fusion(fn: Function, mm: Node) -> Fusion | None:
     return Fusion("FusedMatMul", (mm.inputs[0], mm.inputs[1], bias), attrs, nodes + (act.nodes if act else ()))
 
 
+def _dequant_matmul_fusion(fn: Function, mm: Node) -> Fusion | None:
+    """A DequantMatMul without bias or activation takes the bias Add and activation that follow it."""
+    if mm.inputs[3] is not None or mm.attrs["activation"] != "none":
+        return None
+    fused = _matmul_fusion(fn, mm)
+    if fused is None:
+        return None
+    return Fusion("DequantMatMul", (*mm.inputs[:3], fused.inputs[2]), fused.attrs, fused.nodes)
+
+
 FusionRule = Callable[[Function, Node], "Fusion | None"]
 #: producer kind -> the rules of how it fuses with what follows it, tried in order (the first that
 #: the backend accepts wins)
 FUSIONS = KindTable("fusions")
 FUSIONS.add("Conv", (_conv_fusion,))
 FUSIONS.add("MatMul", (attention_fusion, _matmul_fusion))
+FUSIONS.add("DequantMatMul", (_dequant_matmul_fusion,))
 FUSIONS.add("ReduceMean", (layernorm_fusion,))
 FUSIONS.add("ReduceSum", (layernorm_fusion,))
 

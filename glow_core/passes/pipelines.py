@@ -22,6 +22,7 @@ def optimize_pipeline() -> list[Step]:
     """Before lowering: domain optimizations on high-level kinds."""
     return [
         "dce",
+        "keep-compressed-weights",
         FixedPoint(
             "eliminate-noops",
             "fold-batchnorm",

@@ -18,6 +18,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -25,12 +26,26 @@ import numpy as np
 
 from glow_core.errors import DynamicValueError, ImportShapeError, InputError
 from glow_core.importer.symbols import ModelSymbols
+from glow_core.pipeline.batching import BatchSplitter, Importer, Separability, run_by_sample
 from glow_core.pipeline.network import CompiledNetwork, CompileStats
 
 T = TypeVar("T")
 
 #: specializations kept by default
 DEFAULT_COUNT = 8
+
+#: how a batch of a model whose samples never meet runs (glow_core/pipeline/batching.py): ``split`` one sample at
+#: a time on the batch-1 network (no compile per batch size; each sample's answer independent of its batch);
+#: ``compile`` a network per batch size (one batched product per layer: faster when weights dominate, each
+#: new size a compile); ``background`` split until that batch size compiles on a background thread, then
+#: batched (no wait, the speed of batching; a sample's last bits may differ before and after)
+BATCH_MODES = ("split", "compile", "background")
+
+
+def check_batches(mode: object) -> str:
+    if mode not in BATCH_MODES:
+        raise InputError(f"batches must be one of {', '.join(BATCH_MODES)}, got {mode!r}")
+    return str(mode)
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,8 @@ class Specializations(Generic[T]):
         self._bound: set[str] = set()
         self._entries: OrderedDict[Hashable, tuple[T, dict[int, int]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._inflight: set[Hashable] = set()
+        self._pool: ThreadPoolExecutor | None = None
 
     def bound(self) -> set[str]:
         """The inputs found to decide shapes so far."""
@@ -148,6 +165,52 @@ class Specializations(Generic[T]):
         self.evicted += len(dropped)
         return dropped
 
+    def _key(self, signature: Hashable, values: Mapping[str, np.ndarray]) -> tuple[Hashable, list[str]]:
+        with self._lock:
+            bound = sorted(n for n in self._bound if n in values)
+        return (signature, tuple((n, digest(values[n])) for n in bound)), bound
+
+    def peek(self, signature: Hashable, values: Mapping[str, np.ndarray]) -> T | None:
+        """The specialization for ``signature`` when it is compiled (marked recently used), else None."""
+        key, _ = self._key(signature, values)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
+
+    def build_later(self, signature: Hashable, values: Mapping[str, np.ndarray],
+                    build: Callable[[list[str]], T]) -> None:
+        """Compile the specialization for ``signature`` on a background thread (one at a time; a signature
+        already compiled or in flight is skipped); a failure there is dropped (the caller runs without it)."""
+        key, _ = self._key(signature, values)
+        with self._lock:
+            if key in self._entries or key in self._inflight:
+                return
+            self._inflight.add(key)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="glow-specialize")
+            pool = self._pool
+        kept = dict(values)
+
+        def work() -> None:
+            try:
+                self.get(signature, kept, build)
+            except Exception:  # noqa: BLE001  (an optimization: the foreground path serves the shape anyway)
+                pass
+            finally:
+                with self._lock:
+                    self._inflight.discard(key)
+        pool.submit(work)
+
+    def wait(self) -> None:
+        """Wait for the background compiles submitted so far."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
     def get(self, signature: Hashable, values: Mapping[str, np.ndarray], build: Callable[[list[str]], T]) -> T:
         """The specialization for ``signature`` and the values of the bound inputs among ``values``; on a miss
         ``build(bound input names)`` compiles it."""
@@ -183,7 +246,8 @@ class Specializations(Generic[T]):
         return result
 
     def clear(self) -> None:
-        """Drop (and close) every specialization."""
+        """Drop (and close) every specialization (after the background compiles in flight)."""
+        self.wait()
         with self._lock:
             dropped = [e for e, _ in self._entries.values()]
             self._entries.clear()
@@ -201,20 +265,26 @@ Build = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], CompiledNe
 class DynamicNetwork:
     """A model with symbolic dims, compiled once: ``run`` (or calling it) accepts every conforming shape.
 
-    Each new input signature compiles a specialization (lazily, through the one pipeline) kept in a bounded
-    LRU; ``specializations_compiled`` counts them. ``input_dims`` shows each input's declared dims with its
+    A batch (inputs whose leading axis is a symbol) of a model that treats its samples independently runs one
+    sample at a time on the batch-1 network (:mod:`.batching`; ``batches``: :data:`BATCH_MODES`), so no batch
+    size compiles anything new. Each other new input signature compiles a specialization (lazily, through the one pipeline)
+    kept in a bounded LRU; ``specializations_compiled`` counts them. ``input_dims`` shows each input's declared dims with its
     symbols (``float32[batch,3,?,?]``); feeds are checked against them (fixed sizes, sizes fixed by
     ``dims=``, bounds) before anything compiles.
     """
 
     def __init__(self, symbols: ModelSymbols, output_names: list[str], build: Build,
-                 limits: CacheLimits | None = None) -> None:
+                 limits: CacheLimits | None = None, importer: Importer | None = None) -> None:
         self.symbols = symbols
         self.output_names = list(output_names)
         self.input_dims: dict[str, str] = {n: i.describe() for n, i in symbols.inputs.items()}
         self._build = build
         self.cache: Specializations[CompiledNetwork] = Specializations(limits)
         self._last_stats = CompileStats()  # (not the network: an evicted one must be freed)
+        #: decides which batches run one sample at a time (None without an importer: each batch size compiles)
+        self._splitter = BatchSplitter(symbols, importer) if importer is not None else None
+        #: how a batch of a separable model runs (:data:`BATCH_MODES`)
+        self.batches = "split"
 
     @property
     def specializations_compiled(self) -> int:
@@ -268,10 +338,33 @@ class DynamicNetwork:
         self._last_stats = net.stats
         return net
 
+    def separability(self, feeds: Mapping[str, Any]) -> Separability:
+        """Can ``feeds`` (a batch on the leading axis) run one sample at a time on the batch-1 network?
+        Decided once per shape of a sample (glow_core/pipeline/batching.py)."""
+        arrays = self._arrays(feeds)
+        if self._splitter is None or self.cache.bound():
+            return Separability("inputs decide shapes, or the network has no importer: every batch size compiles")
+        return self._splitter.separability(arrays)
+
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Check ``feeds`` against the inputs' dims, compile for their shapes when new, run once."""
-        net = self.specialization(feeds)
-        return net.run({n: v for n, v in feeds.items() if n in net.input_types})
+        """Check ``feeds`` against the inputs' dims, run them (a batch of a separable model: one sample at a time
+        on the batch-1 network; otherwise the network compiled for their shapes, compiled now when new)."""
+        arrays = self._arrays(feeds)
+        count = self._splitter.count(arrays) if self._splitter is not None else 1
+        if count > 1 and check_batches(self.batches) != "compile" and self.separability(arrays).separable:
+            assert self._splitter is not None
+            batched = self._splitter.batched
+            shapes = {n: tuple(a.shape) for n, a in arrays.items()}
+            net = self.cache.peek(signature_key(arrays, {}), arrays)
+            if net is None:  # not compiled for this batch size: one sample at a time, meanwhile compile it
+                if self.batches == "background":
+                    self.cache.build_later(signature_key(arrays, {}), arrays, lambda bound: self._build(shapes, {}))
+                first = self.specialization({n: (a[:1] if n in batched else a) for n, a in arrays.items()})
+                return run_by_sample(lambda f: first.run({n: v for n, v in f.items() if n in first.input_types}),
+                                     arrays, batched, count)
+            return net.run({n: v for n, v in arrays.items() if n in net.input_types})
+        net = self.specialization(arrays)
+        return net.run({n: v for n, v in arrays.items() if n in net.input_types})
 
     __call__ = run
 

@@ -143,7 +143,11 @@ def _percentile(record: ValueRecord, cfg: QuantizationConfig) -> tuple[float, fl
     return max(record.min, -a), min(record.max, a)
 
 
-def entropy_threshold(counts: np.ndarray, levels: int) -> int:
+#: the largest fraction of the values the entropy calibration may clip (see ``entropy_threshold``)
+MAX_CLIPPED = 1e-3
+
+
+def entropy_threshold(counts: np.ndarray, levels: int, max_clipped: float = MAX_CLIPPED) -> int:
     """TensorRT-style KL calibration on a histogram of |x| from 0: the number of bins to keep.
 
     For every candidate ``i`` (``levels <= i <= len(counts)``) the reference
@@ -152,14 +156,24 @@ def entropy_threshold(counts: np.ndarray, levels: int) -> int:
     and spreads each group's total evenly over its nonzero bins. The ``i`` with the
     smallest KL(P || Q) wins. Returns ``len(counts)`` when there are no more bins
     than levels (nothing to clip).
+
+    Only candidates that clip at most ``max_clipped`` of the values compete. KL alone
+    cannot see what clipping costs: for a distribution far from zero (log-mel features
+    around -70, a layer's output around 60) a threshold below all of it folds every
+    value into bin ``i-1``, where Q matches the spike exactly (KL 0), and the whole
+    tensor would clip to one value (an audio embedding network's cosine to float fell
+    from 0.996 with MinMax to 0.715).
     """
     n = len(counts)
     if n <= levels:
         return n
     c = counts.astype(np.float64)
     tail = np.concatenate([np.cumsum(c[::-1])[::-1], [0.0]])  # tail[i] = sum(c[i:])
+    allowed = max_clipped * tail[0]
     best_i, best_kl = n, math.inf
     for i in range(levels, n + 1):
+        if tail[i] > allowed:
+            continue
         p = c[:i].copy()
         p[-1] += tail[i]
         if p.sum() == 0:

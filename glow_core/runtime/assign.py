@@ -11,7 +11,10 @@ The partitioner's first step (docs/runtime.md, "How a model is split"):
 2. **Epilogues follow their producer** -- an element-wise node of the :data:`EPILOGUES` table (Relu,
    Sigmoid, an Add of a bias, ...) whose operands all come from one other backend's nodes (or are
    constants) goes to that backend when it runs the node, instead of cutting the graph twice.
-3. **Minimum size** -- a run of nodes smaller than its backend's ``min_partition_nodes`` is not
+3. **Blocks stay whole** -- an attention or a layer normalization (:data:`WHOLE_BLOCKS`) that a later
+   backend fuses into one kernel, and of which an earlier backend would take only some nodes (the matrix
+   products of an attention, say), goes whole to the later backend, so that its fusion survives the cut.
+4. **Minimum size** -- a run of nodes smaller than its backend's ``min_partition_nodes`` is not
    offloaded: its nodes are excluded from that backend and go to the next one that runs them.
 
 A node excluded from a backend (too small a run, or refused at compile time) that no later backend
@@ -28,6 +31,8 @@ from glow_core.errors import BackendError
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.kinds import Category
 from glow_core.lowering.table import lower_node, lowerings
+from glow_core.passes.fusion import FUSIONS
+from glow_core.passes.rewrite import Fusion
 from glow_core.runtime.errors import PartitionError
 from glow_sdk.backend import Backend
 
@@ -172,6 +177,44 @@ def follow_producers(function: Function, backends: Sequence[Backend], label: Lab
         if claims.claims(src, n) or by_name[src].supports(n):
             label[id(n)] = src
             moved += 1
+    return moved
+
+
+#: fused kinds whose block (several nodes fused into one kernel: an attention, a layer normalization) a later
+#: backend of the list keeps whole when an earlier one would take only part of it, so that the later
+#: backend's fusion survives the cut (docs/runtime.md, "How a model is partitioned")
+WHOLE_BLOCKS = frozenset({"FusedAttention", "FusedLayerNorm"})
+
+
+def _blocks(function: Function) -> list[Fusion]:
+    """The blocks of :data:`WHOLE_BLOCKS` kinds the fusion rules find in ``function``."""
+    found = []
+    for n in function.nodes:
+        for rule in FUSIONS.get(n.kind.name, ()):
+            fusion = rule(function, n)
+            if fusion is not None and fusion.kind in WHOLE_BLOCKS:
+                found.append(fusion)
+                break
+    return found
+
+
+def keep_blocks_whole(function: Function, backends: Sequence[Backend], label: Labels, claims: Claims,
+                      excluded: Exclusions) -> int:
+    """A block split between backends goes whole to the first backend of the list that fuses its kind and
+    takes every node of it (:data:`WHOLE_BLOCKS`); how many nodes moved."""
+    moved = 0
+    for block in _blocks(function):
+        where = {label[id(n)] for n in block.nodes}
+        if len(where) < 2:
+            continue
+        owner = next((b.name for b in backends if block.kind in b.supported_kinds()
+                      and all(claims.claims(b.name, n) and not excluded.excludes(b.name, n) for n in block.nodes)),
+                     None)
+        if owner is None:
+            continue
+        for n in block.nodes:
+            moved += label[id(n)] != owner
+            label[id(n)] = owner
     return moved
 
 

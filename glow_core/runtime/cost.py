@@ -15,7 +15,7 @@ to backends that estimate costs, so a backend without the hook is partitioned as
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from glow_core.ir.graph import Function, Node, Value
 from glow_core.runtime.assign import Claims, Exclusions, Labels
@@ -35,6 +35,11 @@ class CostModel:
 
     backends: Mapping[str, Backend]
     devices: Mapping[str, DeviceInfo]
+    #: backend without a cost hook -> seconds per unit of node_cost (calibrated: glow_core.runtime.measure);
+    #: a backend not listed gets DEFAULT_SECONDS_PER_COST
+    seconds_per_cost: Mapping[str, float] = field(default_factory=dict)
+    #: (backend, node id) -> (node, seconds): the estimates made so far (the node kept, so its id stays its own)
+    memo: dict[tuple[str, int], tuple[Node, float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, backends: Sequence[Backend]) -> CostModel:
@@ -49,8 +54,14 @@ class CostModel:
         return any(self.estimates(b) or self.devices[b].bandwidth_bytes_per_s is not None for b in self.backends)
 
     def node_seconds(self, backend: str, node: Node) -> float:
+        known = self.memo.get((backend, id(node)))
+        if known is not None and known[0] is node:
+            return known[1]
         cost = self.backends[backend].estimate_cost(node)
-        return float(cost) if cost is not None else node_cost(node) * DEFAULT_SECONDS_PER_COST
+        seconds = float(cost) if cost is not None else \
+            node_cost(node) * self.seconds_per_cost.get(backend, DEFAULT_SECONDS_PER_COST)
+        self.memo[(backend, id(node))] = (node, seconds)
+        return seconds
 
     def run_seconds(self, backend: str, nodes: Sequence[Node]) -> float:
         return sum(self.node_seconds(backend, n) for n in nodes)
@@ -123,16 +134,21 @@ class PlanEstimate:
 
 
 def estimate_plan(model: CostModel, function: Function, parts: Sequence[tuple[str, Sequence[Node]]]) -> PlanEstimate:
-    """The estimate of running ``parts`` (backend, nodes) in order, with every boundary tensor moved."""
+    """The estimate of running ``parts`` (backend, nodes) in order, with the moves the executor makes: a
+    tensor crosses to the host once (its host copy is kept for every reader there), and is copied into each
+    partition of another backend that reads it (a partition reads what its own backend's earlier partitions
+    left on the device without a move)."""
     label = {id(n): b for b, nodes in parts for n in nodes}
     compute = sum(model.run_seconds(b, nodes) for b, nodes in parts)
+    model_outs = {id(v) for v in function.output_values()}
     moved = 0.0
-    for b, nodes in parts:  # count each tensor once, where it is produced (outputs) or read from the host
+    for b, nodes in parts:
         inside = {id(n) for n in nodes}
         ins, outs = boundary(function, nodes)
-        moved += sum(model.edge_seconds(HOST, b, v.type.nbytes) for v in ins if v.producer is None)
-        model_outs = {id(v) for v in function.output_values()}
+        for v in ins:
+            src = label.get(id(v.producer), HOST) if v.producer is not None else HOST
+            moved += model.edge_seconds(HOST, b, v.type.nbytes) if src != b else 0.0
         for o in outs:
             dsts = {label[id(u)] for u in _consumers(function, o, inside)} | ({HOST} if id(o) in model_outs else set())
-            moved += sum(model.edge_seconds(b, d, o.type.nbytes) for d in dsts)
+            moved += model.edge_seconds(b, HOST, o.type.nbytes) if dsts - {b} else 0.0
     return PlanEstimate(compute, moved)

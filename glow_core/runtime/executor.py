@@ -1,7 +1,10 @@
 """The executor: runs one request over the DAG of provisioned partitions.
 
 Each partition is submitted to its device's queue as soon as every tensor it reads is ready;
-since every device has its own worker thread, concurrent requests pipeline across devices.
+since every device has its own worker thread, concurrent requests pipeline across devices. On a
+device with resident memory (SDK API 2.2) a partition's results stay on the device as buffers, so
+the next partition there reads them without a round trip through the host; the request frees its
+buffers when it ends.
 A request ends exactly once: with the model's outputs, with the first partition error (naming the
 device), or with a timeout / cancellation decided by the host manager (:meth:`Request.finish`).
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -20,6 +23,7 @@ import numpy as np
 from glow_core.ir.graph import Constant, Function
 from glow_core.runtime.device_manager import materialize
 from glow_core.runtime.provisioner import ProvisionedPartition
+from glow_sdk.device import DeviceBuffer
 
 
 class Request:
@@ -105,7 +109,7 @@ class _Run:
     allocator's arenas would keep the memory (the serving-memory test in tests/runtime/test_memory.py).
     """
 
-    __slots__ = ("executor", "req", "values", "waiting", "left", "lock")
+    __slots__ = ("executor", "req", "values", "waiting", "left", "lock", "running")
 
     def __init__(self, executor: Executor, req: Request) -> None:
         self.executor = executor
@@ -114,23 +118,28 @@ class _Run:
         self.waiting = [len(pp.partition.deps) for pp in executor.parts]
         self.left = len(executor.parts)
         self.lock = threading.Lock()
+        self.running = 0  # partitions submitted and not yet back: the request's buffers are freed after them
 
     def submit(self, i: int) -> None:
         pp = self.executor.parts[i]
         with self.lock:
             feeds = {n: self.values[n] for n in pp.input_names}
+            self.running += 1
         self.req.busy(pp.device.id, True)
         pp.device.submit(pp.key, feeds, functools.partial(self.done, i))
 
     def done(self, i: int, out: dict[str, np.ndarray] | None, err: BaseException | None) -> None:
         req = self.req
         req.busy(self.executor.parts[i].device.id, False)
-        if req.finished:
-            self.values.clear()
-            return
-        if err is not None or out is None:
-            self.values.clear()
-            req.finish(None, err)
+        with self.lock:
+            self.running -= 1
+            idle = self.running == 0
+        if req.finished or err is not None or out is None:
+            _release_all((out or {}).values())  # (none when the run failed)
+            if not req.finished:
+                req.finish(None, err)
+            if idle:  # no partition of the request still reads its tensors
+                self.clear()
             return
         ready = []
         with self.lock:
@@ -150,8 +159,22 @@ class _Run:
         try:
             result = self.executor.result(self.values)
         except Exception as e:  # noqa: BLE001  (a remote output that cannot be fetched fails the request)
-            self.values.clear()
+            self.clear()
             self.req.finish(None, e)
             return
-        self.values.clear()
+        self.clear()
         self.req.finish(result, None)
+
+    def clear(self) -> None:
+        """Forget the request's tensors, giving device buffers back to their devices' memory."""
+        with self.lock:
+            values = list(self.values.values())
+            self.values.clear()
+        _release_all(values)
+
+
+def _release_all(values: Iterable[Any]) -> None:
+    """Free the device buffers among ``values`` (SDK API 2.2 device memory); host arrays need nothing."""
+    for v in values:
+        if isinstance(v, DeviceBuffer):
+            v.release()

@@ -175,11 +175,12 @@ class HostManager:
 
     def __init__(self, devices: str | list[DeviceConfig], *, max_in_flight: int = 64, max_queued: int = 1024,
                  timeout: float | None = None, cluster: str | None = "auto", call_timeout: float = 60.0,
-                 max_restarts: int = 3, start_timeout: float = 120.0) -> None:
+                 max_restarts: int = 3, start_timeout: float = 120.0, overlap_transfers: bool = True) -> None:
         for what, n in (("max_in_flight", max_in_flight), ("max_queued", max_queued)):
             if not isinstance(n, int) or n < (1 if what == "max_in_flight" else 0):
                 raise InputError(f"{what} must be a non-negative integer (max_in_flight >= 1), got {n!r}")
         self.devices = as_device_list(devices)
+        self.overlap_transfers = overlap_transfers
         self.cluster: Cluster | None = None
         self.managers = self._start_devices(cluster, call_timeout, max_restarts, start_timeout)
         self._rotation = itertools.count()
@@ -203,11 +204,16 @@ class HostManager:
         if any(d.remote for d in self.devices):
             self.cluster = Cluster(cluster)
         managers: dict[str, Any] = {}
+        ordinals: dict[str, int] = {}
         try:
             for d in self.devices:
-                managers[d.id] = (RayDeviceManager(d, self.cluster, call_timeout=call_timeout,
-                                                   max_restarts=max_restarts, start_timeout=start_timeout)
-                                  if d.remote and self.cluster is not None else DeviceManager(d))
+                if d.remote and self.cluster is not None:
+                    managers[d.id] = RayDeviceManager(d, self.cluster, call_timeout=call_timeout,
+                                                      max_restarts=max_restarts, start_timeout=start_timeout)
+                    continue
+                ordinal = ordinals[d.backend] = ordinals.get(d.backend, -1) + 1
+                memory = get_backend(d.backend).device_memory(ordinal)
+                managers[d.id] = DeviceManager(d, memory, overlap=self.overlap_transfers)
             for m in managers.values():
                 if isinstance(m, RayDeviceManager):
                     m.wait_ready()

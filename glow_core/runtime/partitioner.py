@@ -21,6 +21,7 @@ device's backend must run the node, the partitions must fit their devices and fo
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from glow_core.runtime.assign import (
     collect_claims,
     fall_back,
     follow_producers,
+    keep_blocks_whole,
     lower_unclaimed,
     small_runs,
 )
@@ -108,49 +110,164 @@ def label_nodes(function: Function, backends: Sequence[Backend], claims: Claims,
                 refusals: list[Refusal]) -> Labels:
     """Assign by claims, let epilogues follow their producer, then push to the next backend the runs below
     their backend's minimum size and, for backends with costs, the runs cheaper there, moves included
-    (recorded in ``refusals``), until no run moves."""
+    (recorded in ``refusals``), until no run moves; when a backend estimates costs, finish with a local
+    search on the plan's estimate (:func:`refine`)."""
     model = CostModel.of(backends)
     minimum = {b.name: b.min_partition_nodes for b in backends}
+    by_cost = Exclusions()  # runs moved by the cost step: the local search may bring them back
     while True:
-        label = assign(function, backends, claims, excluded)
-        follow_producers(function, backends, label, claims, excluded)
+        both = Exclusions({b.name: excluded.nodes.get(b.name, set()) | by_cost.nodes.get(b.name, set())
+                           for b in backends})
+        label = assign(function, backends, claims, both)
+        follow_producers(function, backends, label, claims, both)
+        keep_blocks_whole(function, backends, label, claims, both)
         found = runs(grouped_order(function, label), label)
-        todo = [(b, nodes, f"fewer than {minimum[b]} node(s) (min_partition_nodes)")
+        todo = [(b, nodes, f"fewer than {minimum[b]} node(s) (min_partition_nodes)", excluded)
                 for b, nodes in small_runs(found, backends)]
+        costly = [(b, nodes, reason, by_cost)
+                  for b, nodes, reason in costly_runs(model, function, found, label, backends, claims, both)]
         moved = False
-        for b, nodes, reason in todo or costly_runs(model, function, found, label, backends, claims, excluded):
-            if fall_back(function, nodes, b, backends, claims, excluded):
+        for b, nodes, reason, into in todo or costly:
+            if fall_back(function, nodes, b, backends, claims, into):
                 refusals.append(Refusal(b, len(nodes), reason))
                 moved = True
         if not moved:
+            if any(model.estimates(b.name) for b in backends):
+                refine(model, function, label, [b.name for b in backends], claims, excluded, minimum)
             return label
 
 
-def grouped_order(function: Function, label: Mapping[int, str]) -> list[Node]:
-    """A topological order of the nodes that keeps nodes of one label together when it can."""
-    index = {id(n): i for i, n in enumerate(function.nodes)}
-    preds: dict[int, set[int]] = {id(n): set() for n in function.nodes}
-    succs: dict[int, list[Node]] = {id(n): [] for n in function.nodes}
+#: the most rounds of :func:`refine` (each tries every choice once)
+REFINE_ROUNDS = 8
+#: functions with more nodes than this are refined by whole runs only (a round tries each run, not each node)
+REFINE_NODES = 400
+
+
+def _plan_seconds(model: CostModel, function: Function, label: Mapping[int, str],
+                  minimum: Mapping[str, int], deps: Dependencies) -> float:
+    """The estimate of the plan ``label`` makes (infinite when a run is below its backend's minimum size)."""
+    parts = runs(grouped_order(function, label, deps), label)
+    if any(len(nodes) < minimum.get(b, 1) for b, nodes in parts):
+        return math.inf
+    return estimate_plan(model, function, parts).total_s
+
+
+def _closures(function: Function, label: Mapping[int, str]) -> list[list[Node]]:
+    """Each producer-consumer pair of one label, and for each node the nodes of its label it reaches through
+    nodes of that label (downstream, then upstream): the groups a local search moves together."""
+    down: dict[int, list[Node]] = {id(n): [] for n in function.nodes}
+    up: dict[int, list[Node]] = {id(n): [] for n in function.nodes}
     for n in function.nodes:
         for v in n.inputs:
             p = v.producer if v is not None else None
-            if p is not None and id(p) in preds and id(p) not in preds[id(n)]:
-                preds[id(n)].add(id(p))
-                succs[id(p)].append(n)
-    waiting = {k: len(v) for k, v in preds.items()}
-    ready = [n for n in function.nodes if waiting[id(n)] == 0]
+            if p is not None and id(p) in down and label[id(p)] == label[id(n)]:
+                down[id(p)].append(n)
+                up[id(n)].append(p)
+    out = [[p, n] for n in function.nodes for p in up[id(n)]]  # every edge inside one label
+    for edges in (down, up):
+        for n in function.nodes:
+            seen, todo = {id(n): n}, [n]
+            while todo:
+                for m in edges[id(todo.pop())]:
+                    if id(m) not in seen:
+                        seen[id(m)] = m
+                        todo.append(m)
+            if len(seen) > 1:
+                out.append(list(seen.values()))
+    return out
+
+
+def refine(model: CostModel, function: Function, label: Labels, names: Sequence[str], claims: Claims,
+           excluded: Exclusions, minimum: Mapping[str, int]) -> float:
+    """Improve ``label`` in place by the cost model's estimate: move a run (and, in functions of at most
+    :data:`REFINE_NODES` nodes, a single node, a producer-consumer pair or a chain, :func:`_closures`) to
+    another backend that claims all of it whenever the plan's estimate drops, until no move helps (local
+    search; the claims, exclusions and minimum sizes hold). Returns the final estimate."""
+    def takers(nodes: Sequence[Node]) -> list[str]:
+        return [b for b in names if all(claims.claims(b, n) and not excluded.excludes(b, n) for n in nodes)]
+
+    deps = Dependencies.of(function)
+    best = _plan_seconds(model, function, label, minimum, deps)
+    for _ in range(REFINE_ROUNDS):
+        improved = False
+        groups = [nodes for _, nodes in runs(grouped_order(function, label, deps), label)]
+        if len(function.nodes) <= REFINE_NODES:
+            groups += [[n] for n in function.nodes] + _closures(function, label)
+        for nodes in groups:
+            before = {id(n): label[id(n)] for n in nodes}
+            for b in takers(nodes):
+                if all(before[id(n)] == b for n in nodes):
+                    continue
+                label.update({id(n): b for n in nodes})
+                seconds = _plan_seconds(model, function, label, minimum, deps)
+                if seconds < best * (1 - 1e-9):
+                    best, improved = seconds, True
+                    before = {id(n): b for n in nodes}
+                else:
+                    label.update(before)
+        if not improved:
+            break
+    return best
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """The dependencies of a function's nodes: position, number of distinct producers, consumers."""
+
+    index: dict[int, int]
+    preds: dict[int, int]
+    succs: dict[int, list[Node]]
+
+    @classmethod
+    def of(cls, function: Function) -> Dependencies:
+        index = {id(n): i for i, n in enumerate(function.nodes)}
+        preds: dict[int, set[int]] = {id(n): set() for n in function.nodes}
+        succs: dict[int, list[Node]] = {id(n): [] for n in function.nodes}
+        for n in function.nodes:
+            for v in n.inputs:
+                p = v.producer if v is not None else None
+                if p is not None and id(p) in preds and id(p) not in preds[id(n)]:
+                    preds[id(n)].add(id(p))
+                    succs[id(p)].append(n)
+        return cls(index, {k: len(v) for k, v in preds.items()}, succs)
+
+
+def grouped_order(function: Function, label: Mapping[int, str], deps: Dependencies | None = None) -> list[Node]:
+    """A topological order of the nodes that keeps nodes of one label together when it can: the next node is
+    the first ready one (in function order) of the previous node's label, else the first ready one. ``deps``:
+    the function's dependencies when already known (:meth:`Dependencies.of`)."""
+    deps = deps or Dependencies.of(function)
+    index, succs = deps.index, deps.succs
+    waiting = dict(deps.preds)
+    nodes = function.nodes
+    ready_all: list[int] = []  # heaps of function positions: every ready node, and per label
+    ready: dict[str, list[int]] = {}
+    for n in nodes:
+        if waiting[id(n)] == 0:
+            heapq.heappush(ready_all, index[id(n)])
+            heapq.heappush(ready.setdefault(label[id(n)], []), index[id(n)])
     order: list[Node] = []
-    current = label[id(ready[0])] if ready else ""
-    while ready:
-        same = [n for n in ready if label[id(n)] == current]
-        pick = min(same or ready, key=lambda n: index[id(n)])
+    taken: set[int] = set()
+    current = label[id(nodes[ready_all[0]])] if ready_all else ""
+    while len(order) < len(nodes) and ready_all:
+        mine = ready.get(current, [])
+        while mine and mine[0] in taken:
+            heapq.heappop(mine)
+        if mine:
+            i = heapq.heappop(mine)
+        else:
+            while ready_all[0] in taken:
+                heapq.heappop(ready_all)
+            i = heapq.heappop(ready_all)
+        taken.add(i)
+        pick = nodes[i]
         current = label[id(pick)]
-        ready.remove(pick)
         order.append(pick)
         for s in succs[id(pick)]:
             waiting[id(s)] -= 1
             if waiting[id(s)] == 0:
-                ready.append(s)
+                heapq.heappush(ready_all, index[id(s)])
+                heapq.heappush(ready.setdefault(label[id(s)], []), index[id(s)])
     return order
 
 

@@ -44,6 +44,16 @@ def keeps_outputs_remote(plan: PartitionPlan, p: Partition, managers: Mapping[st
     return bool(users) and all(hasattr(managers[q.device], "start_load") for q in users)
 
 
+def host_outputs(plan: PartitionPlan, p: Partition, managers: Mapping[str, Any]) -> frozenset[str]:
+    """The outputs of ``p`` that go through the host: model outputs and those read by a partition of another
+    backend or on a remote device (a local partition of the same backend reads them on the device, or copies
+    them device to device)."""
+    model_outputs = {id(v) for _, v in plan.function.outputs}
+    others = {id(v) for q in plan.partitions if q.backend != p.backend or hasattr(managers[q.device], "start_load")
+              for v in q.inputs}
+    return frozenset(v.name for v in p.outputs if id(v) in model_outputs or id(v) in others)
+
+
 def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
               threads: int | None = None, options: Mapping[str, Any] | None = None,
               compiler: PartitionCompiler | None = None) -> list[ProvisionedPartition]:
@@ -67,7 +77,7 @@ def provision(network: str, plan: PartitionPlan, managers: Mapping[str, Any],
                 continue
             sub, exe = compiler.compile(plan, p)
             memory = compiled_memory(exe, p.memory)
-            manager.load(key, exe, memory)
+            manager.load(key, exe, memory, host_outputs(plan, p, managers))
             slots[i] = ProvisionedPartition(p, key, manager, exe, *names, memory)
         while remote:
             i, finish, _ = remote.pop(0)

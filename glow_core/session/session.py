@@ -37,11 +37,14 @@ from glow_core.driver import compile_model
 from glow_core.errors import InputError, UnknownBackendError
 from glow_core.importer import load_model
 from glow_core.importer.subgraphs import has_control_flow
-from glow_core.importer.symbols import ModelSymbols, check_dims
+from glow_core.importer.onnx_importer import OnnxImporter
+from glow_core.importer.symbols import InputShapes, ModelSymbols, check_dims
 from glow_core.importer.weights import split_weights
 from glow_core.importer.structured import flatten_feed, kind_of, rebuild
 from glow_core.pipeline import CompiledNetwork, check_model_arg
-from glow_core.pipeline.specialize import CacheLimits, Specializations, signature_key
+from glow_core.ir.graph import Function
+from glow_core.pipeline.batching import BatchSplitter, run_by_sample
+from glow_core.pipeline.specialize import CacheLimits, Specializations, check_batches, signature_key
 from glow_core.pipeline.stages import OPTIMIZATION_LEVEL
 from glow_core.plugin_host import default_backend, registry
 from glow_core.session.binding import IOBinding, OrtValue
@@ -82,6 +85,9 @@ class SessionOptions:
     #: bytes the kept networks may hold of their own (arenas, constant regions; shared weights count once);
     #: None: no limit but the count
     compiled_cache_bytes: int | None = None
+    #: how a batch of a model whose samples never meet runs: "split" (one sample at a time on the batch-1
+    #: network, no compile per batch size), "compile" or "background" (docs/dynamic-shapes.md, "Batches")
+    batches: str = "split"
 
     def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
         """onnxruntime's: fix the symbolic dimension ``dim_name`` to ``dim_value`` in every input (a session's
@@ -161,8 +167,9 @@ class InferenceSession:
         self._symbols = ModelSymbols(loaded, check_dims({**self._options.free_dimension_overrides(), **(dims or {})}))
         # one copy of the weights, shared by every compile: the session keeps the model without their bytes
         # (with several providers the runtime imports the model itself, and control flow splits it)
-        whole = len(self._providers) > 1 or has_control_flow(loaded.graph)
+        whole = self._whole = len(self._providers) > 1 or has_control_flow(loaded.graph)
         self._model, self._weights = (loaded, {}) if whole else split_weights(loaded)
+        self._splitters: dict[tuple[str, ...], BatchSplitter] = {}
         del loaded
         self._all_outputs = [o.name for o in self._model.graph.output]
         size = self._options.compiled_cache_size
@@ -224,6 +231,7 @@ class InferenceSession:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        self._compiled.wait()  # (a batch size compiling in the background)
         for net in self._compiled.entries():
             close = net.executable.close
             if close is not None:
@@ -282,6 +290,40 @@ class InferenceSession:
         outputs = tuple(dict.fromkeys(names))
         model = self._model_for(outputs)
         signatures, flat = self._feeds(model, input_feed)
+        split = self._splitter(model, outputs, signatures)
+        count = split.count(flat) if split is not None else 1
+        mode = check_batches(self._options.batches)
+        if split is not None and count > 1 and mode != "compile" and not self._compiled.bound() and \
+                split.separability(flat, outputs).separable:
+            key = (outputs, signature_key(flat, signatures))
+            if self._compiled.peek(key, flat) is None:
+                # a batch of a model whose samples never meet, at a batch size not compiled: one sample at a time
+                # on the batch-1 network ("background": while that batch size compiles)
+                if mode == "background":
+                    self._compiled.build_later(key, flat, lambda bound: self._compile(model, dict(signatures), {}))
+                return run_by_sample(lambda f: self._run_flat(outputs, model, {n: a.shape for n, a in f.items()}, f),
+                                     flat, split.batched, count)
+        return self._run_flat(outputs, model, signatures, flat)
+
+    def _splitter(self, model: onnx.ModelProto, outputs: tuple[str, ...], signatures: Mapping[str, Any]
+                  ) -> BatchSplitter | None:
+        """The batch splitter of the model pruned to ``outputs`` (glow_core/pipeline/batching.py); None when the
+        session runs the whole model on several devices or with control flow, or a feed or output is not a tensor."""
+        if self._whole or any(not isinstance(sig, tuple) for sig in signatures.values()) or \
+                any(kind_of(o.type) != "tensor_type" for o in model.graph.output):
+            return None
+        with self._lock:
+            hit = self._splitters.get(outputs)
+            if hit is None:
+                dims = self._symbols.dims
+
+                def importer(shapes: dict[str, tuple[int, ...]]) -> Function:
+                    return OnnxImporter(model, InputShapes(shapes, dims), None, weights=self._weights or None).run()
+                hit = self._splitters[outputs] = BatchSplitter(self._symbols, importer)
+            return hit
+
+    def _run_flat(self, outputs: tuple[str, ...], model: onnx.ModelProto, signatures: Mapping[str, Any],
+                  flat: dict[str, np.ndarray]) -> dict[str, Any]:
         key = (outputs, signature_key(flat, signatures))
 
         def build(bound: list[str]) -> CompiledNetwork:

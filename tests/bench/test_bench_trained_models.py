@@ -254,3 +254,24 @@ def test_glow_runner_runs_the_model_once_per_call(tmp_path: Path, monkeypatch: p
     outs = run({"x": np.zeros(1, np.float32)})
     assert len(calls) == 1
     assert [float(o[0]) for o in outs] == [0.0, 1.0, 2.0]
+
+
+def test_the_table_lists_every_engine_asked_for_and_what_could_not_run(tmp_path: Path) -> None:
+    """Five engines: a column of ms each, glow's ratio to each of the four others, their geometric means, and
+    an engine that failed (IREE or TVM not installed, a model it cannot import) under "not run"."""
+    r = bench.Result("m", "a model", ms={"glow": 1.0, "onnxruntime": 2.0, "openvino": 4.0, "tvm": 0.5},
+                     errors={"iree": "ModuleNotFoundError: No module named 'iree'"})
+    lines = bench.format_table([r], engines=list(bench.ENGINES))
+    assert lines[0] == ("| model | what | glow ms | ort ms | ov ms | iree ms | tvm ms | glow/ort | glow/ov | "
+                        "glow/iree | glow/tvm | max abs diff vs ort |")
+    assert lines[2] == "| m | a model | 1.00 | 2.00 | 4.00 | - | 0.50 | 0.50 | 0.25 | - | 2.00 | - |"
+    text = "\n".join(lines)
+    assert "glow/iree: - over 0 model(s)" in text and "glow/tvm: 2.00 over 1 model(s)" in text
+    assert "- m on iree: ModuleNotFoundError" in text
+
+
+def test_every_engine_has_a_runner_and_unknown_ones_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert set(bench.ENGINES) == set(bench.RUNNERS)
+    with pytest.raises(SystemExit):
+        bench.main(["--engines", "glow,mxnet", "--models", "none"])
+    assert "unknown engine(s) ['mxnet']" in capsys.readouterr().err

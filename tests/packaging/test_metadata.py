@@ -31,6 +31,7 @@ DISTRIBUTIONS = {
     ".": "glow-compiler",
     "plugins/interpreter": "glow-backend-interpreter",
     "plugins/cpu": "glow-backend-cpu",
+    "plugins/openvino": "glow-backend-openvino",
     "conformance": "glow-conformance",
     "examples/glow-backend-example": "glow-backend-example",
 }

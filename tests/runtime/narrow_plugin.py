@@ -156,9 +156,11 @@ plugin = RuntimeTestPlugin()
 
 
 def write_dist_info(root: Path) -> Path:
-    """A minimal installed distribution under ``root`` whose entry point names this module's plugin."""
+    """A minimal installed distribution under ``root`` whose entry points name this module's plugin and
+    tests/runtime/device_plugin.py's."""
     info = root / "glow_backend_runtime_test-0.1.dist-info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: glow-backend-runtime-test\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[glow.backends]\nruntime-test = tests.runtime.narrow_plugin:plugin\n")
+    (info / "entry_points.txt").write_text(("[glow.backends]\nruntime-test = tests.runtime.narrow_plugin:plugin\n"
+                                            "runtime-device = tests.runtime.device_plugin:plugin\n"))
     return root

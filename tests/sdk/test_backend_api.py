@@ -168,3 +168,16 @@ def test_capability_report() -> None:
     d = rec.as_dict()
     assert d["backend"] == "records" and d["sdk_api_version"] == SDK_API_VERSION and d["device"]["memory_bytes"] == 4 << 30
 
+
+def test_the_capability_report_shows_int8_coverage() -> None:
+    """A backend with the int8 primitives runs quantized models natively; one without them is told which
+    products an int8 model needs from another device."""
+    full = capability_report(TemplateBackend()).int8_line()
+    assert full.startswith("int8: ") and full.endswith("quantized models run natively")
+    eight = [k for k in capability_report(TemplateBackend()).kinds if k.eight_bit is not None]
+    assert {"IntConv", "IntMatMul", "Requantize", "Reshape"} <= {k.kind for k in eight}
+    assert all(k.kind != "Sqrt" for k in eight)  # (a float-only primitive has no 8-bit form)
+    part = capability_report(MappingBackend()).int8_line()
+    assert part.endswith("int8 models need IntConv, IntMatMul, Requantize from another device"), part
+    assert part.startswith("int8: 0 of ")
+

@@ -136,6 +136,26 @@ def _fused_matmul(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict
                if elem is ElemKind.FLOAT32 else {})}
 
 
+def _dequant_case(elem: ElemKind, lhs: tuple[int, ...], kn: tuple[int, int], scale: tuple[int, int], bias: bool,
+                  attrs: dict[str, Any] | None = None) -> Build:
+    """DequantMatMul operands: float32 LHS, an 8-bit constant weight, a positive scale, an optional bias."""
+    f32 = ElemKind.FLOAT32
+
+    def build(rng: np.random.Generator) -> Variant:
+        s = (rng.random(scale) * 0.05 + 0.001).astype(np.float32)
+        b = arr(f32, (kn[1],), rng) if bias else None
+        return Variant([arr(f32, lhs, rng), arr(elem, kn, rng, "full"), s, b], dict(attrs or {}), consts=(1, 2))
+    return build
+
+
+@generator("DequantMatMul", elems={ElemKind.INT8, ElemKind.UINT8})
+def _dequant_matmul(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
+    return {"per-column": _dequant_case(elem, (3, 40), (40, 37), (1, 37), True, {"activation": "relu"}),
+            "per-row": _dequant_case(elem, (2, 5, 24), (24, 70), (24, 1), False),
+            "one-scale": _dequant_case(elem, (1, 33), (33, 17), (1, 1), True,
+                                       {"activation": "clip", "clip_min": -1.0, "clip_max": 1.0})}
+
+
 @generator("FusedConv", elems=FLOATS)
 def _fused_conv(kind: str, elem: ElemKind, avail: frozenset[ElemKind]) -> dict[str, Build]:
     relu = conv_variants(elem, {"activation": "relu"})

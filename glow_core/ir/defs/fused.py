@@ -7,6 +7,11 @@ the lowering table turns them back into) the unfused kinds::
 
     FusedConv(x, W, B, R)    = act(Conv(x, W, B) + R)   (R optional, the residual: the result's type)
     FusedMatMul(A, B, Bias)  = act(MatMul(A, B) + Bias)      (Bias optional; it never changes the shape)
+    DequantMatMul(A, Wq, S, Bias) = act(MatMul(A, Cast(Wq, float32) * S) + Bias)
+        a weight kept compressed: Wq an 8-bit integer matrix [K, N], S its float32 scale
+        ([1, N] per column, [K, 1] per row or [1, 1]); made by ``keep-compressed-weights``
+        before lowering, from the Cast and Mul with which a weight-only compressed model
+        dequantizes its weights
 
 ``act`` is chosen by ``activation``:
 
@@ -173,3 +178,32 @@ define_kind("FusedAttention", inputs=("Q", "KT", "V", "Mask?"),
                    attr("masked_rows", A.STRING, "nan", doc=" / ".join(MASKED_ROWS) + ": a fully masked row's result")),
             infer=_fused_attention_rule, categories=(C.LINEAR_ALGEBRA,), elems=FLOAT_KINDS,
             doc="Softmax(MatMul(Q, KT) (*|/) scale + Mask) @ V over the last axis; same leading axes.")
+
+
+#: the element kinds of a compressed weight (DequantMatMul's Weight)
+COMPRESSED_KINDS = frozenset({ElemKind.INT8, ElemKind.UINT8})
+
+
+def _dequant_matmul_rule(types: Types, attrs: Attrs) -> list[TensorType]:
+    check_activation(attrs)
+    a, w, s = req(types, 0), req(types, 1), req(types, 2)
+    bias = types[3] if len(types) > 3 else None
+    f32 = ElemKind.FLOAT32
+    if a.elem is not f32 or s.elem is not f32 or (bias is not None and bias.elem is not f32):
+        raise GlowTypeError(f"DequantMatMul computes in float32: LHS {a}, Scale {s}, Bias {bias}")
+    if w.elem not in COMPRESSED_KINDS or w.rank != 2:
+        raise GlowTypeError(f"DequantMatMul Weight must be an int8 / uint8 matrix [K, N], got {w}")
+    K, N = w.shape
+    if s.shape not in ((1, N), (K, 1), (1, 1)):
+        raise GlowTypeError(f"DequantMatMul Scale {list(s.shape)} must be [1, {N}], [{K}, 1] or [1, 1]")
+    shape = matmul_shape(a.shape, w.shape)
+    if bias is not None and broadcast_shapes(shape, bias.shape) != shape:
+        raise GlowTypeError(f"Bias {list(bias.shape)} does not broadcast to the product's shape {list(shape)}")
+    return [TensorType(f32, shape)]
+
+
+define_kind("DequantMatMul", inputs=("LHS", "Weight", "Scale", "Bias?"), attrs=_ACT_ATTRS, infer=_dequant_matmul_rule,
+            categories=(C.LINEAR_ALGEBRA,), elems=COMPRESSED_KINDS | {ElemKind.FLOAT32},
+            doc="act(MatMul(LHS, Cast(Weight, float32) * Scale) + Bias): an int8 / uint8 weight [K, N] kept "
+                "compressed, Scale [1, N], [K, 1] or [1, 1] (each weight is dequantized exactly as the Cast and "
+                "Mul round it).")

@@ -1,7 +1,8 @@
 """Lowerings of the fused kinds back into the kinds they fuse (see ``glow_core.ir.defs.fused``).
 
 ``FusedConv`` -> Conv, Add of the residual, then the activation; ``FusedMatMul`` -> MatMul, Add of
-the bias, then the activation. The activation ``relu`` becomes a Relu node and
+the bias, then the activation; ``DequantMatMul`` -> Cast of the weight to float32, Mul by its scale,
+then as FusedMatMul. The activation ``relu`` becomes a Relu node and
 ``clip`` a Clip with constant bounds, ``hardswish`` a HardSwish node (each lowered further when
 needed).
 ``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from glow_core.ir.graph import Node, Value
+from glow_core.ir.types import ElemKind
 from glow_core.lowering.builder import Builder
 from glow_core.lowering.rules.nn_seq import masked_softmax
 from glow_core.lowering.table import lowering
@@ -75,6 +77,16 @@ def _fused_conv(b: Builder, node: Node) -> list[Value]:
 def _fused_matmul(b: Builder, node: Node) -> list[Value]:
     y = b.emit1("MatMul", [b.input(0), b.input(1)])
     bias = b.opt_input(2)
+    if bias is not None:
+        y = b.add(y, bias)
+    return [ACTIVATIONS[node.attrs["activation"]](b, node, y)]
+
+
+@lowering("DequantMatMul")
+def _dequant_matmul(b: Builder, node: Node) -> list[Value]:
+    weight = b.mul(b.emit1("Cast", [b.input(1)], to=ElemKind.FLOAT32), b.input(2))
+    y = b.emit1("MatMul", [b.input(0), weight])
+    bias = b.opt_input(3)
     if bias is not None:
         y = b.add(y, bias)
     return [ACTIVATIONS[node.attrs["activation"]](b, node, y)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from glow_core.ir.types import TensorType
+from glow_core.ir.types import ElemKind, TensorType
 from glow_core.reference.kernels import KERNELS
 
 Attrs = Mapping[str, Any]
@@ -68,6 +68,14 @@ def _fused_matmul(attrs: Attrs, out: Types, a: np.ndarray, b: np.ndarray, bias: 
     if bias is not None:
         y = np.asarray(KERNELS["Add"]({}, out, y, bias))
     return ACTIVATION_KERNELS[attrs["activation"]](attrs, out, y)
+
+
+@KERNELS.register("DequantMatMul")
+def _dequant_matmul(attrs: Attrs, out: Types, a: np.ndarray, w: np.ndarray, scale: np.ndarray,
+                    bias: np.ndarray | None) -> np.ndarray:
+    wt = [TensorType(ElemKind.FLOAT32, w.shape)]
+    wf = _run("Mul", wt, _run("Cast", wt, w, to=ElemKind.FLOAT32), scale)
+    return _fused_matmul(attrs, out, a, wf, bias)
 
 
 def _run(kind: str, out: Types, *args: np.ndarray | None, **attrs: Any) -> np.ndarray:

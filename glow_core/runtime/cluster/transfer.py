@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from glow_core.runtime.errors import DeviceExecutionError
+from glow_sdk.device import DeviceBuffer
 
 
 class OutputBundle:
@@ -62,6 +63,6 @@ def split_feeds(feeds: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[st
             if i == len(refs):
                 refs.append(v.bundle.ref)
             picks.append((name, i))
-        else:
-            plain[name] = v
+        else:  # a device buffer (SDK API 2.2) goes as its host copy
+            plain[name] = v.materialize() if isinstance(v, DeviceBuffer) else v
     return plain, picks, refs

@@ -5,8 +5,9 @@
 1. the performance kernels (:data:`FAST_MODULES`: convolution, matrix products,
    pooling with packing and register-blocked micro-kernels), when present;
 2. this backend's other families (:data:`MODULES`);
-3. the simple, correct fallbacks (:data:`FALLBACK_MODULES`), which register
-   only the kinds nobody registered before them.
+3. the simple, correct fallbacks (:data:`FALLBACK_MODULES`): their ``register_fallbacks()`` registers
+   only the kinds nobody registered before (importing such a module registers nothing, so no import
+   order lets a fallback take a kind before its fast emitter).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 
 log = logging.getLogger("glow.cpu")
 
-FAST_MODULES = ("gemm", "matmul", "conv", "pool", "recurrent", "qconv")
+FAST_MODULES = ("gemm", "matmul", "dequant", "conv", "pool", "recurrent", "qconv")
 MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "transformer", "detection", "qgeneric")
 FALLBACK_MODULES = ("naive_linalg",)
 
@@ -40,6 +41,8 @@ def load_all() -> None:
             except Exception as e:  # noqa: BLE001  (a broken fast module must not take the backend down)
                 log.warning("cpu emitter module %s failed to import (%s: %s); its kinds use the fallbacks",
                             name, type(e).__name__, e)
-        for name in MODULES + FALLBACK_MODULES:
+        for name in MODULES:
             importlib.import_module(f"{__name__}.{name}")
+        for name in FALLBACK_MODULES:
+            importlib.import_module(f"{__name__}.{name}").register_fallbacks()
         _loaded = True

@@ -21,6 +21,7 @@ accumulate in float32 and round once, as the interpreter's kernels do).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,12 +30,16 @@ from llvmlite import ir
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.conv import act_of
-from glow_backend_cpu.emit.gemm import GemmPlan, emit_gemm, pack_rows
+from glow_backend_cpu.emit.gemm import BPack, GemmPlan, emit_gemm, pack_rows
 from glow_backend_cpu.emit.vecops import F32P, Geometry, activation, c64, fma, geometry, gep, masked_load, vload, vty
 from glow_backend_cpu.helpers import carried_loop, for_range, partition, strided_offset
 from glow_backend_cpu.pack import pack_a_panels, pack_b_panels
 from glow_core.ir.defs.nn import MATMUL_KINDS
 from glow_core.ir.types import ElemKind, broadcast_shapes
+
+
+#: makes the B packer of a product for the geometry its GEMM uses
+PackerFactory = Callable[[Geometry], BPack]
 
 
 @dataclass(frozen=True)
@@ -141,15 +146,16 @@ def gemv_geometry(geo: Geometry, s: MatMulShape, b_const: bool) -> Geometry:
 
 
 def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias: Operand | None, y: Operand,
-                     act: str, lo: float, hi: float, name: str = "") -> None:
+                     act: str, lo: float, hi: float, name: str = "", b_packer: PackerFactory | None = None) -> None:
+    """The product on the GEMM machinery; ``b_packer`` (given the geometry) packs each B tile from a
+    constant weight kept in another form (``dequant.py``) instead of the ways the module doc lists."""
     base = geometry(ctx.target.vector_lanes)
-    geo = gemv_geometry(base, s, bm.const_value is not None)
+    geo = gemv_geometry(base, s, bm.const_value is not None or b_packer is not None)
     MR, NR = geo.mr, geo.nr
     M, N, K = s.M, s.N, s.K
     bld = ctx.builder
     batch = s.batch
     mp = -(-M // MR)
-    nt = -(-N // NR)
 
     # A: packed constant panels per distinct A batch, or rows in place
     if a.const_value is not None:
@@ -178,7 +184,34 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
     plan = GemmPlan(geo=geo, BG=s.BG, M=M, N=N, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr, ldc=N,
                     act=act, lo=lo, hi=hi, unroll=2 if geo == base else max(2, GEMV_PARTIAL_SUMS // geo.nvec))
 
-    if bm.const_value is not None:
+    _b_operand(ctx, plan, s, bm, b_packer, name)
+
+    if bias is not None:
+        bst = s.bias_strides
+        nb = len(batch)
+        bbatch, sm, sn = bst[:nb], bst[nb], bst[nb + 1]
+        biasp = bias.ptr
+
+        def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
+            off = strided_offset(b, bg, batch, bbatch)
+            return gep(b, biasp, b.add(off, b.add(b.mul(m0, c64(sm)), b.mul(n0, c64(sn)))))
+        plan.bias_ptr = bias_ptr
+        plan.bias = "col" if sn else "row"
+        plan.bias_rs = sm
+
+    scratch = bld.bitcast(ctx.scratch(plan.scratch_bytes), F32P) if plan.b_pack is not None else None
+    emit_gemm(bld, plan, ctx.tid, ctx.nthreads, scratch)
+
+
+def _b_operand(ctx: EmitContext, plan: GemmPlan, s: MatMulShape, bm: Operand, b_packer: PackerFactory | None,
+               name: str) -> None:
+    """How the GEMM reaches B: a caller's packer, constant panels packed now, rows in place, or packed per tile."""
+    geo, bld, batch = plan.geo, ctx.builder, s.batch
+    K, N, NR = s.K, s.N, plan.geo.nr
+    nt, mp = -(-N // NR), -(-s.M // plan.geo.mr)
+    if b_packer is not None:
+        plan.b_pack = b_packer(geo)
+    elif bm.const_value is not None:
         bv = np.asarray(bm.const_value, dtype=np.float32).reshape(-1, K, N)
         bp = bld.bitcast(ctx.add_constant(pack_b_panels(bv, NR), f"{name or 'matmul'}.rhs.packed"), F32P)
         b_units = tuple(st // (K * N) for st in s.b_bstrides)
@@ -203,22 +236,6 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
             src = gep(b, bptr1, b.add(off, b.add(b.mul(k0, c64(N)), n0)))
             pack_rows(b, geo, src, N, kc, width, dst, full_width=N % NR == 0)
         plan.b_pack = b_pack
-
-    if bias is not None:
-        bst = s.bias_strides
-        nb = len(batch)
-        bbatch, sm, sn = bst[:nb], bst[nb], bst[nb + 1]
-        biasp = bias.ptr
-
-        def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
-            off = strided_offset(b, bg, batch, bbatch)
-            return gep(b, biasp, b.add(off, b.add(b.mul(m0, c64(sm)), b.mul(n0, c64(sn)))))
-        plan.bias_ptr = bias_ptr
-        plan.bias = "col" if sn else "row"
-        plan.bias_rs = sm
-
-    scratch = bld.bitcast(ctx.scratch(plan.scratch_bytes), F32P) if plan.b_pack is not None else None
-    emit_gemm(bld, plan, ctx.tid, ctx.nthreads, scratch)
 
 
 # -- matrix x vector ----------------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ thread repacks a tile only when its item moves to another tile.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +42,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.conv import ConvShape, conv_shape
+from glow_backend_cpu.emit.qgeneric import INT_MATMUL_PATHS
 from glow_backend_cpu.emit.qvec import strided_load_i8
 from glow_backend_cpu.helpers import (
     F32,
@@ -69,7 +69,6 @@ I8P, I32P = I8.as_pointer(), I32.as_pointer()
 V16I64 = ir.VectorType(I64, 16)
 V16I32, V16I8, V64I8, V16F = (ir.VectorType(I32, 16), ir.VectorType(I8, 16), ir.VectorType(I8, 64),
                               ir.VectorType(F32, 16))
-_counter = itertools.count()
 
 
 def c64(v: int) -> ir.Constant:
@@ -134,6 +133,9 @@ class Packed:
     yz: float
     lo: float
     hi: float
+    #: int32 results (IntMatMul: no requantize; the input zero point is a run-time value, see ``runtime_comp``)
+    out32: bool = False
+    colsum: np.ndarray | None = None   # int32 [MP * MR]: sum_k W_eff[m, k] (wrapped)
 
 
 def pack_weights(w_mk: np.ndarray, wz: np.ndarray, xz: np.ndarray, x_elem: ElemKind, bias: np.ndarray | None,
@@ -155,8 +157,11 @@ def pack_weights(w_mk: np.ndarray, wz: np.ndarray, xz: np.ndarray, x_elem: ElemK
     mfull[:M] = np.broadcast_to(mult.astype(np.float32).reshape(-1), (M,))
     info = np.iinfo(y_elem.dtype)
     lo, hi = max(int(info.min), clamp[0]), min(int(info.max), clamp[1])
+    colsum = np.zeros(MP * MR, np.int64)
+    colsum[:M] = eff.sum(axis=1)
     return Packed(M, K, KQ, np.ascontiguousarray(panels), comp, mfull, xz_u, signed_x,
-                  float(yz.reshape(())), float(lo), float(hi))
+                  float(yz.reshape(())), float(lo), float(hi),
+                  colsum=((colsum + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
 
 
 # -- the micro-kernel -----------------------------------------------------------------------------------------
@@ -218,7 +223,12 @@ def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, isa: 
     ``out`` points at (first channel of the panel, first pixel of the tile); channel r, pixel p is stored at
     ``out[r * ld_m + p * ld_p]`` (``ld_p`` is 1 when ``contiguous``); only ``rows`` channels and ``px`` pixels.
     """
-    name = f"glow_q8_ukernel_{next(_counter)}_{nv}_{isa}"
+    # one function per variant and module: what the body depends on is in its name
+    key = f"{nv}_{isa}_{pk.KQ}_{int(contiguous)}_" + ("i32" if pk.out32 else f"{pk.yz:g}_{pk.lo:g}_{pk.hi:g}")
+    name = "glow_q8_ukernel_" + key.replace("-", "m").replace(".", "p")
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing  # type: ignore[no-any-return]
     fty = ir.FunctionType(VOID, [I8P, I8P, I32P, F32.as_pointer(), I8P, I64, I64, I64, I64])
     fn = ir.Function(module, fty, name=name)
     fn.linkage = "internal"
@@ -239,6 +249,10 @@ def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, isa: 
 
     zero = ir.Constant(V16I32, [0] * 16)
     accs = carried_loop(b, 0, pk.KQ, [zero] * (MR * nv), body, name="kq")
+    if pk.out32:
+        _store_int32(b, accs, comp, b.bitcast(out, I32P), ld_m, ld_p, rows, px, nv)
+        b.ret_void()
+        return fn
     for r in range(MR):
         with b.if_then(b.icmp_signed("<", c64(r), rows)):
             cm = _splat_i32(b, b.load(b.gep(comp, [c64(r)]), align=4))
@@ -261,6 +275,19 @@ def micro_kernel(module: ir.Module, nv: int, pk: Packed, contiguous: bool, isa: 
                         b.store(byte, b.gep(out, [b.add(base, b.mul(l, ld_p))]))
     b.ret_void()
     return fn
+
+
+def _store_int32(b: ir.IRBuilder, accs: list[ir.Value], comp: ir.Value, out: ir.Value, ld_m: ir.Value,
+                 ld_p: ir.Value, rows: ir.Value, px: ir.Value, nv: int) -> None:
+    """IntMatMul's epilogue: ``acc + comp[r]`` (int32, wrapping) of channel r, pixel p at ``out[r ld_m + p ld_p]``."""
+    for r in range(MR):
+        with b.if_then(b.icmp_signed("<", c64(r), rows)):
+            cm = _splat_i32(b, b.load(b.gep(comp, [c64(r)]), align=4))
+            for j in range(nv):
+                v = b.add(accs[r * nv + j], cm)
+                base = b.add(b.mul(c64(r), ld_m), b.mul(c64(j * LANES), ld_p))
+                with for_range(b, 0, smin_i64(b, b.sub(px, c64(j * LANES)), c64(LANES)), name="px") as l:
+                    b.store(b.extract_element(v, l), b.gep(out, [b.add(base, b.mul(l, ld_p))]))
 
 
 def _splat_i64(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
@@ -415,6 +442,8 @@ class Job:
     cstride: int            # elements between input rows of consecutive channels (gathered rows)
     plane: int              # pixels of one input channel (contiguous rows)
     step: int = 1           # input offset between adjacent output pixels of a row (gathered rows: 1..4)
+    #: (b) -> the input zero point (i32, unsigned domain) read at run time: comp is then computed per run
+    runtime_zero: Callable[[ir.IRBuilder], ir.Value] | None = None
 
 
 def drive(ctx: EmitContext, job: Job) -> None:
@@ -429,6 +458,8 @@ def drive(ctx: EmitContext, job: Job) -> None:
     nchunks = -(-MP // ppc)
     apan = b.bitcast(ctx.add_constant(pk.panels, f"{job.name}.q8panels"), I8P)
     comp = b.bitcast(ctx.add_constant(pk.comp, f"{job.name}.q8comp"), I32P)
+    if job.runtime_zero is not None:
+        comp = runtime_comp(ctx, job, comp)
     mult = b.bitcast(ctx.add_constant(pk.mult, f"{job.name}.q8mult"), F32.as_pointer())
     tile = b.bitcast(ctx.scratch(pk.KQ * NV_MAX * 64), I8P)
     table = b.bitcast(ctx.scratch(max(job.taps, 1) * NV_MAX * 64), I8P)
@@ -481,7 +512,21 @@ def drive(ctx: EmitContext, job: Job) -> None:
                         b.call(kfull, args)
 
 
-# -- the two kinds -------------------------------------------------------------------------------------------------
+def runtime_comp(ctx: EmitContext, job: Job, static: ir.Value) -> ir.Value:
+    """This thread's compensation for a run-time input zero point z: ``static[m] - z * colsum[m]`` (wrapping)."""
+    b, pk = ctx.builder, job.pk
+    assert job.runtime_zero is not None and pk.colsum is not None
+    n = len(pk.colsum)
+    colsum = b.bitcast(ctx.add_constant(pk.colsum, f"{job.name}.q8colsum"), I32P)
+    out = b.bitcast(ctx.scratch(4 * n), I32P)
+    z = job.runtime_zero(b)
+    with for_range(b, 0, n, name="comp") as m:
+        v = b.sub(b.load(b.gep(static, [m])), b.mul(z, b.load(b.gep(colsum, [m]))))
+        b.store(v, b.gep(out, [m]))
+    return out
+
+
+# -- the kinds -------------------------------------------------------------------------------------------------------
 
 QELEMS = frozenset({E.INT8, E.UINT8, E.INT32, E.FLOAT32})
 
@@ -566,3 +611,55 @@ def emit_fused_qmatmul(ctx: EmitContext, instr: Instr) -> None:
               x_image=lambda b, n: ap, out_at=lambda b, n, m0, p0: b.gep(yp, [b.add(b.mul(p0, c64(N)), m0)]),
               fill_table=_matmul_table(P, K), cstride=1, plane=0)
     drive(ctx, job)
+
+
+def int_matmul_fits(instr: Instr) -> bool:
+    """IntMatMul on the fast kernel: 8-bit A (its zero point one value, constant or not), a constant 8-bit B
+    [K, N] whose zero point (constant, per tensor or per column) leaves B - zero within int8, int32 out."""
+    A, B = instr.ins[0], instr.ins[1]
+    az = instr.ins[2] if len(instr.ins) > 2 else None
+    bz = instr.ins[3] if len(instr.ins) > 3 else None
+    if A.type.elem not in (E.INT8, E.UINT8) or B.const_value is None or B.type.rank != 2 or A.type.rank < 1:
+        return False
+    if instr.outs[0].type.size == 0 or B.type.shape[0] == 0 or (az is not None and az.type.size != 1):
+        return False
+    wz = np.zeros((), B.type.elem.dtype) if bz is None else bz.const_value
+    if wz is None or wz.size not in (1, B.type.shape[1]):
+        return False
+    return _weights_fit(np.asarray(B.const_value), np.asarray(wz), 1)
+
+
+def emit_int_matmul_fast(ctx: EmitContext, instr: Instr) -> None:
+    """IntMatMul (MatMulInteger; quantize_dynamic's products): the u8 x s8 kernel with int32 results, the
+    input zero point read at run time (DynamicQuantizeLinear computes it per run)."""
+    y = instr.outs[0]
+    A, B = instr.ins[0], instr.ins[1]
+    az = instr.ins[2] if len(instr.ins) > 2 else None
+    bz = instr.ins[3] if len(instr.ins) > 3 else None
+    K, N = B.type.shape
+    P = A.type.size // K
+    wz = np.zeros((), np.int64) if bz is None else np.asarray(bz.const_value)
+    pk = pack_weights(np.asarray(B.const_value).T, wz, np.zeros((), np.int64), A.type.elem, None,
+                      np.ones(1, np.float32), np.zeros(()), E.INT8, (-128, 127))
+    pk.out32 = True
+    signed = A.type.elem is E.INT8
+
+    def zero(b: ir.IRBuilder) -> ir.Value:
+        if az is None:
+            return ir.Constant(I32, 0)
+        v = b.load(az.ptr)
+        return b.sext(v, I32) if signed else b.zext(v, I32)
+
+    ap, yp = A.ptr, b_i8(ctx, y.ptr)
+    job = Job(pk=pk, name=instr.name or "intmatmul", images=1, P=P, taps=1, contiguous=False, ld_m=1, ld_p=N,
+              x_image=lambda b, n: ap, out_at=lambda b, n, m0, p0: b.gep(yp, [b.mul(b.add(b.mul(p0, c64(N)), m0),
+                                                                                 c64(4))]),
+              fill_table=_matmul_table(P, K), cstride=1, plane=0, runtime_zero=zero)
+    drive(ctx, job)
+
+
+def b_i8(ctx: EmitContext, p: ir.Value) -> ir.Value:
+    return ctx.builder.bitcast(p, I8P)
+
+
+INT_MATMUL_PATHS.append((int_matmul_fits, emit_int_matmul_fast))

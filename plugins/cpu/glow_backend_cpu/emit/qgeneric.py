@@ -17,7 +17,7 @@ operation (``ew_ops``) so the loop generator vectorizes, broadcasts and fuses it
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -156,8 +156,17 @@ def _offset(b: ir.IRBuilder, coords: Sequence[ir.Value], strides: Sequence[int])
     return off
 
 
+#: faster IntMatMul emitters a performance module adds (qconv.py: a constant 8-bit weight on the u8 x s8 GEMM),
+#: as (accepts, emit): the first that accepts an instruction emits it, else the int64 loop below
+INT_MATMUL_PATHS: list[tuple[Callable[[Instr], bool], Callable[[EmitContext, Instr], None]]] = []
+
+
 @register_emitter("IntMatMul", elems=QPRIM_ELEMS)
 def emit_qmatmul(ctx: EmitContext, instr: Instr) -> None:
+    for accepts, emit in INT_MATMUL_PATHS:
+        if accepts(instr):
+            emit(ctx, instr)
+            return
     b = ctx.builder
     y = instr.outs[0]
     A, B = instr.ins[0], instr.ins[1]

@@ -1,0 +1,163 @@
+"""Running exported parts on OpenVINO: one compiled model per part, a pool of infer requests each.
+
+``execute`` takes an idle infer request, starts it asynchronously (``InferRequest.start_async``), waits
+for its completion and hands the request back: several threads (the runtime's pipelined requests) keep
+several requests in flight on one compiled model, and OpenVINO runs them concurrently.
+``execute_async`` (SDK API 2.2) waits for nothing: each part starts from the completion callback of the
+part before it, and the returned future completes from OpenVINO's callback of the last one.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from glow_sdk.backend import CompiledFunction
+from glow_sdk.export import HostPart, OnnxPart, UnsupportedError, run_parts, value_names
+
+
+@functools.lru_cache(maxsize=1)
+def ov_core() -> Any:
+    """The process's OpenVINO runtime core (imported on first use)."""
+    try:
+        import openvino as ov
+    except ImportError as e:  # pragma: no cover -- a dependency of this distribution
+        raise UnsupportedError(f"the openvino backend needs the openvino package: {e}",
+                               hint="pip install glow-backend-openvino (it depends on openvino)") from e
+    return ov.Core()
+
+
+#: OpenVINO compile properties: float32 everywhere (no bf16 / f16 inference on CPUs that have them), so
+#: that results match glow's within its tolerances
+EXACT_PROPERTIES = {"INFERENCE_PRECISION_HINT": "f32", "EXECUTION_MODE_HINT": "ACCURACY"}
+
+
+class OvPart:
+    """One exported part compiled by OpenVINO, with ``requests`` infer requests to run it."""
+
+    def __init__(self, compiled: Any, input_names: Sequence[str], output_names: Sequence[str], requests: int,
+                 nodes: int) -> None:
+        self.compiled = compiled
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        self.nodes = nodes
+        self.ports = {name: compiled.output(name) for name in self.output_names}
+        self.idle: queue.Queue[Any] = queue.Queue()
+        for _ in range(max(1, requests)):
+            self.idle.put(compiled.create_infer_request())
+
+    def _inputs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {n: np.asarray(feeds[n], order="C") for n in self.input_names}
+
+    def _outputs(self, request: Any) -> dict[str, np.ndarray]:
+        return {n: np.array(request.get_tensor(port).data, copy=True) for n, port in self.ports.items()}
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One run: an idle infer request started asynchronously, then waited for."""
+        request = self.idle.get()
+        try:
+            request.set_callback(_ignore, None)
+            request.start_async(self._inputs(feeds))
+            request.wait()
+            return self._outputs(request)
+        finally:
+            self.idle.put(request)
+
+    def start(self, feeds: Mapping[str, np.ndarray], finish: Callable[[dict[str, np.ndarray] | None,
+                                                                        BaseException | None], None]) -> None:
+        """Start one run and return at once: ``finish(outputs, None)`` (or ``finish(None, error)``) is called
+        from OpenVINO's completion callback, on its own thread."""
+        request = self.idle.get()
+
+        def completed(_: Any) -> None:
+            try:
+                outputs, error = self._outputs(request), None
+            except BaseException as e:  # noqa: BLE001 -- handed to finish
+                outputs, error = None, e
+            self.idle.put(request)
+            finish(outputs, error)
+
+        try:
+            request.set_callback(completed, None)
+            request.start_async(self._inputs(feeds))
+        except BaseException as e:  # noqa: BLE001 -- handed to finish
+            self.idle.put(request)
+            finish(None, e)
+
+
+def _ignore(_: Any) -> None:
+    """The completion callback of a run that is waited for."""
+
+
+def compile_part(part: OnnxPart, device: str, requests: int, threads: int | None) -> OvPart:
+    """``part``'s ONNX model read and compiled by OpenVINO for ``device``."""
+    core = ov_core()
+    model = core.read_model(part.model.SerializeToString(), b"")
+    config: dict[str, Any] = dict(EXACT_PROPERTIES)
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    compiled = core.compile_model(model, device, config)
+    return OvPart(compiled, part.input_names, part.output_names, requests, len(part.nodes))
+
+
+class OpenVinoExecutable(CompiledFunction):
+    """A compiled function: its parts in order, on OpenVINO or on the host."""
+
+    def __init__(self, function: Any, parts: Sequence[OvPart | HostPart]) -> None:
+        super().__init__(function)
+        self.function = function
+        self.parts = list(parts)
+        ids = value_names(function)
+        #: function input and output names -> the names the parts read and give values by
+        self.names = {**{p.name: ids[id(p)] for p in function.inputs},
+                      **{n: ids[id(v)] for n, v in function.outputs}}
+        self.constants = {ids[id(c)]: c.payload for c in function.constants}
+        #: how many of the function's nodes run on OpenVINO, and on the host
+        self.on_openvino = sum(p.nodes for p in self.parts if isinstance(p, OvPart))
+        self.on_host = sum(len(p.nodes) for p in self.parts if isinstance(p, HostPart))
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return run_parts(self.function, self.parts, feeds)
+
+    def execute_async(self, inputs: Mapping[str, Any], memory: Any) -> Future[dict[str, Any]]:
+        """One run started at once (SDK API 2.2): each OpenVINO part is started with ``start_async`` and the
+        next part starts from its completion callback, so no thread of the caller waits; the future
+        completes with the output buffers (on ``memory``) when the last part does."""
+        done: Future[dict[str, Any]] = Future()
+        env = dict(self.constants)
+        env.update({self.names[p]: memory.copy_to_host(inputs[p]) for p in self.input_types})
+
+        def step(i: int) -> None:
+            try:
+                while i < len(self.parts) and isinstance(self.parts[i], HostPart):
+                    env.update(self.parts[i].run({k: env[k] for k in self.parts[i].input_names}))
+                    i += 1
+                if i == len(self.parts):
+                    done.set_result({o: memory.copy_from_host(self._output(o, env)) for o in self.output_types})
+                    return
+                part = self.parts[i]
+                part.start({k: env[k] for k in part.input_names}, lambda out, err: after(i, out, err))
+            except BaseException as e:  # noqa: BLE001 -- the handle carries the error
+                done.set_exception(e)
+
+        def after(i: int, out: dict[str, np.ndarray] | None, err: BaseException | None) -> None:
+            if err is not None or out is None:
+                done.set_exception(err or RuntimeError("OpenVINO gave no outputs"))
+                return
+            env.update(out)
+            step(i + 1)
+
+        step(0)
+        return done
+
+    def _output(self, name: str, env: Mapping[str, np.ndarray]) -> np.ndarray:
+        t = self.output_types[name]
+        return np.array(env[self.names[name]], dtype=t.elem.dtype, copy=True).reshape(t.shape)
+
+    def close(self) -> None:
+        self.parts.clear()

@@ -1,0 +1,73 @@
+"""scripts/bench_transformers.py and the graphs it writes (scripts/transformer_graphs.py), at toy sizes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(name: str) -> ModuleType:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _script("bench_transformers")
+tg = sys.modules["transformer_graphs"]
+
+
+def test_the_graphs_compute_what_onnxruntime_computes() -> None:
+    """BERT at two lengths and batch 2, ViT, and GPT-2's prefill then a decode step with the cache it returned:
+    glow (one compiled network each, symbolic dims) and onnxruntime agree."""
+    ort = pytest.importorskip("onnxruntime")
+    import glow_core
+
+    c = tg.Config.tiny()
+    model = tg.bert(c)
+    sess, net = ort.InferenceSession(model.SerializeToString()), glow_core.compile(model, "cpu")
+    for length, batch in ((5, 1), (9, 2)):
+        feeds = bench.bert_feeds(length, c.vocab)
+        feeds = {k: np.repeat(v, batch, axis=0) for k, v in feeds.items()}
+        np.testing.assert_allclose(net.run(feeds)["last_hidden_state"], sess.run(None, feeds)[0], atol=2e-5)
+    gc = bench.configs(True)["gpt2"]
+    model = tg.gpt2(gc)
+    sess, net = ort.InferenceSession(model.SerializeToString()), glow_core.compile(model, "cpu")
+    ids, past = np.array([[3, 14, 15, 92]]), bench.empty_past(gc)
+    for _ in range(2):
+        feeds = bench.gpt2_feeds(ids, past, gc)
+        ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        out = net.run(feeds)
+        np.testing.assert_allclose(out["logits"], ref["logits"], atol=2e-5)
+        past = [ref[f"present.{i}.{kv}"] for i in range(gc.layers) for kv in ("key", "value")]
+        assert past[0].shape[2] == feeds["position_ids"][0, -1] + 1
+        ids = np.array([[int(np.argmax(ref["logits"][0, -1]))]])
+
+
+def test_every_task_runs_on_each_engine_in_its_own_process(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "t.md"
+    assert bench.main(["--tiny", "--engines", "glow,onnxruntime", "--cache", str(tmp_path), "--lengths", "4,8",
+                       "--prompt", "3", "--new-tokens", "3", "--past", "8", "--runs", "1", "--out", str(out)]) == 0
+    text = out.read_text()
+    for task in bench.TASKS:
+        assert f"### {task}" in text
+    assert "not run" not in text, text
+    sweep = text.split("### bert-sweep")[1].split("###")[0]
+    assert "| 4 |" in sweep and "| 8 |" in sweep
+    glow_row = next(line for line in sweep.splitlines() if line.startswith("| glow |"))
+    # glow compiles once per sequence length (the kernels take static shapes: docs/dynamic-shapes.md)
+    assert glow_row.split("|")[-2].strip() == "2"
+    gen = text.split("### gpt2-generate")[1].split("###")[0]
+    glow_gen = next(line for line in gen.splitlines() if line.startswith("| glow |"))
+    assert glow_gen.split("|")[5].strip() == "4"  # the prefill and one decode step per cache length
