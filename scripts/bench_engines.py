@@ -6,7 +6,9 @@ shipped defaults; the options set, and why:
 
 - ``glow``: the cpu backend, the thread count.
 - ``onnxruntime``: ``intra_op_num_threads`` only (its thread spinning left on, as shipped).
-- ``openvino``: ``INFERENCE_NUM_THREADS``, and the latency hint its CPU plugin takes by default.
+- ``openvino``: ``INFERENCE_NUM_THREADS``, and the latency hint its CPU plugin takes by default. On a CPU
+  with bfloat16 units (AMX-BF16, AVX512-BF16) OpenVINO's default inference precision is bfloat16;
+  ``openvino-f32`` (not a default engine) sets ``INFERENCE_PRECISION_HINT`` f32 to compare float32 with float32.
 - ``iree``: ``iree-import-onnx``, then ``iree-compile`` for ``llvm-cpu`` with the host CPU
   (``--iree-llvmcpu-target-cpu=host``), run on the ``local-task`` driver with at most ``threads`` worker
   groups (``--task_topology_max_group_count``); no other flag.
@@ -66,12 +68,15 @@ def ort_runner(model: Path, threads: int) -> Run:
     return lambda feeds: list(sess.run(None, feeds))
 
 
-def openvino_runner(model: Path, threads: int) -> Run:
+def openvino_runner(model: Path, threads: int, precision: str | None = None) -> Run:
     import openvino as ov
 
     core = ov.Core()
     # the thread count, and the latency hint OpenVINO's CPU plugin takes by default (one stream)
-    compiled = core.compile_model(str(model), "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+    config: dict[str, object] = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    compiled = core.compile_model(str(model), "CPU", config)
     req = compiled.create_infer_request()
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -144,4 +149,6 @@ def tvm_runner(model: Path, threads: int) -> Run:
 RUNNERS: Mapping[str, Runner] = {
     "glow": glow_runner, "onnxruntime": ort_runner, "openvino": openvino_runner, "iree": iree_runner,
     "tvm": tvm_runner,
+    # OpenVINO in float32: on a CPU with AMX-BF16 or AVX512-BF16 its default inference precision is bfloat16
+    "openvino-f32": lambda model, threads: openvino_runner(model, threads, "f32"),
 }

@@ -45,7 +45,7 @@ import numpy as np
 
 ENGINES = ("glow", "onnxruntime", "openvino", "iree", "tvm")
 #: the short names the table gives the engines
-SHORT = {"glow": "glow", "onnxruntime": "ort", "openvino": "ov", "iree": "iree", "tvm": "tvm"}
+SHORT = {"glow": "glow", "onnxruntime": "ort", "openvino": "ov", "iree": "iree", "tvm": "tvm", "openvino-f32": "ov-f32"}
 #: the largest member a wheel may unpack to (a model file is untrusted input)
 MAX_MEMBER_BYTES = 1 << 30
 Feeds = Callable[[np.random.Generator], dict[str, np.ndarray]]

@@ -32,11 +32,11 @@ ALLOWLIST = REPO / "tests" / "vulture_allowlist.py"
 #: 90 %): the lowest level that reports them is the meaningful one
 MIN_CONFIDENCE = 60
 #: decorators that register a function in a table (importer rules, lowerings, reference kernels, passes,
-#: cpu emitters and element-wise operations, the scaffold's kernels, the ONNX exporters) or mark a pluggy hook: the table or
-#: pluggy calls it, so it is used
+#: cpu emitters and element-wise operations, the scaffold's kernels, the ONNX exporters, exit handlers) or
+#: mark a pluggy hook: the table or pluggy calls it, so it is used
 REGISTRATION_DECORATORS = ("@import_rule", "@lowering", "@KERNELS.register", "@graph_pass", "@lir_pass",
                            "@QUANT_PASSES.register", "@register_emitter", "@op", "@kernel", "@hookimpl",
-                           "@hookspec", "@exporter")
+                           "@hookspec", "@exporter", "@atexit.register")
 _DEAD = re.compile(r": unused (function|method|class) ")
 
 

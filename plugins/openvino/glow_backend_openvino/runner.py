@@ -9,8 +9,11 @@ part before it, and the returned future completes from OpenVINO's callback of th
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import queue
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -50,6 +53,16 @@ class OvPart:
         self.idle: queue.Queue[Any] = queue.Queue()
         for _ in range(max(1, requests)):
             self.idle.put(compiled.create_infer_request())
+
+    def release(self) -> None:
+        """Drop the infer requests (after waiting for each) and the compiled model."""
+        while True:
+            try:
+                self.idle.get_nowait().wait()
+            except queue.Empty:
+                break
+        self.compiled = None
+        self.ports = {}
 
     def _inputs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {n: np.asarray(feeds[n], order="C") for n in self.input_names}
@@ -112,6 +125,7 @@ class OpenVinoExecutable(CompiledFunction):
         super().__init__(function)
         self.function = function
         self.parts = list(parts)
+        _LIVE.add(self)
         ids = value_names(function)
         #: function input and output names -> the names the parts read and give values by
         self.names = {**{p.name: ids[id(p)] for p in function.inputs},
@@ -160,4 +174,22 @@ class OpenVinoExecutable(CompiledFunction):
         return np.array(env[self.names[name]], dtype=t.elem.dtype, copy=True).reshape(t.shape)
 
     def close(self) -> None:
+        for part in self.parts:
+            if isinstance(part, OvPart):
+                part.release()
         self.parts.clear()
+
+
+#: the executables alive, closed at exit (below)
+_LIVE: weakref.WeakSet[OpenVinoExecutable] = weakref.WeakSet()
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    """Drop every infer request, compiled model and the core before the interpreter tears modules down:
+    OpenVINO objects destroyed during that teardown, while its worker threads still run, could abort the
+    process ("terminate called without an active exception") after a successful run."""
+    for exe in list(_LIVE):
+        exe.close()
+    ov_core.cache_clear()
+    gc.collect()

@@ -38,6 +38,8 @@ from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
 #: window widths above this take the scalar path, whose code size does not grow with the window
 MAX_UNROLLED_TAPS = 256
+#: vectors (accumulators) per step of the window path's loop over a window row longer than MAX_UNROLLED_TAPS
+LOOP_VECTORS = 4
 
 
 def axis_counts(size: int, out: int, k: int, s: int, d: int, pb: int, pe: int, include_pad: bool) -> np.ndarray:
@@ -84,12 +86,11 @@ def emit_pool(ctx: EmitContext, instr: Instr) -> None:
         emit_pool_scalar(ctx, instr)
         return
     g = _geometry(x.type.shape, y.type.shape, instr.attrs)
-    if g["KW"] > MAX_UNROLLED_TAPS:  # the vector paths unroll the window's columns: loop over them instead
-        emit_pool_scalar(ctx, instr)
-        return
     W = ctx.target.vector_lanes
-    if g["OW"] * 2 <= W and g["KW"] * 2 >= W:
+    if g["OW"] * 2 <= W and g["KW"] * 2 >= W:  # long windows loop over their columns' vectors
         emit_pool_window(ctx, instr, g)
+    elif g["KW"] > MAX_UNROLLED_TAPS:  # the rows path unrolls the window's columns: loop over them instead
+        emit_pool_scalar(ctx, instr)
     else:
         emit_pool_rows(ctx, instr, g)
 
@@ -194,6 +195,7 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
     OW, OH, KH, KW = g["OW"], g["OH"], g["KH"], g["KW"]
     sw, dw = g["sw"], g["dw"]
     nv = -(-KW // W)
+    looped = KW > MAX_UNROLLED_TAPS  # a global pooling of a long 1-D signal (Magika: 508 columns)
     if not is_max:
         cnt_h, cnt_w = _count_tables(ctx, instr, g, OW)
     init = ir.Constant(vty(W), [-math.inf if is_max else 0.0] * W)
@@ -209,7 +211,7 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
         iw0 = b.sub(b.mul(ow, c64(sw)), c64(g["pw"]))
         # tap kw is inside the row when 0 <= iw0 + kw*dw < W
         masks = []
-        for v in range(nv):
+        for v in range(0 if looped else nv):
             kwv = b.add(splat(b, c64(v * W), W), iota(W))
             iw = b.add(splat(b, iw0, W), b.mul(kwv, splat(b, c64(dw), W)))
             m = b.and_(b.icmp_signed("<", kwv, splat(b, c64(KW), W)), b.icmp_unsigned("<", iw, splat(b, c64(g["W"]), W)))
@@ -217,6 +219,8 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
 
         def row(b: ir.IRBuilder, kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             vm, src = tap_row(b, g, xc, ih0, kh, iw0, W)
+            if looped:
+                return _window_chunks(b, g, src, vm, iw0, acc, is_max)
             out = list(acc)
             for v in range(nv):
                 m = b.and_(masks[v], vm)
@@ -224,7 +228,7 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
                 out[v] = b.select(m, np_max(b, out[v], val), out[v]) if is_max else b.fadd(out[v], val)
             return out
 
-        acc = carried_loop(b, 0, KH, [init] * nv, row)
+        acc = carried_loop(b, 0, KH, [init] * (LOOP_VECTORS if looped else nv), row)
         tot = acc[0]
         for v in acc[1:]:
             tot = np_max(b, tot, v) if is_max else b.fadd(tot, v)
@@ -235,6 +239,27 @@ def emit_pool_window(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
         if not is_max:
             s = b.fdiv(s, b.fmul(b.load(gep(b, cnt_h, oh), align=4), b.load(gep(b, cnt_w, ow), align=4)))
         b.store(s, gep(b, y.ptr, e), align=4)
+
+
+def _window_chunks(b: ir.IRBuilder, g: dict[str, int], src: ir.Value, vm: ir.Value, iw0: ir.Value,
+                   acc: list[ir.Value], is_max: bool) -> list[ir.Value]:
+    """One window row of a long window: a loop over chunks of ``len(acc)`` vectors of its columns, one
+    accumulator per vector; column ``kw`` counts when ``kw < KW`` and ``0 <= iw0 + kw * dw < W``."""
+    W = vm.type.count
+    U, KW, dw = len(acc), g["KW"], g["dw"]
+
+    def chunk(b: ir.IRBuilder, kw0: ir.Value, cur: list[ir.Value]) -> list[ir.Value]:
+        out = list(cur)
+        for v in range(U):
+            kwv = b.add(splat(b, b.add(kw0, c64(v * W)), W), iota(W))
+            iw = b.add(splat(b, iw0, W), b.mul(kwv, splat(b, c64(dw), W)))
+            m = b.and_(b.and_(b.icmp_signed("<", kwv, splat(b, c64(KW), W)),
+                              b.icmp_unsigned("<", iw, splat(b, c64(g["W"]), W))), vm)
+            val = strided_masked_load(b, gep(b, src, b.mul(b.add(kw0, c64(v * W)), c64(dw))), m, dw)
+            out[v] = b.select(m, np_max(b, out[v], val), out[v]) if is_max else b.fadd(out[v], val)
+        return out
+
+    return carried_loop(b, 0, KW, acc, chunk, step=U * W, name="kwc")
 
 
 # -- 8-bit integer MaxPool ---------------------------------------------------------------------------------------
