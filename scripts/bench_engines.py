@@ -9,7 +9,8 @@ shipped defaults; the options set, and why:
 - ``openvino``: ``INFERENCE_NUM_THREADS``, and the latency hint its CPU plugin takes by default. On a CPU
   with bfloat16 units (AMX-BF16, AVX512-BF16) OpenVINO's default inference precision is bfloat16;
   ``openvino-f32`` (not a default engine) sets ``INFERENCE_PRECISION_HINT`` f32 to compare float32 with float32.
-- ``iree``: ``iree-import-onnx``, then ``iree-compile`` for ``llvm-cpu`` with the host CPU
+- ``iree``: ``iree-import-onnx`` (with ``--opset-version 17`` for an older model, as its documentation
+  advises), then ``iree-compile`` for ``llvm-cpu`` with the host CPU
   (``--iree-llvmcpu-target-cpu=host``), run on the ``local-task`` driver with at most ``threads`` worker
   groups (``--task_topology_max_group_count``); no other flag.
 - ``tvm``: the Relax ONNX frontend, ``tvm.compile`` for ``llvm`` with the host CPU (its LLVM name) and
@@ -85,6 +86,17 @@ def openvino_runner(model: Path, threads: int, precision: str | None = None) -> 
     return run
 
 
+#: the opset IREE's importer upgrades older models to
+IREE_MIN_OPSET = 17
+
+
+def _opset(model: Path) -> int:
+    import onnx
+
+    m = onnx.load(str(model), load_external_data=False)
+    return max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
 def _tool(name: str) -> str:
     """A console script installed beside this Python (the venv's bin folder), else by PATH."""
     here = Path(sys.executable).parent / name
@@ -97,7 +109,11 @@ def iree_runner(model: Path, threads: int) -> Run:
 
     with tempfile.TemporaryDirectory() as d:
         mlir = Path(d) / "model.mlir"
-        imp = subprocess.run([_tool("iree-import-onnx"), str(model), "-o", str(mlir)], capture_output=True, text=True)
+        # IREE's importer documents upgrading older models (--opset-version): its ONNX dialect covers opset 17 on
+        cmd = [_tool("iree-import-onnx"), str(model), "-o", str(mlir)]
+        if _opset(model) < IREE_MIN_OPSET:
+            cmd += ["--opset-version", str(IREE_MIN_OPSET)]
+        imp = subprocess.run(cmd, capture_output=True, text=True)
         if imp.returncode != 0:
             raise RuntimeError("iree-import-onnx failed: " + " ".join(imp.stderr.split())[-300:])
         vmfb = ireec.compile_file(str(mlir), target_backends=["llvm-cpu"],

@@ -52,11 +52,11 @@ def timing() -> Iterator[None]:
 
 
 def test_defaults_keep_existing_backends_on_host_memory() -> None:
-    """cpu, the interpreter, the example backend, the phase-1 fixture and the SDK 2.0 fixture keep host memory
+    """cpu, the interpreter, the phase-1 fixtures and the SDK 2.0 fixture keep host memory
     and run through ``execute`` in the runtime, as before."""
     if registry().record("sdk20") is None:
         registry().register_plugin(sdk20_backend.plugin, "sdk20", "glow-backend-sdk20", "2.0.0")
-    for name in ("cpu", "interpreter", "example", "narrow", "sdk20"):
+    for name in ("cpu", "interpreter", "narrow", "picky", "sdk20"):
         memory = get_backend(name).device_memory(0)
         assert isinstance(memory, HostMemory) and not memory.resident
         a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -67,7 +67,7 @@ def test_defaults_keep_existing_backends_on_host_memory() -> None:
         assert hasattr(DeviceMemory, member) and since[f"DeviceMemory.{member}"] == "2.2"
     assert since["Backend.device_memory"] == since["CompiledFunction.execute_async"] == "2.2"
     feeds = {"x": np.ones((1, 10), np.float32), "y": np.full((1, 10), -2, np.float32)}
-    with HostManager("example:1,sdk20:1,cpu:1") as hm:
+    with HostManager("narrow:1,sdk20:1,cpu:1") as hm:
         hm.add_network("m", add_relu_model())
         assert not any(m.memory.resident for m in hm.managers.values())
         np.testing.assert_array_equal(hm.run_sync("m", feeds)["out"], np.zeros((1, 10), np.float32))
