@@ -93,6 +93,12 @@ def rss_mb() -> float:
 
 
 def peak_mb() -> float:
+    """The process's peak resident memory (VmHWM: reset by exec; getrusage's ru_maxrss would carry the peak of
+    the parent that started the worker across the exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
