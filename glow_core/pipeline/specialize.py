@@ -215,9 +215,7 @@ class Specializations(Generic[T]):
         """The specialization for ``signature`` and the values of the bound inputs among ``values``; on a miss
         ``build(bound input names)`` compiles it."""
         while True:
-            with self._lock:  # other threads add to _bound while this one compiles
-                bound = sorted(n for n in self._bound if n in values)
-            key = (signature, tuple((n, digest(values[n])) for n in bound))
+            key, bound = self._key(signature, values)  # (other threads add to _bound while this one compiles)
             with self._lock:
                 hit = self._entries.get(key)
                 if hit is not None:
@@ -341,7 +339,10 @@ class DynamicNetwork:
     def separability(self, feeds: Mapping[str, Any]) -> Separability:
         """Can ``feeds`` (a batch on the leading axis) run one sample at a time on the batch-1 network?
         Decided once per shape of a sample (glow_core/pipeline/batching.py)."""
-        arrays = self._arrays(feeds)
+        return self._separability(self._arrays(feeds))
+
+    def _separability(self, arrays: dict[str, np.ndarray]) -> Separability:
+        """``separability`` of feeds already checked (``_arrays``)."""
         if self._splitter is None or self.cache.bound():
             return Separability("inputs decide shapes, or the network has no importer: every batch size compiles")
         return self._splitter.separability(arrays)
@@ -351,7 +352,7 @@ class DynamicNetwork:
         on the batch-1 network; otherwise the network compiled for their shapes, compiled now when new)."""
         arrays = self._arrays(feeds)
         count = self._splitter.count(arrays) if self._splitter is not None else 1
-        if count > 1 and check_batches(self.batches) != "compile" and self.separability(arrays).separable:
+        if count > 1 and check_batches(self.batches) != "compile" and self._separability(arrays).separable:
             assert self._splitter is not None
             batched = self._splitter.batched
             shapes = {n: tuple(a.shape) for n, a in arrays.items()}

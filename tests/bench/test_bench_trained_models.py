@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 import zipfile
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench import load_script
 
-
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _script("bench_trained_models")
+bench = load_script("bench_trained_models")
 
 
 def _tiny_model() -> onnx.ModelProto:
@@ -216,7 +203,7 @@ def _bert_numpy(t: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray, typ
 def test_minilm_builder_is_a_bert_encoder(tmp_path: Path) -> None:
     from onnx.reference import ReferenceEvaluator
 
-    minilm = _script("minilm_onnx")
+    minilm = load_script("minilm_onnx")
     rng = np.random.default_rng(3)
     t = _tiny_bert(rng)
     st = tmp_path / "model.safetensors"
