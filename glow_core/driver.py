@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ import onnx
 
 from glow_core import budget, compilecache, progress
 from glow_core.controlflow import CompileTarget, compile_staged
-from glow_core.errors import InputError, UnsupportedError
+from glow_core.errors import GlowError, InputError, UnsupportedError
 from glow_core.importer import load_model
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import has_control_flow
@@ -41,8 +41,14 @@ from glow_core.pipeline import (
     check_threads,
     compile_function,
     compile_options,
+    compile_prepared,
+    pass_context,
+    prepare_function,
 )
 from glow_core.pipeline.specialize import CacheLimits, DynamicNetwork
+from glow_core.pipeline.stages import SYMBOLIC_DIMS
+from glow_core.pipeline.symbolic import (SymbolicCompiles, SymbolicPlan, SymbolicRefused, default_env,
+                                         prepare_symbolic, shapes_at)
 from glow_core.plugin_host import get_backend
 from glow_core.quantization.apply import quantize_prepared
 from glow_core.runtime.network import compile_on_devices
@@ -158,4 +164,35 @@ def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, sy
         with budget.using(limits):
             return OnnxImporter(stripped, InputShapes({**given, **spec}, symbols.dims), None, weights=weights).run()
 
-    return DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations, import_at)
+    symbolic = None
+    wanted = (options or {}).get(SYMBOLIC_DIMS, True)
+    if not isinstance(wanted, bool):
+        raise InputError(f"options['{SYMBOLIC_DIMS}'] must be True or False, got {wanted!r}",
+                         hint="False: compile a specialization per input shape")
+    if be.symbolic_kinds() and wanted:
+        symbolic = SymbolicCompiles(symbols, lambda plan: _compile_symbolic(
+            symbols, plan, import_at, be, CompileTarget(be, threads, debug, dict(options or {}), limits)))
+    net = DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations, import_at, symbolic)
+    if symbolic is not None:  # compile now for a batch of 1 and free sizes of the other symbols
+        net.symbolic_network(shapes_at(symbols, default_env(symbols)), eager=True)
+    return net
+
+
+def _compile_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Callable[[dict[str, Any]], Function],
+                      be: Backend, target: CompileTarget) -> CompiledNetwork:
+    """One network for every size ``plan`` allows (glow_core/pipeline/symbolic.py), or SymbolicRefused."""
+    t0 = time.perf_counter()
+    def prepare(shapes: dict[str, Any]) -> Function:
+        return prepare_function(import_at(shapes), be, debug=target.debug,
+                                ctx=pass_context(be, debug=target.debug, options=target.options))
+
+    with budget.using(target.budget or budget.current()), \
+            progress.stage(f"compiling for symbolic dims ({plan.describe()})"):
+        fn = prepare_symbolic(symbols, plan, prepare, be.symbolic_kinds(), set())
+        stats = CompileStats(import_s=time.perf_counter() - t0)
+        try:
+            return compile_prepared(fn, be, stats, threads=target.threads, debug=target.debug, options=target.options)
+        except SymbolicRefused:
+            raise
+        except GlowError as e:  # (the per-shape compile that follows reports a genuine fault again)
+            raise SymbolicRefused(f"the backend did not compile the symbolic function: {e}") from None

@@ -489,6 +489,15 @@ class Backend(abc.ABC):
         """Optional predicate on attributes and shapes (default: accept)."""
         return True
 
+    def symbolic_kinds(self) -> frozenset[str]:
+        """Node kinds whose kernels take symbolic dims (SDK 2.3; docs/dynamic-shapes.md): a function compiled
+        for symbolic dims is laid out at the symbols' bounds, ``TensorType.sym`` gives each axis's run-time size,
+        and a kernel of these kinds reads it (it must, where it reduces over such an axis). Nodes of other kinds
+        reach the backend only where every symbolic axis is element-wise for them (the kernel may compute over
+        the whole bound). Default: none -- the core compiles a specialization per input shape, and the backend
+        never sees a symbolic type."""
+        return frozenset()
+
     def should_lower(self, node: Node) -> bool:
         """Lower this node to primitives? Default: when it is not supported natively."""
         return not self.supports(node)

@@ -48,6 +48,10 @@ in (``glow sdk info --history`` prints it). In words:
   ``DeviceBuffer`` s, and ``CompiledFunction.execute_async(inputs, memory)`` starts a run on buffers and
   returns its completion handle (a Future). Defaults: host memory, synchronous runs through ``execute``;
   every 2.1 backend runs unchanged.
+- 2.3: symbolic dims (docs/dynamic-shapes.md): ``Backend.symbolic_kinds()`` names the kinds whose kernels
+  read a run's sizes from ``TensorType.sym`` (a function laid out at the symbols' bounds); a backend that
+  names any may receive functions with symbolic types (only element-wise use of symbolic axes by other
+  kinds). Default: none; the core compiles a specialization per shape, as before.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from dataclasses import dataclass
 #: The major API version this SDK defines (the core distribution is ``0.<major>.<patch>``).
 SDK_API_VERSION = 2
 #: The minor API version: what was added, with defaults, since ``SDK_API_VERSION.0``.
-SDK_API_MINOR = 2
+SDK_API_MINOR = 3
 #: The major API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
@@ -155,6 +159,9 @@ HISTORY: tuple[Feature, ...] = (
     _f("CompiledFunction.execute_async", "2.2", "a run on buffers returning a completion handle (Future)"),
     _f("glow_sdk.export.partition_to_onnx", "2.2", "a partition as a valid ONNX model (and split / run_parts)"),
     _f("kind DequantMatMul", "2.2", "surface addition: a float product whose weight stays int8 / uint8"),
+    _f("Backend.symbolic_kinds", "2.3", "kinds whose kernels take symbolic dims (default none: specialize)"),
+    _f("TensorType.sym", "2.3", "surface addition: per-axis SymExpr of a run's size (glow_core.ir.symbolic)"),
+    _f("kind SymbolicValue", "2.3", "surface addition: sizes computed from a run's symbols (symbolic compiles)"),
 )
 
 def _latest_minors() -> dict[int, int]:

@@ -26,6 +26,7 @@ from glow_conformance.cases_models import model_cases
 from glow_conformance.cases_nodetests import node_test_cases
 from glow_conformance.cases_ops import node_cases
 from glow_conformance.cases_runtime import runtime_cases
+from glow_conformance.cases_symbolic import symbolic_cases
 from glow_conformance.model import SUITE_VERSION, Case, CaseRecord, Context, Level, Outcome, Result
 from glow_conformance.progress import Progress
 from glow_conformance.report import Report, check_report_dir
@@ -87,7 +88,8 @@ def collect_all(backend_name: str, options: SuiteOptions) -> tuple[list[Case], C
     ref_name = options.reference or REFERENCE_BACKEND
     reference = get_backend(ref_name)
     missing: list[str] = []
-    cases = runtime_cases() + node_cases(backend, options.level, missing) + model_cases(options.level)
+    cases = runtime_cases() + (symbolic_cases() if backend.symbolic_kinds() else []) + \
+        node_cases(backend, options.level, missing) + model_cases(options.level)
     if options.onnx_node_tests is not None:
         cases += node_test_cases(Path(options.onnx_node_tests))
     ctx = Context(backend, reference, backend_name=backend_name, reference_name=ref_name,

@@ -8,8 +8,8 @@ hashable so they can key caches and take part in CSE.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 import ml_dtypes
 import numpy as np
@@ -151,6 +151,9 @@ class TensorType:
     shape: tuple[int, ...]
     scale: float | None = None
     offset: int | None = None
+    #: in a network compiled for symbolic dims (``glow_core/ir/symbolic.py``): per axis, None for a fixed
+    #: size, else the ``SymExpr`` of the size a run has (``shape`` is then the bound the layout plans for)
+    sym: tuple[Any, ...] | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         shape = tuple(int(d) for d in self.shape)
@@ -185,7 +188,15 @@ class TensorType:
         return TensorType(self.elem, tuple(shape), self.scale, self.offset)
 
     def with_elem(self, elem: ElemKind) -> "TensorType":
-        return TensorType(elem, self.shape)
+        return TensorType(elem, self.shape, sym=self.sym)
+
+    def with_sym(self, sym: tuple[Any, ...] | None) -> "TensorType":
+        """The same type with per-axis symbolic sizes (None: every axis fixed)."""
+        return TensorType(self.elem, self.shape, self.scale, self.offset, sym)
+
+    @property
+    def symbolic(self) -> bool:
+        return self.sym is not None and any(d is not None for d in self.sym)
 
     @staticmethod
     def of(array: np.ndarray) -> "TensorType":
@@ -195,7 +206,8 @@ class TensorType:
         return array.dtype == self.dtype and tuple(array.shape) == self.shape
 
     def __str__(self) -> str:
-        dims = ",".join(str(d) for d in self.shape)
+        dims = ",".join(str(d) if self.sym is None or self.sym[k] is None else f"{self.sym[k]}<={d}"
+                        for k, d in enumerate(self.shape))
         q = f"<s={self.scale:g},o={self.offset}>" if self.elem.is_quantized else ""
         return f"{self.elem.value}{q}[{dims}]"
 

@@ -25,6 +25,7 @@ from glow_core.pipeline.stages import (
     compile_prepared,
     guard_backend,
     import_function,
+    pass_context,
     prepare_function,
     prepare_model,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "compile_prepared",
     "guard_backend",
     "import_function",
+    "pass_context",
     "prepare_function",
     "prepare_model",
 ]

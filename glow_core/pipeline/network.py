@@ -33,6 +33,14 @@ class CompileStats:
     quantized: Any = None
 
 
+def _fits(shape: tuple[int, ...], t: TensorType) -> bool:
+    """Does ``shape`` fit a type with symbolic dims (fixed axes equal, symbolic ones within the bound)? The
+    executable checks that the sizes agree with each other (``glow_backend_cpu/symbolic.py``)."""
+    if t.sym is None or len(shape) != t.rank:
+        return False
+    return all(n == d if e is None else n <= d for n, d, e in zip(shape, t.shape, t.sym))
+
+
 class CompiledNetwork:
     """A model compiled for one backend. ``run`` checks feeds before executing."""
 
@@ -119,7 +127,7 @@ class CompiledNetwork:
         if a.dtype != t.dtype:
             raise InputError(f"input '{name}' has dtype {a.dtype}, expected {t.dtype} ({t})",
                              hint=f"convert it with .astype(numpy.{t.dtype})")
-        if tuple(a.shape) != t.shape:
+        if tuple(a.shape) != t.shape and not _fits(tuple(a.shape), t):
             raise InputError(f"input '{name}' has shape {list(a.shape)}, expected {list(t.shape)} ({t})",
                              hint="recompile with input_shapes={...} for another shape")
         return np.asarray(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)

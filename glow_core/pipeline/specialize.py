@@ -28,6 +28,7 @@ from glow_core.errors import DynamicValueError, ImportShapeError, InputError
 from glow_core.importer.symbols import ModelSymbols
 from glow_core.pipeline.batching import BatchSplitter, Importer, Separability, run_by_sample
 from glow_core.pipeline.network import CompiledNetwork, CompileStats
+from glow_core.pipeline.symbolic import SymbolicCompiles, SymbolicRefused, feed_env
 
 T = TypeVar("T")
 
@@ -272,8 +273,11 @@ class DynamicNetwork:
     """
 
     def __init__(self, symbols: ModelSymbols, output_names: list[str], build: Build,
-                 limits: CacheLimits | None = None, importer: Importer | None = None) -> None:
+                 limits: CacheLimits | None = None, importer: Importer | None = None,
+                 symbolic: SymbolicCompiles | None = None) -> None:
         self.symbols = symbols
+        #: the compiles for symbolic dims (None: the backend takes none; every shape specializes)
+        self.symbolic = symbolic
         self.output_names = list(output_names)
         self.input_dims: dict[str, str] = {n: i.describe() for n, i in symbols.inputs.items()}
         self._build = build
@@ -326,10 +330,37 @@ class DynamicNetwork:
             self.symbols.check(name, tuple(out[name].shape), InputError)
         return out
 
+    def symbolic_network(self, shapes: Mapping[str, tuple[int, ...]], *, eager: bool = False) -> CompiledNetwork | None:
+        """The network compiled for symbolic dims that runs ``shapes`` (compiled now when none does yet); None
+        when the model or the backend cannot have one (``symbolic.py``: the reasons are in
+        ``self.symbolic.refused``). ``eager``: ``shapes`` are made up, not fed (``SymbolicCompiles.candidates``)."""
+        sym = self.symbolic
+        if sym is None or self.cache.bound():
+            return None
+        for plan in sym.candidates(feed_env(self.symbols, shapes), eager=eager):
+            if sym.free_set(plan) in sym.disabled and plan not in sym.plans:
+                continue
+            key = ("symbolic", plan)
+            net = self.cache.peek(key, {})
+            if net is None:
+                try:
+                    net = self.cache.get(key, {}, lambda _bound, p=plan: sym.compile(p))
+                except SymbolicRefused as e:
+                    sym.refuse(plan, e)
+                    continue
+            sym.compiled(plan)
+            return net
+        return None
+
     def specialization(self, feeds: Mapping[str, Any]) -> CompiledNetwork:
-        """The specialization that runs ``feeds`` (compiled now when it is new)."""
+        """The network that runs ``feeds``: the symbolic one when there is one (``symbolic_network``), else the
+        specialization for their shapes (compiled now when it is new)."""
         arrays = self._arrays(feeds)
         shapes = {n: tuple(a.shape) for n, a in arrays.items()}
+        net = self.symbolic_network(shapes)
+        if net is not None:
+            self._last_stats = net.stats
+            return net
         net = self.cache.get(signature_key(arrays, {}), arrays,
                              lambda bound: self._build({n: s for n, s in shapes.items() if n not in bound},
                                                        {n: arrays[n] for n in bound}))

@@ -32,6 +32,11 @@ Transform = Callable[[Function], Any]
 #: lowering, 1 (the default) runs the whole optimize pipeline (``InferenceSession``'s
 #: ``graph_optimization_level``)
 OPTIMIZATION_LEVEL = "optimization_level"
+#: the ``options`` key turning compiles for symbolic dims off (``False``: a model with open symbols compiles a
+#: specialization per input shape even on a backend with symbolic kernels; docs/dynamic-shapes.md)
+SYMBOLIC_DIMS = "symbolic_dims"
+#: the ``options`` keys only the core reads (the backend never sees them)
+CORE_OPTIONS = frozenset({OPTIMIZATION_LEVEL, SYMBOLIC_DIMS})
 
 
 def compile_options(*, threads: int | None = None, debug: bool = False,
@@ -101,7 +106,7 @@ def check_support(function: Function, backend: Backend) -> None:
 
 def _backend_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """``options`` without the keys only the core reads (the graph optimization level): what the backend gets."""
-    return {k: v for k, v in (options or {}).items() if k != OPTIMIZATION_LEVEL}
+    return {k: v for k, v in (options or {}).items() if k not in CORE_OPTIONS}
 
 
 def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = None, *, threads: int | None = None,
@@ -121,16 +126,22 @@ def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = Non
     return CompiledNetwork(fn, exe, be, stats)
 
 
+def pass_context(be: Backend, *, debug: bool = False, options: Mapping[str, Any] | None = None) -> PassContext:
+    """The pass context a compile with ``options`` prepares its function in (the optimization level, and the
+    opt-in reassociation of float arithmetic across nodes: docs/passes.md, "simplify-arith")."""
+    ctx = PassContext(backend=be, debug=debug)
+    ctx.options[OPTIMIZATION_LEVEL] = optimization_level(options)
+    ctx.options["fast_math"] = bool((options or {}).get("fast_math", False))
+    return ctx
+
+
 def compile_function(fn: Function, be: Backend, stats: CompileStats, *, threads: int | None = None,
                      debug: bool = False, options: Mapping[str, Any] | None = None,
                      transform: Transform | None = None) -> CompiledNetwork:
     """Prepare an imported function for ``be`` (``transform``, e.g. int8 conversion, on the prepared graph)
     and compile it: the back half of every compile."""
     t = time.perf_counter()
-    ctx = PassContext(backend=be, debug=debug)
-    ctx.options[OPTIMIZATION_LEVEL] = optimization_level(options)
-    # opt-in reassociation of float arithmetic across nodes (docs/passes.md, "simplify-arith")
-    ctx.options["fast_math"] = bool((options or {}).get("fast_math", False))
+    ctx = pass_context(be, debug=debug, options=options)
     fn = prepare_function(fn, be, debug=debug, ctx=ctx, quantizable=transform is not None)
     stats.pass_s = dict(ctx.timings)
     if transform is not None:

@@ -13,7 +13,11 @@ the other kinds (element-wise Add / Mul, Relu / Clip, pooling, Concat) are
 converted only when every non-constant operand comes from a node converted
 before, so they extend an island and never open a new Quantize / Dequantize
 pair of their own (which would cost precision for no integer compute: a
-transformer's attention-mask addition or LayerNorm's scale, say).
+transformer's attention-mask addition or LayerNorm's scale, say). An element-wise
+node no converter takes (an activation: Sigmoid, SiLU as ``x * Sigmoid(x)``,
+HardSwish, GELU, Tanh, ...) of one island value becomes a 256-entry ``QLookup``
+(:mod:`.tables`), so the island goes on through it; Split and Gather of an island
+value run on the integers.
 
 Weights (constant filters / right-hand sides) become symmetric int8 with one
 scale per output channel (``per_channel``; else one per tensor) passed as a
@@ -29,6 +33,7 @@ import numpy as np
 
 from glow_core.ir.defs.quant import params_of
 from glow_core.ir.graph import Constant, Function, Node, Value
+from glow_core.ir.kinds import Category
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.passes.fusion import QUANTIZABLE_ACTIVATIONS
 from glow_core.quantization.calibration import (
@@ -40,6 +45,7 @@ from glow_core.quantization.calibration import (
 )
 from glow_core.quantization.config import QuantizationConfig, QuantizationConfigError
 from glow_core.quantization.qpasses import MOVEMENT
+from glow_core.quantization.tables import absorbed, convert_movement, convert_table
 
 E = ElemKind
 _QELEM = {"int8": E.INT8Q, "uint8": E.UINT8Q}
@@ -76,13 +82,20 @@ class Converter:
         self.alias: dict[str, str] = {}
         #: float values an island reaches: converted results and data movement of them
         self.island: set[str] = set()
+        #: float nodes a lookup table took in (``tables.convert_table``): name -> kind
+        self.tabled: dict[str, str] = {}
+        #: parameters chosen at conversion over the profiled ones (a table's result: the range it produces)
+        self.ranged: dict[str, QuantParams] = {}
+        #: the kinds with a converter (what may take a value on the integers)
+        self.integer_kinds = frozenset(CONVERTERS)
 
     # -- types --------------------------------------------------------------------------------------
     def qtype(self, v: Value) -> TensorType | None:
         """The typed quantized type of float value ``v`` (profiled, or a constant's own range), or None."""
         if v.type.elem != E.FLOAT32:
             return None
-        p = self.params.get(self.alias.get(v.name, v.name))
+        key = self.alias.get(v.name, v.name)
+        p = self.ranged.get(key) or self.params.get(key)
         if p is None and isinstance(v, Constant):
             data = np.asarray(v.payload, np.float64)
             if data.size == 0 or not np.isfinite(data).all():
@@ -124,14 +137,19 @@ class Converter:
 
     def finish(self, q: Value) -> None:
         """Replace the node's float result by ``Dequantize(q)`` and erase the node."""
+        self.finish_all([q])
+
+    def finish_all(self, qs: list[Value]) -> None:
+        """Replace the node's float results by ``Dequantize`` of ``qs`` (one each) and erase the node."""
         node = self.node
-        assert node is not None
-        d = self.dequantize(q)
-        name = self.alias[d.name] = self.alias.get(node.outputs[0].name, node.outputs[0].name)
-        self.island.add(d.name)
-        self.fn.replace_all_uses_with(node.outputs[0], d)
-        if self.expose is not None:
-            self.fn.set_output(self.expose + name, d)
+        assert node is not None and len(qs) == len(node.outputs)
+        for old, q in zip(node.outputs, qs):
+            d = self.dequantize(q)
+            name = self.alias[d.name] = self.alias.get(old.name, old.name)
+            self.island.add(d.name)
+            self.fn.replace_all_uses_with(old, d)
+            if self.expose is not None:
+                self.fn.set_output(self.expose + name, d)
         self.fn.erase_node(node)
 
     def clip(self, q: Value, lo: float, hi: float) -> Value:
@@ -281,6 +299,20 @@ def _clip_node(c: Converter, node: Node) -> bool:
     return True
 
 
+def _clip_by_constant(c: Converter, node: Node) -> bool:
+    """Max(x, k) / Min(x, k) with a scalar constant ``k`` (a lowered Clip or Relu): a clip on the integers."""
+    a, b = node.inputs
+    x, k = (a, b) if isinstance(b, Constant) else (b, a)
+    ty = c.qtype(node.outputs[0])
+    if (not isinstance(k, Constant) or k.type.size != 1 or isinstance(x, Constant) or x is None or ty is None
+            or x.type.shape != node.outputs[0].type.shape or not c.in_island(x)):
+        return False
+    bound = float(np.asarray(k.payload, np.float64).reshape(()))
+    lo, hi = (bound, np.inf) if node.kind.name == "Max" else (-np.inf, bound)
+    c.finish(c.clip(c.quantize(x, ty), lo, hi))
+    return True
+
+
 _POOL = ("kernel_shape", "strides", "pads", "dilations", "ceil_mode")
 
 
@@ -312,14 +344,26 @@ def _concat(c: Converter, node: Node) -> bool:
 
 
 ConvertFn = Callable[[Converter, Node], bool]
-#: node kind -> converter (returns False when the node stays float)
+#: node kind -> converter (returns False when the node stays float); an element-wise node that its
+#: converter declines (or that has none) may still become a lookup table (``tables.convert_table``)
 CONVERTERS: Mapping[str, ConvertFn] = {
     "Conv": _conv, "FusedConv": _conv,
     "MatMul": _matmul, "FusedMatMul": _matmul, "Gemm": _matmul,
     "Add": _binary("QAdd"), "Mul": _binary("QMul"),
     "Relu": _relu, "Clip": _clip_node,
     "MaxPool": _maxpool, "AvgPool": _avgpool, "Concat": _concat,
+    "Split": convert_movement, "Gather": convert_movement, "Max": _clip_by_constant, "Min": _clip_by_constant,
 }
+
+
+def _rule(node: Node) -> ConvertFn | None:
+    """The converter of ``node``: its kind's, then (element-wise kinds) a lookup table; an element-wise node a
+    later table takes in stays float (``tables.absorbed``)."""
+    rule = CONVERTERS.get(node.kind.name)
+    if not node.kind.is_(Category.ELEMENTWISE) or node.kind.is_(Category.QUANTIZATION):
+        return rule
+    first = rule or (lambda c, n: False)
+    return lambda c, n: not absorbed(c, n) and (first(c, n) or convert_table(c, n))
 
 
 def _why_float(c: Converter, node: Node, low_sqnr: Mapping[str, float], cfg: QuantizationConfig) -> str:
@@ -365,7 +409,7 @@ def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationCo
     c = Converter(fn, params, cfg, expose)
     done = Conversion()
     for node in list(fn.nodes):
-        rule = CONVERTERS.get(node.kind.name)
+        rule = _rule(node)
         if node.kind.name in MOVEMENT and node.inputs and c.in_island(node.inputs[0]):
             c.island.update(o.name for o in node.outputs)  # the quantization passes move it onto the integers
         if rule is None or node.function is not fn:
@@ -377,6 +421,9 @@ def convert(fn: Function, params: Mapping[str, QuantParams], cfg: QuantizationCo
         c.node = node
         if rule(c, node):
             done.quantized.setdefault(node.kind.name, []).append(node.name)
-        else:
+        elif node.kind.name in CONVERTERS:  # (a kind without a converter that no table took is not reported)
             done.kept_float[node.name] = _why_float(c, node, low_sqnr or {}, cfg)
+    for name, kind in c.tabled.items():  # taken into a lookup table by a later node
+        done.kept_float.pop(name, None)
+        done.quantized.setdefault(kind, []).append(name)
     return done

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from glow_core.ir.defs.quant import qbounds
 from glow_core.ir.graph import Constant, Function, Node, NodeOutput, Value
 from glow_core.ir.kinds import Category
-from glow_core.ir.types import TensorType
 from glow_core.passinfra import PassContext
 from glow_core.quantization.qpasses import QUANT_PASSES
-from glow_core.reference import run_kernel
+from glow_core.quantization.tables import evaluate_table
 
 #: the most float nodes one table replaces
 MAX_ISLAND = 32
@@ -64,21 +62,9 @@ class _Island:
 def _table(island: _Island, quantize: Node) -> np.ndarray:
     """The Quantize's result for every code of the source, through the island's nodes."""
     deq = island.source
-    assert deq is not None and deq.inputs[0] is not None
-    qt = deq.inputs[0].type
-    lo, hi = qbounds(qt.elem)
-    codes = np.arange(lo, hi + 1).astype(qt.dtype)
-
-    def run(node: Node, args: list[np.ndarray | None]) -> np.ndarray:
-        types = [TensorType(o.type.elem, (codes.size,), o.type.scale, o.type.offset) for o in node.outputs]
-        return run_kernel(node.kind.name, node.attrs, args, types, f"table of {quantize.name}")[0]
-
-    values: dict[int, np.ndarray] = {id(deq.outputs[0]): run(deq, [codes])}
-    for node in island.nodes:
-        args = [np.asarray(x.payload).reshape(1) if isinstance(x, Constant) else values[id(x)] if x is not None
-                else None for x in node.inputs]
-        values[id(node.outputs[0])] = run(node, args)
-    return run(quantize, [values[id(quantize.inputs[0])]])
+    assert deq is not None and deq.inputs[0] is not None and quantize.inputs[0] is not None
+    return evaluate_table(deq.inputs[0].type, island.nodes, deq.outputs[0], quantize.inputs[0],
+                          quantize.outputs[0].type.with_shape((256,)), f"table of {quantize.name}")
 
 
 @QUANT_PASSES.register("lut-islands")

@@ -12,6 +12,10 @@ This is a whole-function rewrite (types change, so it is not a per-node lowering
 rule): :func:`lower_quantized`. ``glow_core.compile`` runs it when the backend
 does not support every typed quantized node; the ordinary lowering then takes the
 ONNX-style kinds further for backends without native kernels for them.
+
+``QLookup`` (a 256-entry table of one 8-bit operand) becomes a ``Gather`` of its table, or, for a backend
+that runs ``QLookup`` on plain codes (``native_lookup``: the cpu backend), stays a QLookup on the plain
+codes; Rescale is then a table too (its kernel evaluated on the 256 codes: the same bits).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from glow_core.errors import GlowError
 from glow_core.ir.defs.quant import TYPED_QUANT_KINDS, qbounds
 from glow_core.ir.graph import Constant, Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
+from glow_core.reference import run_kernel
 from glow_core.reference.kernels.quant import multiplier
 
 E = ElemKind
@@ -32,10 +37,11 @@ _PLAIN = {E.INT8Q: E.INT8, E.UINT8Q: E.UINT8}
 
 
 class _Emitter:
-    """Emits plain nodes before ``node`` (named after it)."""
+    """Emits plain nodes before ``node`` (named after it); ``native_lookup``: the plain code kinds the backend
+    runs QLookup on."""
 
-    def __init__(self, fn: Function, node: Node) -> None:
-        self.fn, self.node = fn, node
+    def __init__(self, fn: Function, node: Node, native_lookup: frozenset[ElemKind] = frozenset()) -> None:
+        self.fn, self.node, self.native_lookup = fn, node, native_lookup
 
     def op(self, kind: str, inputs: list[Value | None], **attrs: object) -> Value:
         with self.fn.inserting_before(self.node):
@@ -81,6 +87,14 @@ def _dequantize(e: _Emitter, node: Node, xs: list[Value]) -> Value:
 
 
 def _rescale(e: _Emitter, node: Node, xs: list[Value]) -> Value:
+    """A lookup of its 256 codes when the backend runs QLookup (the same bits, one byte read per element),
+    else the float32 arithmetic of the kernel."""
+    if {_PLAIN[node.inputs[0].type.elem], _PLAIN[node.outputs[0].type.elem]} <= e.native_lookup:  # type: ignore
+        t = node.outputs[0].type
+        lo, hi = qbounds(node.inputs[0].type.elem)  # type: ignore[union-attr]
+        codes = np.arange(lo, hi + 1).astype(node.inputs[0].type.dtype)  # type: ignore[union-attr]
+        table = run_kernel("Rescale", node.attrs, [codes], [t.with_shape((256,))], f"table of {node.name}")[0]
+        return _lookup(e, xs[0], e.const(table, _PLAIN[t.elem].dtype), node.inputs[0].type.elem)  # type: ignore
     s, o = node.attrs["in_params"]
     m = multiplier(s, node.attrs["scale"])
     v = e.op("Mul", [e.centered(xs[0], o), e.scalar(float(m), xs[0].type.rank)])
@@ -155,13 +169,20 @@ def _qavgpool(e: _Emitter, node: Node, xs: list[Value]) -> Value:
     return e.requantize(v, node.outputs[0].type)
 
 
-def _qlookup(e: _Emitter, node: Node, xs: list[Value]) -> Value:
-    """Gather(table, int32(q) - qmin): every backend's Gather runs it."""
-    lo, _ = qbounds(node.inputs[0].type.elem)  # type: ignore[union-attr]
-    idx = e.op("Cast", [xs[0]], to=E.INT32)
+def _lookup(e: _Emitter, x: Value, table: Value, elem: ElemKind) -> Value:
+    """``table[x - qmin]`` for codes ``x`` of ``elem``: a QLookup on the plain codes when the backend runs one
+    (``e.native_lookup``), else Gather(table, int32(x) - qmin), which every backend's Gather runs."""
+    if {_PLAIN[elem], table.type.elem} <= e.native_lookup:
+        return e.op("QLookup", [x, table])
+    lo, _ = qbounds(elem)
+    idx = e.op("Cast", [x], to=E.INT32)
     if lo:
         idx = e.op("Add", [idx, e.scalar(-lo, idx.type.rank, np.int32)])
-    return e.op("Gather", [xs[1], idx], axis=0)
+    return e.op("Gather", [table, idx], axis=0)
+
+
+def _qlookup(e: _Emitter, node: Node, xs: list[Value]) -> Value:
+    return _lookup(e, xs[0], xs[1], node.inputs[0].type.elem)  # type: ignore[union-attr]
 
 
 #: typed kind -> rule emitting its plain equivalent
@@ -184,8 +205,12 @@ def _plain_value(fn: Function, v: Value, plain: dict[int, Value]) -> Value:
     return v
 
 
-def lower_quantized(fn: Function) -> int:
-    """Rewrite every typed quantized node and every value of a quantized type; returns the nodes rewritten."""
+def lower_quantized(fn: Function, native_lookup: frozenset[ElemKind] = frozenset()) -> int:
+    """Rewrite every typed quantized node and every value of a quantized type; returns the nodes rewritten.
+
+    ``native_lookup``: the plain code kinds (int8, uint8) the backend runs ``QLookup`` on; a QLookup or
+    Rescale of such codes then becomes that (else a Gather of the table, and float32 arithmetic).
+    """
     plain: dict[int, Value] = {}  # id(old typed value) -> its plain replacement
     old_nodes: list[Node] = []
     for node in list(fn.nodes):
@@ -194,7 +219,7 @@ def lower_quantized(fn: Function) -> int:
         if not typed:
             continue
         xs = [_plain_value(fn, v, plain) if v is not None else None for v in node.inputs]
-        e = _Emitter(fn, node)
+        e = _Emitter(fn, node, native_lookup)
         rule = QLOWERINGS.get(node.kind.name)
         if rule is not None:
             outs = [rule(e, node, xs)]  # type: ignore[arg-type]

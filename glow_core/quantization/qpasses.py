@@ -7,7 +7,8 @@
 - ``fold-dequantize-quantize``: ``Quantize(Dequantize(q))`` becomes ``q`` when the
   types agree, else ``Rescale(q)``;
 - ``fold-rescale``: a ``Rescale`` whose operand is only read by it is folded into
-  the operand's producer (which then produces the rescaled type directly); a
+  the operand's producer (which then produces the rescaled type directly; a
+  ``QLookup``'s table is rescaled entry by entry, the same codes); a
   Rescale to its own type vanishes; ``Rescale(Rescale(x))`` becomes one Rescale;
 - ``fold-qclip``: a ``QClip`` that saturation already implies (Relu into a range
   starting at 0) vanishes;
@@ -24,9 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from glow_core.ir.defs.quant import params_of, qbounds
-from glow_core.ir.graph import Function, Node, NodeOutput, Value
+import numpy as np
+
+from glow_core.ir.graph import Constant, Function, Node, NodeOutput, Value
 from glow_core.ir.types import TensorType
 from glow_core.passinfra import FixedPoint, PassContext, PassManager, PassRegistry, Step, get_pass
+from glow_core.reference import run_kernel
 
 QUANT_PASSES = PassRegistry("quantization pass")
 
@@ -149,6 +153,11 @@ def fold_rescale(fn: Function, ctx: PassContext) -> bool:
             changed = True
             continue
         prod = _producer(x)
+        if prod is not None and prod.kind.name == "QLookup" and isinstance(prod.inputs[1], Constant) \
+                and _only_user(fn, x):
+            _fold_into_table(fn, node, prod)
+            changed = True
+            continue
         if prod is None or prod.kind.name not in RETYPABLE or not _only_user(fn, x):
             continue
         attrs = dict(prod.attrs)
@@ -166,6 +175,18 @@ def fold_rescale(fn: Function, ctx: PassContext) -> bool:
         fn.erase_node(prod)
         changed = True
     return changed
+
+
+def _fold_into_table(fn: Function, rescale: Node, lookup: Node) -> None:
+    """Rescale(QLookup(q, T)) -> QLookup(q, Rescale(T)): the same codes, one pass over the tensor fewer."""
+    table = lookup.inputs[1]
+    assert isinstance(table, Constant)  # (the caller checked)
+    t = rescale.outputs[0].type.with_shape((256,))
+    data = run_kernel("Rescale", rescale.attrs, [np.asarray(table.payload)], [t], f"table of {rescale.name}")[0]
+    new_table = fn.add_constant(np.ascontiguousarray(data), f"{rescale.name}.table", type=t)
+    new = _recreate(fn, lookup, [lookup.inputs[0], new_table], lookup.attrs, rescale)
+    _replace(fn, rescale.outputs[0], new)
+    fn.erase_node(lookup)
 
 
 @QUANT_PASSES.register("fold-qclip")

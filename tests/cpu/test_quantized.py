@@ -7,10 +7,6 @@ VNNI when the host has it, the widening path under ``GLOW_CPU_FEATURES=avx2``).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,8 +18,7 @@ from glow_core.ir.types import TensorType
 from glow_core.plugin_host import get_backend
 from tests.lowering.test_nn_quant import CONV_CASES, _conv_attrs, _q8, _scale
 from tests.lowering.test_reduce import F32, I8, I32, U8, rand, run
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cpu.util import run_at_feature_level
 
 
 def _compare(kind: str, ops: list[np.ndarray | None], attrs: dict[str, Any]) -> None:
@@ -222,9 +217,7 @@ def test_widening_path_without_vnni(tmp_path: Path, level: str, isa: str) -> Non
             "test_int8_maxpool(I8, 3, 2, 1, 1, 37)\n"
             "test_int8_maxpool(U8, 2, 5, 1, 1, 90)\n"
             "print('ok')\n")
-    env = {**os.environ, "GLOW_CPU_FEATURES": level, "GLOW_CACHE_DIR": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+    run_at_feature_level(code, level, tmp_path)
 
 
 def test_own_quantized_matmul_keeps_the_fused_kernel() -> None:

@@ -52,3 +52,17 @@ def rand(shape: Sequence[int], dtype: Any, rng: np.random.Generator, *, low: flo
         lo = max(int(low), int(np.iinfo(dt).min))
         return np.asarray(rng.integers(lo, int(high) + 1, size=shape)).astype(dt)
     return np.asarray(rng.random(shape) * (high - low) + low).astype(dt)
+
+
+def run_at_feature_level(code: str, level: str, cache: Any) -> None:
+    """Run ``code`` (Python that prints ``ok`` when its checks pass) in a fresh interpreter whose cpu backend
+    sees only the CPU features of ``level`` (``GLOW_CPU_FEATURES``), with its own compile cache folder."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "GLOW_CPU_FEATURES": level, "GLOW_CACHE_DIR": str(cache)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]

@@ -55,14 +55,18 @@ def test_a_minus_one_3_unknown_unknown_classifier_runs_48x192_and_48x320() -> No
     assert net.specializations_compiled == 2
 
 
-def test_a_transformer_with_batch_and_sequence_matches_the_reference() -> None:
+@pytest.mark.parametrize("symbolic", [True, False])
+def test_a_transformer_with_batch_and_sequence_matches_the_reference(symbolic: bool) -> None:
+    """On cpu the encoder compiles once for symbolic dims (its sequence free up to a bound, batches one sample at
+    a time); with options={"symbolic_dims": False} each shape compiles a specialization."""
     model = bert_like()
-    net = glow_core.compile(model, "cpu")
+    net = glow_core.compile(model, "cpu", options={"symbolic_dims": symbolic})
     ref = ReferenceEvaluator(model)
     for batch, seq in ((1, 5), (2, 9), (1, 16)):
         feeds = bert_feeds(batch, seq)
         np.testing.assert_allclose(net.run(feeds)["out"], ref.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
-    assert net.specializations_compiled == 3
+    assert net.specializations_compiled == (1 if symbolic else 3)
+    assert [p.describe() for p in net.symbolic.plans] == ["sequence<=511, batch=1"] if symbolic else net.symbolic is None
 
 
 def test_dims_fix_or_bound_symbols() -> None:

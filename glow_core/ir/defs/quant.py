@@ -206,10 +206,15 @@ define_kind("QAvgPool", inputs=("Input",), attrs=_POOL_ATTRS + (attr("count_incl
 
 # -- QLookup: an element-wise function of one quantized operand as a table -------------------------------
 
+_PLAIN8 = frozenset({E.INT8, E.UINT8})
+
+
 def _lookup_rule(types: Types, attrs: Attrs) -> list[TensorType]:
-    x = _q(types[0], "QLookup input")
-    table = _q(types[1], "QLookup table")
-    if x.elem not in QUANTIZED_KINDS or table.shape != (256,):
+    plain = types[0] is not None and types[1] is not None and {types[0].elem, types[1].elem} <= _PLAIN8
+    x = types[0] if plain else _q(types[0], "QLookup input")
+    table = types[1] if plain else _q(types[1], "QLookup table")
+    assert x is not None and table is not None
+    if x.elem not in QUANTIZED_KINDS | _PLAIN8 or table.shape != (256,):
         raise GlowTypeError(f"QLookup takes an 8-bit quantized input and a table of 256 entries, got {x} and {table}")
     return [table.with_shape(x.shape)]
 
@@ -217,7 +222,8 @@ def _lookup_rule(types: Types, attrs: Attrs) -> list[TensorType]:
 define_kind("QLookup", inputs=("Input", "Table"), infer=_lookup_rule, categories=_QK + (C.ELEMENTWISE,),
             elems=Q_ELEMS,
             doc="Table[Input - qmin]: the result of an element-wise float function of one quantized operand, "
-                "computed for each of its 256 codes (the table has the result's type).")
+                "computed for each of its 256 codes (the table has the result's type). After "
+                "``lower_quantized`` for a backend that runs it, the same on plain int8 / uint8 codes.")
 
 #: the typed quantized kinds declared here
 TYPED_QUANT_KINDS = ("Quantize", "Dequantize", "Rescale", "QClip", "QConv", "QMatMul", "QAdd", "QMul", "QMaxPool",

@@ -114,3 +114,9 @@ def _fused_attention(attrs: Attrs, out: Types, q: np.ndarray, kt: np.ndarray, v:
         if mask is not None:
             p = np.where(np.isneginf(np.max(mask, axis=-1, keepdims=True) if mask.ndim else mask), 0, p)
     return _run("MatMul", out, p.astype(s.dtype), v)
+
+
+@KERNELS.register("SymbolicValue")
+def _symbolic_value(attrs: Attrs, out: Types) -> np.ndarray:
+    """The values at the bounds (a run of a symbolic function rewrites ``values`` with its own sizes)."""
+    return np.asarray(attrs["values"], dtype=np.float64).reshape(out[0].shape).astype(out[0].dtype)

@@ -46,7 +46,7 @@ from glow_backend_cpu import __version__
 from glow_backend_cpu import cache as object_cache
 from glow_backend_cpu import objworker
 from glow_backend_cpu.emit import load_all
-from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS
+from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS, SYMBOLIC_EMITTERS
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
 from glow_backend_cpu.target import Library, ParallelStream, host_codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, SOLO_ENV
@@ -145,6 +145,10 @@ class CpuBackend(Backend):
                 caps.append(Capability(kind, elems, pred[0] if pred else None, pred[1] if pred else ""))
             self._caps = caps
         return self._caps
+
+    def symbolic_kinds(self) -> frozenset[str]:
+        """The kinds whose emitters read the run's sizes (``register_emitter(..., symbolic=True)``)."""
+        return frozenset(SYMBOLIC_EMITTERS)
 
     def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
         out: dict[str, frozenset[ElemKind]] = {}

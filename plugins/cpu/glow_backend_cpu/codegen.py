@@ -53,6 +53,7 @@ from glow_backend_cpu.emit.dtypes import storage_type
 from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
 from glow_backend_cpu.helpers import I8P, I32, I64, VOID, i64, memcpy, partition_blocks
 from glow_backend_cpu.profiling import Stamper, describe_step
+from glow_backend_cpu.symbolic import SymbolValues, declare_symbols, symbols_of, valid_extents
 from glow_backend_cpu.sync import (declare_share_functions, define_share_functions, emit_error_functions,
                                    emit_worker_functions)
 from glow_backend_cpu.target import Codegen
@@ -111,6 +112,8 @@ class Layout:
     memory: dict[str, Any] = field(default_factory=dict)
     #: error-flag code (a string: JSON keys) -> the graph node whose index check stores it (``sync.set_error``)
     error_sites: dict[str, str] = field(default_factory=dict)
+    #: the symbols of a function compiled for symbolic dims, in ``glow_symbols`` order (``symbolic.py``)
+    symbols: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +151,10 @@ class LIRCodegen:
         self._const_weights: list[tuple[str, int, int]] = []
         self._used_args: dict[int, set[int]] = {}
         self._used_const: list[Loc] = []
+        self.layout.symbols = symbols_of(lir)
+        self._sym_global = declare_symbols(self.module, self.layout.symbols)
+        #: the symbol loads of the kernel being emitted (None: no symbols)
+        self._sym_values: SymbolValues | None = None
         self._layout_regions()
 
     # -- regions -----------------------------------------------------------------------------------
@@ -280,7 +287,7 @@ class LIRCodegen:
             return None
         off = self.loc(v).offset
         align = ALIGNMENT if off % ALIGNMENT == 0 else math.gcd(off, ALIGNMENT)
-        return Operand(arg, v.type, align, self.const_value(v))
+        return Operand(arg, v.type, align, self.const_value(v), valid_extents(v.type, self._sym_values))
 
     def emit_step(self, index: int, step: _Step) -> None:
         values: list[LValue] = []
@@ -312,6 +319,8 @@ class LIRCodegen:
         b = ir.IRBuilder(body)
         const_offsets: list[int] = []
         scratch_used = [0]
+        self._sym_values = None if self._sym_global is None else \
+            SymbolValues(eb, self._sym_global, self.layout.symbols)
 
         def add_constant(array: np.ndarray, name: str = "const") -> ir.Value:
             k = len(const_offsets)
@@ -327,7 +336,7 @@ class LIRCodegen:
         if step.solo:  # thread 0 alone: the partitioning folds away
             tid, nthreads = i64(0), i64(1)
         ctx = EmitContext(self.module, b, self.cg.target, tid, nthreads, fn, add_constant, scratch,
-                          error_code=index + 1)
+                          error_code=index + 1, symbols=self._sym_values)
         argmap = {id(v): a for v, a in zip(values, ptr_args)}
         first = step.instrs[0]
         if first.effect is Effect.COPY:

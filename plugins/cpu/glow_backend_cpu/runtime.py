@@ -38,6 +38,7 @@ import numpy as np
 
 from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
+from glow_backend_cpu.symbolic import SET_SYMBOLS, actual_shape, bind_symbols, prefix, symbol_array
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
 from glow_core import budget
@@ -53,6 +54,7 @@ SMALL_IO_BYTES = 1 << 16
 EntryFn = Any  # a ctypes function (regions, tid, nthreads, run number)
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32)
 _GET_ERROR_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32)
+_SET_SYMBOLS_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _CLEAR_ERROR_TYPE = ctypes.CFUNCTYPE(None)
 _WORKER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 _RUN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -276,6 +278,10 @@ class CpuExecutable(CompiledFunction):
         self._regions[1] = self._arena.ctypes.data
         self._regions[2] = self._scratch.ctypes.data
         self._regions[REGION_PACKED] = self._packed.ctypes.data
+        #: a function compiled for symbolic dims: glow_set_symbols (its io is bound in padded bound-shaped buffers)
+        self._set_symbols = _SET_SYMBOLS_TYPE(library.address(SET_SYMBOLS)) if layout.symbols else None
+        #: per integer input of such a function: the shape fed last (its padding is zeroed when it changes)
+        self._fed_shapes: dict[str, tuple[int, ...]] = {}
         self._bind_small_io()
         self._pool: WorkerPool | None = None
         #: chooses between every thread and one by measured run time (``ThreadChooser``); None: fixed count
@@ -293,7 +299,7 @@ class CpuExecutable(CompiledFunction):
             for region, name, t in ios:
                 shape, dtype = tuple(t.shape), np.dtype(t.dtype)
                 buf = None
-                if t.nbytes <= SMALL_IO_BYTES:
+                if t.nbytes <= SMALL_IO_BYTES or self._set_symbols is not None:
                     buf = aligned_empty(shape, dtype)
                     buf[...] = 0
                     self._regions[region] = buf.ctypes.data
@@ -362,7 +368,32 @@ class CpuExecutable(CompiledFunction):
             if a.dtype != dtype or tuple(a.shape) != shape:
                 raise InputError(f"input '{name}' is {a.dtype}{list(a.shape)}, expected {self.input_types[name]}")
 
+    def _execute_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A run of a function compiled for symbolic dims: the symbols from the feeds' shapes, each feed
+        copied into the leading corner of its padded buffer, each output copied out of its corner."""
+        assert self._set_symbols is not None
+        for _, name, dtype, _shape, _buf in self._in_plan:
+            a = feeds.get(name)
+            if not isinstance(a, np.ndarray) or a.dtype != dtype:
+                raise InputError(f"input '{name}' must be a numpy array of {dtype}, got "
+                                 f"{getattr(a, 'dtype', type(a).__name__)}")
+        env = bind_symbols(self.input_types, feeds)
+        values = symbol_array(self.layout.symbols, env)
+        with self._lock:
+            self._set_symbols(values.ctypes.data)
+            for _region, name, dtype, _shape, buf in self._in_plan:
+                a = feeds[name]
+                if dtype.kind in "iub" and self._fed_shapes.get(name) != a.shape:
+                    buf[...] = 0  # index inputs: the padding holds no stale (possibly out-of-range) values
+                    self._fed_shapes[name] = a.shape
+                buf[prefix(a.shape)] = a
+            self._run()
+            return {name: buf[prefix(actual_shape(self.output_types[name], env))].copy()
+                    for _region, name, _dtype, _shape, buf in self._out_plan}
+
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._set_symbols is not None:
+            return self._execute_symbolic(feeds)
         self._check(feeds)
         with self._lock:
             keep: list[np.ndarray] = []

@@ -6,7 +6,7 @@ on one arena (``lir_exec.py``) or a graph function node by node (``GraphExecutab
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from glow_backend_interpreter import __version__
 from glow_core import budget
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function, Node, Value
+from glow_core.ir.symbolic import SymExpr, actual_shape, bind_symbols
 from glow_core.ir.kinds import Category, get_kind, kinds_in
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.reference import KERNELS, run_kernel
@@ -45,24 +46,58 @@ class GraphExecutable(CompiledFunction):
         with budget.using(self.limits):
             return self._execute(feeds)
 
+    def _bind(self, feeds: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+        """The arrays of the inputs and constants, by value id."""
+        env: dict[int, np.ndarray] = {id(p): feeds[p.name] for p in self.function.inputs}
+        env.update({id(c): c.payload for c in self.function.constants})
+        return env
+
+    def _call(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        return run_kernel(node.kind.name, node.attrs, inputs, [o.type for o in node.outputs], node.where())
+
     def _execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env: dict[int, np.ndarray] = {}
-        for p in self.function.inputs:
-            env[id(p)] = feeds[p.name]
-        for c in self.function.constants:
-            env[id(c)] = c.payload
+        env = self._bind(feeds)
 
         def get(v: Value | None) -> np.ndarray | None:
             return None if v is None else env[id(v)]
 
         for i, node in enumerate(self.nodes):
-            results = run_kernel(node.kind.name, node.attrs, [get(v) for v in node.inputs],
-                                 [o.type for o in node.outputs], node.where())
+            results = self._call(node, [get(v) for v in node.inputs])
             for o, r in zip(node.outputs, results):
                 env[id(o)] = r
             for vid in self.free_after[i]:
                 env.pop(vid, None)
         return {name: np.array(env[id(v)], copy=True) for name, v in self.function.outputs}
+
+
+#: kinds whose attributes name sizes, rewritten for a run of a symbolic function: (attrs, output shape, the
+#: symbols' sizes) -> attrs
+_RUN_ATTRS: dict[str, Callable[[Mapping[str, Any], tuple[int, ...], Mapping[str, int]], dict[str, Any]]] = {
+    "Reshape": lambda attrs, shape, sizes: {**attrs, "shape": list(shape)},
+    "Slice": lambda attrs, shape, sizes: {**attrs, "sizes": list(shape)},
+    "SymbolicValue": lambda attrs, shape, sizes: {
+        **attrs, "values": [float(SymExpr.parse(e).evaluate(sizes)) for e in attrs["exprs"]]},
+}
+
+
+class SymbolicGraphExecutable(GraphExecutable):
+    """A function compiled for symbolic dims, run node by node at each run's sizes: every value is computed at
+    the size its symbolic dims give (``glow_core.ir.symbolic``), constants as their leading corners, so each
+    node is exactly its kernel at those sizes (the executable spec of a symbolic compile)."""
+
+    def _bind(self, feeds: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+        self._sizes = bind_symbols({p.name: p.type for p in self.function.inputs}, feeds)
+        env: dict[int, np.ndarray] = {id(p): feeds[p.name] for p in self.function.inputs}
+        for c in self.function.constants:
+            corner = actual_shape(c.type, self._sizes)
+            env[id(c)] = c.payload[tuple(slice(0, n) for n in corner)] if c.type.symbolic else c.payload
+        return env
+
+    def _call(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        outs = [o.type.with_shape(actual_shape(o.type, self._sizes)) for o in node.outputs]
+        rewrite = _RUN_ATTRS.get(node.kind.name)
+        attrs = rewrite(node.attrs, outs[0].shape, self._sizes) if rewrite is not None else node.attrs
+        return run_kernel(node.kind.name, attrs, inputs, outs, node.where())
 
 
 class InterpreterBackend(Backend):
@@ -75,6 +110,10 @@ class InterpreterBackend(Backend):
 
     def supports_node(self, node: Node) -> bool:
         return True
+
+    def symbolic_kinds(self) -> frozenset[str]:
+        """Every kind: a symbolic function runs node by node at each run's sizes (``SymbolicGraphExecutable``)."""
+        return frozenset(KERNELS)
 
     def options(self) -> Sequence[BackendOption]:
         """``executor``: "lir" (IRGen -> memory plan, one arena) or "graph" (node by node)."""
@@ -94,6 +133,8 @@ class InterpreterBackend(Backend):
         from glow_core.errors import BackendError
 
         executor = str(options.extra.get("executor") or os.environ.get("GLOW_INTERPRETER_EXECUTOR") or "lir")
+        if any(p.type.symbolic for p in function.inputs):
+            return SymbolicGraphExecutable(function)
         if executor == "graph":
             return GraphExecutable(function)
         if executor != "lir":

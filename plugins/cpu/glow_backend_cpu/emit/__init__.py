@@ -19,7 +19,8 @@ import threading
 log = logging.getLogger("glow.cpu")
 
 FAST_MODULES = ("gemm", "matmul", "dequant", "conv", "pool", "recurrent", "qconv")
-MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "transformer", "detection", "qgeneric")
+MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "transformer", "detection", "qgeneric",
+           "symvalue")
 FALLBACK_MODULES = ("naive_linalg",)
 
 _lock = threading.Lock()

@@ -48,6 +48,14 @@ class Operand:
     align: int = 64
     #: the payload when the operand is a constant weight (for compile-time packing), else None
     const_value: np.ndarray | None = None
+    #: in a function compiled for symbolic dims (``glow_backend_cpu/symbolic.py``): per axis, how many
+    #: entries a run holds -- the size (an int) or an i64 computed from the run's symbols; None when every
+    #: axis is fixed. The layout (strides) is always that of ``type.shape``; entries past ``valid`` are padding
+    valid: tuple[int | ir.Value, ...] | None = None
+
+    def extent(self, axis: int) -> int | ir.Value:
+        """How many entries of ``axis`` a run holds (the size when the axis is fixed)."""
+        return self.type.shape[axis] if self.valid is None else self.valid[axis]
 
 
 @dataclass
@@ -79,6 +87,9 @@ class EmitContext:
     error_code: int = 1
     #: set by an emitter that checks indices (``indexing.load_index``): the runtime maps the code to the node
     checks_indices: bool = False
+    #: in a function compiled for symbolic dims: the run's symbol values (``symbolic.SymbolValues``: ``expr(e)``
+    #: gives an i64 in the kernel's entry block), else None
+    symbols: Any = None
 
 
 Emitter = Callable[[EmitContext, Instr], None]
@@ -103,14 +114,21 @@ NodePredicate = Callable[[Node], bool]
 #: node kind -> (predicate on the graph node, what it requires in words)
 EMITTER_PREDICATES: dict[str, tuple[NodePredicate, str]] = {}
 
+#: node kinds whose emitter reads ``Operand.valid`` (``register_emitter(..., symbolic=True)``): they may
+#: reduce over a symbolic axis; the others compute over the whole bound shape
+SYMBOLIC_EMITTERS: set[str] = set()
+
 
 def register_emitter(*kinds: str, elems: frozenset[ElemKind] | None = None, when: NodePredicate | None = None,
-                     why: str = "") -> Callable[[Emitter], Emitter]:
-    """Register ``fn`` as the emitter of ``kinds`` (each once), with the element kinds and predicate it accepts."""
+                     why: str = "", symbolic: bool = False) -> Callable[[Emitter], Emitter]:
+    """Register ``fn`` as the emitter of ``kinds`` (each once), with the element kinds and predicate it accepts;
+    ``symbolic=True``: it reads ``Operand.valid`` (see :data:`SYMBOLIC_EMITTERS`)."""
 
     def deco(fn: Emitter) -> Emitter:
         for k in kinds:
             EMITTERS.add(k, fn)
+            if symbolic:
+                SYMBOLIC_EMITTERS.add(k)
             if elems is not None:
                 EMITTER_ELEMS[k] = frozenset(elems)
             if when is not None:

@@ -16,6 +16,11 @@ The loop nest is specialized at compile time:
   splat; a constant operand whose elements are all equal becomes an immediate;
 - rows (and, when there are few, blocks of the innermost dimension) are the
   work items, partitioned over the threads.
+
+Symbolic dims (``Operand.valid``): when the output's valid entries are a leading prefix of its elements
+(its first axis that is not 1 is the only symbolic one, ``symdims.valid_rows``), only the work items that
+start inside that prefix run (the last may run on into padding); otherwise the loop runs over the valid rows
+and columns of the output (``ew_symbolic``). Padding entries of the output are left as they are.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from llvmlite import ir
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.dtypes import compute_type, round_trip, to_compute, to_storage
 from glow_backend_cpu.emit.ew_ops import EW_ELEMS, EW_OPS
+from glow_backend_cpu.emit.ew_symbolic import emit_rows, wants_rows
+from glow_backend_cpu.emit.symdims import valid_rows
 from glow_backend_cpu.helpers import (
     I64,
     elem_ptr,
@@ -179,8 +186,12 @@ def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Oper
     length = lay.inner.size
     immediates = [splat_value(e) for e in externals]
 
-    start, end = partition(b, lay.groups, ctx.tid, ctx.nthreads)
-    with for_range(b, b.mul(start, i64(lay.per)), b.mul(end, i64(lay.per)), name="item") as w:
+    valid = valid_rows(b, out, out.type.rank)  # the output's valid elements when they are a prefix
+    if valid is None and wants_rows(out):
+        _emit_valid_rows(ctx, steps, externals, out, immediates)
+        return
+    start, end = _item_range(b, ctx, lay, valid)
+    with for_range(b, start, end, name="item") as w:
         if lay.items == 1:
             r, blk = i64(0), i64(0)
         else:
@@ -188,6 +199,8 @@ def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Oper
         offs = _row_offsets(b, lay.outer, r, 1 + len(externals))
         c0 = b.mul(blk, i64(lay.chunk))
         c1 = smin(b, b.add(c0, i64(lay.chunk)), i64(length)) if lay.nblk > 1 else i64(length)
+        if lay.items == 1 and valid is not None:  # one row: stop at the valid prefix
+            c1 = smin(b, c1, valid)
         row_vals = _row_values(b, externals, immediates, lay.inner, offs)
         row = _Row(steps, externals, out, offs, row_vals)
         n_lanes = lanes if length > 1 else 1
@@ -195,10 +208,44 @@ def emit_chain(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Oper
         nfull = b.udiv(span, i64(n_lanes))
         with for_range(b, 0, nfull, name="vec") as j:
             _emit_vector(b, row, b.add(c0, b.mul(j, i64(n_lanes))), n_lanes, None)
-        if n_lanes > 1 and (lay.nblk > 1 or length % n_lanes):
+        if n_lanes > 1 and (lay.nblk > 1 or length % n_lanes or valid is not None):  # (a run-time prefix)
             tail = b.sub(span, b.mul(nfull, i64(n_lanes)))
             with b.if_then(b.icmp_signed(">", tail, i64(0))):
                 _emit_vector(b, row, b.add(c0, b.mul(nfull, i64(n_lanes))), n_lanes, lane_mask(b, tail, n_lanes))
+
+
+def _emit_valid_rows(ctx: EmitContext, steps: Sequence[Step], externals: Sequence[Operand], out: Operand,
+                     immediates: Sequence[Any | None]) -> None:
+    """The chain over the valid rows and columns of an output whose valid entries are no prefix."""
+    shape = out.type.shape
+    strides = [broadcast_strides(shape, shape)] + [broadcast_strides(e.type.shape, shape) for e in externals]
+    inner = _Dim(shape[-1], [st[-1] for st in strides])
+
+    def row_values(b: ir.IRBuilder, offs: list[ir.Value]) -> list[ir.Value | None]:
+        return _row_values(b, externals, immediates, inner, offs)
+
+    def vector(b: ir.IRBuilder, offs: list[ir.Value], c: ir.Value, n_lanes: int, mask: ir.Value | None,
+               vals: list[ir.Value | None]) -> None:
+        _emit_vector(b, _Row(steps, externals, out, offs, vals), c, n_lanes, mask)
+
+    emit_rows(ctx, out, strides, ctx.target.vector_lanes, vector, row_values)
+
+
+def _item_range(b: ir.IRBuilder, ctx: EmitContext, lay: _Layout, valid: ir.Value | None) -> tuple[ir.Value, ir.Value]:
+    """This thread's work items ``[start, end)``; with ``valid`` (the output's valid prefix, in elements),
+    only the items that start inside it (items run in the output's element order)."""
+    if valid is None:
+        start, end = partition(b, lay.groups, ctx.tid, ctx.nthreads)
+        return b.mul(start, i64(lay.per)), b.mul(end, i64(lay.per))
+    length = lay.inner.size
+    rows = b.udiv(valid, i64(length))
+    rest = b.urem(valid, i64(length))
+    items = b.add(b.mul(rows, i64(lay.nblk)), b.udiv(b.add(rest, i64(lay.chunk - 1)), i64(lay.chunk)))
+    items = smin(b, items, i64(lay.items))
+    if lay.groups == 1:
+        start, end = partition(b, 1, ctx.tid, ctx.nthreads)
+        return b.mul(start, items), b.mul(end, items)
+    return partition(b, items, ctx.tid, ctx.nthreads)
 
 
 def _row_offsets(b: ir.IRBuilder, outer: Sequence[_Dim], r: ir.Value, n_operands: int) -> list[ir.Value]:

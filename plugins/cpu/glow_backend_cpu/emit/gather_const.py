@@ -13,7 +13,9 @@ asymmetric coordinates) reads each source element once and stores it ``r`` times
 gathered axis (``inner == 1``: one element per table entry) takes this path; with ``inner > 1`` the
 generic kernel copies rows of ``inner`` elements, where the per-row index work does not count.
 
-Rows are split between threads when the output has at least ``MIN_PARALLEL`` elements.
+Rows are split between threads when the output has at least ``MIN_PARALLEL`` elements. With symbolic dims
+only the rows that hold data run when they are a prefix of the rows (a symbolic gathered axis takes the
+generic kernel, which checks the indices against the run's extent).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from llvmlite import ir
 
 from glow_backend_cpu.emit.context import EmitContext, Instr
+from glow_backend_cpu.emit.symdims import valid_rows
 from glow_backend_cpu.emit.dtypes import bits_type
 from glow_backend_cpu.helpers import elem_ptr, for_range, i64, partition
 
@@ -36,7 +39,10 @@ def constant_table(instr: Instr) -> np.ndarray | None:
     data, idx = instr.ins[0], instr.ins[1]
     if data is None or idx is None or idx.const_value is None or data.type.rank == 0:
         return None
-    dim = data.type.shape[instr.attrs["axis"] % data.type.rank]
+    axis = instr.attrs["axis"] % data.type.rank
+    if data.valid is not None and data.type.sym is not None and data.type.sym[axis] is not None:
+        return None  # a symbolic gathered axis: the generic kernel checks against the run's extent
+    dim = data.type.shape[axis]
     table = np.asarray(idx.const_value).astype(np.int64).ravel()
     table = np.where(table < 0, table + dim, table)
     if table.size == 0 or table.min() < 0 or table.max() >= dim:
@@ -74,12 +80,10 @@ def emit_gather_const(ctx: EmitContext, instr: Instr) -> bool:
     src = b.bitcast(data.ptr, bt.as_pointer())
     dst = b.bitcast(out.ptr, bt.as_pointer())
     n = table.size
-    items = outer if out.type.size >= MIN_PARALLEL else 1
-    per = outer // items
-    start, end = partition(b, items, ctx.tid, ctx.nthreads)
+    start, end = _outer_rows(ctx, outer, valid_rows(b, out, axis), out.type.size >= MIN_PARALLEL)
     r = repeat_factor(table)
     tab = None if r else ctx.add_constant(table.astype(np.int32), f"{instr.name or 'gather'}.table")
-    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="orow") as o:
+    with for_range(b, start, end, name="orow") as o:
         srow = elem_ptr(b, src, b.mul(o, i64(dim)))
         drow = elem_ptr(b, dst, b.mul(o, i64(n)))
         if r:
@@ -89,6 +93,17 @@ def emit_gather_const(ctx: EmitContext, instr: Instr) -> bool:
                 k = b.sext(b.load(elem_ptr(b, tab, j)), ir.IntType(64))
                 b.store(b.load(elem_ptr(b, srow, k)), elem_ptr(b, drow, j))
     return True
+
+
+def _outer_rows(ctx: EmitContext, outer: int, valid: ir.Value | None, parallel: bool) -> tuple[ir.Value, ir.Value]:
+    """This thread's rows of the axes before the gathered one: a share (``parallel``) or all on thread 0;
+    with symbolic dims (``valid``: the rows that hold data, a prefix) only those."""
+    b = ctx.builder
+    total = i64(outer) if valid is None else valid
+    if parallel:
+        return partition(b, total, ctx.tid, ctx.nthreads)
+    start, end = partition(b, 1, ctx.tid, ctx.nthreads)
+    return b.mul(start, total), b.mul(end, total)
 
 
 def _repeat_row(b: ir.IRBuilder, srow: ir.Value, drow: ir.Value, n: int, r: int) -> None:

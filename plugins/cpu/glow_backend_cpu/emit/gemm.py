@@ -41,6 +41,7 @@ from glow_backend_cpu.helpers import (
     for_range,
     iota,
     partition,
+    smax,
     smin,
     splat,
 )
@@ -361,6 +362,13 @@ class GemmPlan:
     aux_ptr: Callable[[ir.IRBuilder, ir.Value], ir.Value] | None = None
     tap_tiles: list[int] | None = None
     tap_kinds: list[tuple[int, int, tuple[bool, ...]]] | None = None
+    #: symbolic dims (``Operand.valid``): the rows of C a run holds (only the M panels covering them are
+    #: computed; the last one may run on into padding rows, never past M) and the K a run sums over (only
+    #: those rows of B and columns of A enter; None: all of M / K)
+    m_valid: ir.Value | None = None
+    k_valid: ir.Value | None = None
+    #: the batch x group problems a run holds when they are a prefix of the BG (symbolic batch axes)
+    bg_valid: ir.Value | None = None
 
     @property
     def panels(self) -> int:
@@ -434,14 +442,24 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
 
     kind_of = kind_table(b, plan.tap_tiles) if plan.tap_kinds else None
 
-    lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, geo.nvec, n_tail_vec)
-    _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of)
+    if plan.m_valid is None and plan.bg_valid is None:
+        lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, geo.nvec, n_tail_vec)
+        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, c64(MP))
+        return
+    mpv = c64(MP)
+    if plan.m_valid is not None:
+        # at least one panel (no division by zero below; an empty M computes one panel of padding)
+        mpv = smax(b, smin(b, b.udiv(b.add(plan.m_valid, c64(MR - 1)), c64(MR)), c64(MP)), c64(1))
+    bg = c64(plan.BG) if plan.bg_valid is None else smin(b, plan.bg_valid, c64(plan.BG))
+    lo, hi = weighted_share_dyn(b, tid, nthreads, bg, NT, mpv, geo.nvec, n_tail_vec)
+    _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv)
 
 
 def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scratch: ir.Value | None,
                 variants: dict[tuple[bool, bool], ir.Function], uk: Callable[..., ir.Function],
-                kind_of: ir.Value | None) -> None:
-    """The work items ``[lo, hi)``: (batch x group, N tile, M panel), M panels innermost."""
+                kind_of: ir.Value | None, mpv: ir.Value) -> None:
+    """The work items ``[lo, hi)``: (batch x group, N tile, M panel), M panels innermost; ``mpv`` M panels
+    per (batch, N tile) (all ``MP`` but with a symbolic M)."""
     MR, NR, N = plan.geo.mr, plan.geo.nr, plan.N
     MP, NT, m_tail, n_tail = plan.panels, plan.tiles, plan.m_tail, plan.n_tail
     kbs = plan.blocks() + [plan.K]
@@ -457,9 +475,9 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     p.add_incoming(lo, pre)
     b.cbranch(b.icmp_signed("<", p, hi), body, done)
     b.position_at_end(body)
-    pair = b.udiv(p, c64(MP))
-    mp0 = b.sub(p, b.mul(pair, c64(MP)))
-    cnt = smin(b, b.sub(c64(MP), mp0), b.sub(hi, p))
+    pair = b.udiv(p, mpv)
+    mp0 = b.sub(p, b.mul(pair, mpv))
+    cnt = smin(b, b.sub(mpv, mp0), b.sub(hi, p))
     mp1 = b.add(mp0, cnt)
     bg = b.udiv(pair, c64(NT))
     nt = b.sub(pair, b.mul(bg, c64(NT)))
@@ -467,8 +485,13 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     width = smin(b, c64(NR), b.sub(c64(N), n0))
     nt_last = b.icmp_signed("==", nt, c64(NT - 1))
 
-    with for_range(b, 0, len(kbs) - 1, name="kb") as kb:
+    nkb: int | ir.Value = len(kbs) - 1
+    if plan.k_valid is not None:
+        nkb = valid_kblocks(b, kbs, plan.k_valid)
+    with for_range(b, 0, nkb, name="kb") as kb:
         k0, k1 = kblock_bounds(b, kbs, kb)
+        if plan.k_valid is not None:
+            k1 = smin(b, k1, smin(b, plan.k_valid, c64(plan.K)))
         kc = b.sub(k1, k0)
         if plan.b_pack is not None:
             assert scratch is not None
@@ -477,7 +500,7 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
         else:
             assert plan.b_ptr is not None
             btile = plan.b_ptr(b, bg, n0, nt, k0)
-        flags = kblock_flags(b, kb, len(kbs) - 1)
+        flags = kblock_flags(b, kb, nkb)
         with for_range(b, mp0, mp1, name="mp") as mp:
             m0 = b.mul(mp, c64(MR))
             aptr, astride = plan.a_ptr(b, bg, m0)
@@ -531,10 +554,20 @@ def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Val
     return b.load(b.gep(gv, [c32(0), kb])), b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
 
 
-def kblock_flags(b: ir.IRBuilder, kb: ir.Value, nkb: int) -> ir.Value:
+def kblock_flags(b: ir.IRBuilder, kb: ir.Value, nkb: int | ir.Value) -> ir.Value:
     """The micro-kernel's flags for K block ``kb`` of ``nkb``: bit 0 first block, bit 1 last block."""
     first = b.zext(b.icmp_signed("==", kb, c64(0)), I64)
-    return b.or_(first, b.shl(b.zext(b.icmp_signed("==", kb, c64(nkb - 1)), I64), c64(1)))
+    last = c64(nkb - 1) if isinstance(nkb, int) else b.sub(nkb, c64(1))
+    return b.or_(first, b.shl(b.zext(b.icmp_signed("==", kb, last), I64), c64(1)))
+
+
+def valid_kblocks(b: ir.IRBuilder, kbs: list[int], k_valid: ir.Value) -> ir.Value:
+    """How many K blocks (bounds ``kbs``) start before the run's K, at least one (an empty K still stores
+    C: zero, plus the bias)."""
+    n: ir.Value = c64(1)
+    for k0 in kbs[1:-1]:
+        n = b.add(n, b.zext(b.icmp_signed(">", k_valid, c64(k0)), I64))
+    return n
 
 
 def weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, nvec: int,
@@ -560,6 +593,28 @@ def weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, 
         return b.add(b.mul(q, c64(NT * MP)), within)
 
     c0, c1 = partition(b, total, tid, nthreads)
+    return item_at(c0), item_at(c1)
+
+
+def weighted_share_dyn(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: ir.Value, NT: int, MP: ir.Value,
+                       nvec: int, tail_nvec: int) -> tuple[ir.Value, ir.Value]:
+    """:func:`weighted_share` with run-time counts of problems ``BG`` and M panels ``MP`` (symbolic dims)."""
+    w_full, w_tail = 4 * nvec, 4 * tail_nvec + 1
+    if NT == 1:
+        return partition(b, b.mul(MP, BG), tid, nthreads)
+    full_cost = b.mul(MP, c64((NT - 1) * w_full))
+    per_bg = b.mul(MP, c64((NT - 1) * w_full + w_tail))
+    full_items = b.mul(MP, c64(NT - 1))
+
+    def item_at(c: ir.Value) -> ir.Value:
+        q = b.udiv(c, per_bg)
+        r = b.urem(c, per_bg)
+        in_full = b.udiv(b.add(r, c64(w_full - 1)), c64(w_full))
+        in_tail = b.add(full_items, b.udiv(b.add(b.sub(r, full_cost), c64(w_tail - 1)), c64(w_tail)))
+        within = b.select(b.icmp_signed("<=", r, full_cost), in_full, in_tail)
+        return b.add(b.mul(q, b.mul(MP, c64(NT))), within)
+
+    c0, c1 = partition(b, b.mul(per_bg, BG), tid, nthreads)
     return item_at(c0), item_at(c1)
 
 

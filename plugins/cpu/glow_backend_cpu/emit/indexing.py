@@ -13,13 +13,14 @@ import math
 
 from llvmlite import ir
 
-from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
+from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.dtypes import UNSIGNED, bits_type, compute_type, is_float, to_compute, to_storage
 from glow_backend_cpu.emit.ew_ops import ALL, NUMERIC
 from glow_backend_cpu.emit.gather_const import emit_gather_const
 from glow_backend_cpu.emit.movement import contiguous_strides
 from glow_backend_cpu.emit.reduce import REDUCERS
-from glow_backend_cpu.helpers import I8P, I64, elem_ptr, for_range, i64, memcpy, partition
+from glow_backend_cpu.emit.symdims import extent, is_sym, sym_axes, valid_rows
+from glow_backend_cpu.helpers import I8P, I64, elem_ptr, for_range, i64, memcpy, partition, unravel
 from glow_backend_cpu.sync import set_error
 from glow_core.ir.graph import Node
 from glow_core.ir.types import ALL_KINDS, ElemKind
@@ -28,14 +29,20 @@ E = ElemKind
 MIN_PARALLEL = 8192
 
 
-def load_index(ctx: EmitContext, ptr: ir.Value, pos: ir.Value, elem: ElemKind, dim: int) -> ir.Value:
-    """``indices[pos]`` as an i64 in ``[0, dim)``: negatives wrap once; out of range -> error flag, 0."""
+def load_index(ctx: EmitContext, ptr: ir.Value, pos: ir.Value, elem: ElemKind, dim: int | ir.Value,
+               live: ir.Value | None = None) -> ir.Value:
+    """``indices[pos]`` as an i64 in ``[0, dim)``: negatives wrap once; out of range -> error flag, 0.
+    ``dim`` may be a run's extent (a symbolic axis); ``live`` false: a padding index, 0 and never flagged."""
     b = ctx.builder
+    dimv = i64(dim) if isinstance(dim, int) else dim
     raw = b.load(elem_ptr(b, ptr, pos))
     v = b.zext(raw, I64) if elem in UNSIGNED else (b.sext(raw, I64) if raw.type.width < 64 else raw)
     if elem not in UNSIGNED:
-        v = b.select(b.icmp_signed("<", v, i64(0)), b.add(v, i64(dim)), v)
-    bad = b.icmp_unsigned(">=", v, i64(dim))  # also negative after wrapping
+        v = b.select(b.icmp_signed("<", v, i64(0)), b.add(v, dimv), v)
+    bad = b.icmp_unsigned(">=", v, dimv)  # also negative after wrapping
+    if live is not None:
+        v = b.select(live, v, i64(0))
+        bad = b.and_(bad, live)
     ctx.checks_indices = True
     with b.if_then(bad, likely=False):
         set_error(b, ctx.error_code)
@@ -50,8 +57,23 @@ def _copy_elems(b: ir.IRBuilder, dst: ir.Value, src: ir.Value, n: int, size: int
         b.store(b.load(elem_ptr(b, src, j)), elem_ptr(b, dst, j))
 
 
-@register_emitter("Gather", elems=frozenset(ALL_KINDS))
+def _live_index(b: ir.IRBuilder, idx: Operand, j: ir.Value) -> ir.Value | None:
+    """Whether index ``j`` (flat, over the indices' bound layout) is one a run holds (None: every one is)."""
+    axes = sym_axes(idx)
+    if not axes:
+        return None
+    live: ir.Value = ir.Constant(ir.IntType(1), 1)
+    coords = unravel(b, j, idx.type.shape)
+    for k in axes:
+        live = b.and_(live, b.icmp_signed("<", coords[k], extent(b, idx, k)))
+    return live
+
+
+@register_emitter("Gather", elems=frozenset(ALL_KINDS), symbolic=True)
 def _gather(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: a symbolic gathered axis wraps and checks the indices against the run's extent; with
+    symbolic indices only the output rows that hold data are copied when they are a prefix, and elsewhere a
+    padding index is never checked (it copies row 0); other symbolic axes are copied whole."""
     data, idx = instr.ins[0], instr.ins[1]
     out = instr.outs[0]
     assert data is not None and idx is not None
@@ -71,11 +93,19 @@ def _gather(ctx: EmitContext, instr: Instr) -> None:
     dst = b.bitcast(out.ptr, bt.as_pointer())
     items = rows if out.type.size >= MIN_PARALLEL else 1
     per = rows // items
-    start, end = partition(b, items, ctx.tid, ctx.nthreads)
-    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="row") as r:
+    vrows = valid_rows(b, out, axis + idx.type.rank)
+    if vrows is None:
+        start, end = partition(b, items, ctx.tid, ctx.nthreads)
+        start, end = b.mul(start, i64(per)), b.mul(end, i64(per))
+    else:
+        start, end = partition(b, vrows if items > 1 else i64(1), ctx.tid, ctx.nthreads)
+        if items == 1:
+            start, end = b.mul(start, vrows), b.mul(end, vrows)
+    dimv = extent(b, data, axis) if is_sym(data, axis) else dim
+    with for_range(b, start, end, name="row") as r:
         o = b.udiv(r, i64(n_idx))
         j = b.urem(r, i64(n_idx))
-        k = load_index(ctx, idx.ptr, j, idx.type.elem, dim)
+        k = load_index(ctx, idx.ptr, j, idx.type.elem, dimv, _live_index(b, idx, j))
         s = b.mul(b.add(b.mul(o, i64(dim)), k), i64(inner))
         _copy_elems(b, elem_ptr(b, dst, b.mul(r, i64(inner))), elem_ptr(b, src, s), inner, elem.itemsize)
 

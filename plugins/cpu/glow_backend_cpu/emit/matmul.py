@@ -31,6 +31,7 @@ from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.conv import act_of
 from glow_backend_cpu.emit.gemm import BPack, GemmPlan, emit_gemm, pack_rows
+from glow_backend_cpu.emit.symdims import extent, is_sym, unsupported, valid_rows
 from glow_backend_cpu.emit.vecops import F32P, Geometry, activation, c64, fma, geometry, gep, masked_load, vload, vty
 from glow_backend_cpu.helpers import carried_loop, for_range, partition, strided_offset
 from glow_backend_cpu.pack import pack_a_panels, pack_b_panels
@@ -108,8 +109,24 @@ def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None]:
     return ins[0], ins[1], ins[2]  # type: ignore[return-value]
 
 
-@register_emitter("MatMul", "FusedMatMul", elems=MATMUL_KINDS)
+def symbolic_mk(ctx: EmitContext, kind: str, a: Operand, bm: Operand) -> tuple[ir.Value | None, ir.Value | None]:
+    """The run's M (rows of A) and K when they are symbolic, else None; a symbolic K of a product with a
+    constant operand is unsupported. (Symbolic batch axes and N are computed over the whole bound.)"""
+    b = ctx.builder
+    m_valid = extent(b, a, -2) if a.type.rank >= 2 and is_sym(a, -2) else None
+    bk = -2 if bm.type.rank >= 2 else 0
+    if not (is_sym(a, -1) or is_sym(bm, bk)):
+        return m_valid, None
+    if a.const_value is not None or bm.const_value is not None:
+        raise unsupported(kind, "a symbolic K with a constant operand")
+    return m_valid, extent(b, a, -1) if is_sym(a, -1) else extent(b, bm, bk)
+
+
+@register_emitter("MatMul", "FusedMatMul", elems=MATMUL_KINDS, symbolic=True)
 def emit_matmul(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: only the valid K enters the sums; the GEMM computes only the M panels covering the valid
+    rows of A, and of symbolic batch axes only the problems that hold data when they are a prefix (the scalar
+    and matrix x vector paths compute every row)."""
     y = instr.outs[0]
     a, bm, bias = _ins(instr)
     if y.type.size == 0:
@@ -117,12 +134,15 @@ def emit_matmul(ctx: EmitContext, instr: Instr) -> None:
     s = matmul_shape(a.type.shape, bm.type.shape, y.type.shape, bias.type.shape if bias is not None else None)
     elem = y.type.elem
     act, lo, hi = act_of(instr.attrs, elem)
-    if elem is not ElemKind.FLOAT32 or s.K == 0 or ctx.target.vector_lanes < 4:
-        emit_matmul_scalar(ctx, s, a, bm, bias, y, act, lo, hi)
+    m_valid, k_valid = symbolic_mk(ctx, instr.kind, a, bm)
+    if elem is not ElemKind.FLOAT32 or s.K == 0 or ctx.target.vector_lanes < 4 or (s.N == 1 and k_valid is not None):
+        emit_matmul_scalar(ctx, s, a, bm, bias, y, act, lo, hi, k_valid)
     elif s.N == 1:
         emit_matvec(ctx, s, a, bm, bias, y, act, lo, hi)
     else:
-        emit_matmul_gemm(ctx, s, a, bm, bias, y, act, lo, hi, instr.name)
+        bg_valid = valid_rows(ctx.builder, y, len(s.batch)) if y.type.rank == len(s.batch) + 2 else None
+        emit_matmul_gemm(ctx, s, a, bm, bias, y, act, lo, hi, instr.name, m_valid=m_valid, k_valid=k_valid,
+                         bg_valid=bg_valid)
 
 
 #: a row of C (M = 1) is split into at least this many column panels, so every thread streams some weights
@@ -146,9 +166,12 @@ def gemv_geometry(geo: Geometry, s: MatMulShape, b_const: bool) -> Geometry:
 
 
 def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias: Operand | None, y: Operand,
-                     act: str, lo: float, hi: float, name: str = "", b_packer: PackerFactory | None = None) -> None:
+                     act: str, lo: float, hi: float, name: str = "", b_packer: PackerFactory | None = None, *,
+                     m_valid: ir.Value | None = None, k_valid: ir.Value | None = None,
+                     bg_valid: ir.Value | None = None) -> None:
     """The product on the GEMM machinery; ``b_packer`` (given the geometry) packs each B tile from a
-    constant weight kept in another form (``dequant.py``) instead of the ways the module doc lists."""
+    constant weight kept in another form (``dequant.py``) instead of the ways the module doc lists;
+    ``m_valid`` / ``k_valid`` / ``bg_valid``: the run's M / K / batch problems with symbolic dims (``GemmPlan``)."""
     base = geometry(ctx.target.vector_lanes)
     geo = gemv_geometry(base, s, bm.const_value is not None or b_packer is not None)
     MR, NR = geo.mr, geo.nr
@@ -182,7 +205,8 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
         return gep(b, yp, b.add(b.mul(b.add(b.mul(bg, c64(M)), m0), c64(N)), n0))
 
     plan = GemmPlan(geo=geo, BG=s.BG, M=M, N=N, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr, ldc=N,
-                    act=act, lo=lo, hi=hi, unroll=2 if geo == base else max(2, GEMV_PARTIAL_SUMS // geo.nvec))
+                    act=act, lo=lo, hi=hi, unroll=2 if geo == base else max(2, GEMV_PARTIAL_SUMS // geo.nvec),
+                    m_valid=m_valid, k_valid=k_valid, bg_valid=bg_valid)
 
     _b_operand(ctx, plan, s, bm, b_packer, name)
 
@@ -294,7 +318,7 @@ def emit_matvec(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias:
 # -- scalar path ------------------------------------------------------------------------------------------------
 
 def emit_matmul_scalar(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias: Operand | None,
-                       y: Operand, act: str, lo: float, hi: float) -> None:
+                       y: Operand, act: str, lo: float, hi: float, k_valid: ir.Value | None = None) -> None:
     b = ctx.builder
     elem = y.type.elem
     ct = dtypes.compute_type(elem)
@@ -312,7 +336,7 @@ def emit_matmul_scalar(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand
         bcol = gep(b, bm.ptr, b.add(strided_offset(b, bg, s.batch, s.b_bstrides), n))
         accp = b.alloca(ct)
         b.store(ir.Constant(ct, 0.0 if is_f else 0), accp)
-        with for_range(b, 0, K, name="k") as k:
+        with for_range(b, 0, K if k_valid is None else k_valid, name="k") as k:
             xv = dtypes.to_compute(b, b.load(gep(b, arow, k)), elem)
             wv = dtypes.to_compute(b, b.load(gep(b, bcol, b.mul(k, c64(N)))), elem)
             acc = b.load(accp)

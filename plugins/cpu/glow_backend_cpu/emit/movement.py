@@ -26,9 +26,10 @@ from collections.abc import Sequence
 import numpy as np
 from llvmlite import ir
 
-from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
+from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.dtypes import bits_type
-from glow_backend_cpu.helpers import I64, elem_ptr, for_range, i64, memcpy, partition, smin, vload, vstore
+from glow_backend_cpu.emit.symdims import extent, is_sym, row_space
+from glow_backend_cpu.helpers import I64, elem_ptr, for_range, i64, memcpy, partition, smin, unravel, vload, vstore
 from glow_core.ir.graph import Node
 from glow_core.ir.types import ALL_KINDS, ElemKind
 
@@ -175,11 +176,97 @@ def _tiled(ctx: EmitContext, dst: ir.Value, src: ir.Value, dims: list[tuple[int,
 ANY = frozenset(ALL_KINDS)
 
 
+def _transpose_rows(ctx: EmitContext, x: Operand, out: Operand, perm: Sequence[int]) -> bool:
+    """A transpose with symbolic dims whose last output axis is the source's last (rows of the output are
+    contiguous runs of the source, ``[1, s, 12, 64] -> [1, 12, s, 64]``): one ``memcpy`` per output row that
+    holds data (``row_space``), of its valid length. False (nothing emitted) for any other transpose."""
+    rank = out.type.rank
+    if rank < 2 or perm[-1] != rank - 1 or out.type.size == 0:
+        return False
+    b = ctx.builder
+    space = row_space(b, out, rank - 1)
+    if space is None and not is_sym(out, -1):
+        return False
+    n, size = out.type.shape[-1], out.type.elem.itemsize
+    xs, dims = contiguous_strides(x.type.shape), out.type.shape[:-1]
+    rows = math.prod(dims)
+    count = space.count if space is not None else i64(rows)
+    length = b.mul(extent(b, out, -1), i64(size))
+    dst, src = (b.bitcast(p, ir.IntType(8).as_pointer()) for p in (out.ptr, x.ptr))
+    start, end = partition(b, count if out.type.size >= MIN_PARALLEL else i64(1), ctx.tid, ctx.nthreads)
+    if out.type.size < MIN_PARALLEL:
+        start, end = b.mul(start, count), b.mul(end, count)
+    with for_range(b, start, end, name="trow") as r:
+        row = space.row(b, r) if space is not None else r
+        coords = unravel(b, row, dims)
+        so: ir.Value = i64(0)
+        for k, c in enumerate(coords):
+            if dims[k] > 1:
+                so = b.add(so, b.mul(c, i64(xs[perm[k]] * size)))
+        memcpy(b, b.gep(dst, [b.mul(row, i64(n * size))]), b.gep(src, [so]), length)
+    return True
+
+
+def _valid_coords(b: ir.IRBuilder, out: Operand, axes: Sequence[int], index: ir.Value) -> list[ir.Value]:
+    """The coordinates along ``axes`` of output position ``index`` in the dense range of their valid extents."""
+    coords: list[ir.Value] = []
+    rem = index
+    for n, k in enumerate(reversed(axes)):
+        if n == len(axes) - 1:
+            coords.append(rem)
+            break
+        ext = extent(b, out, k)
+        coords.append(b.urem(rem, ext))
+        rem = b.udiv(rem, ext)
+    return list(reversed(coords))
+
+
+def _transpose_tiles(ctx: EmitContext, x: Operand, out: Operand, perm: Sequence[int]) -> bool:
+    """A transpose with symbolic dims that moves the source's last axis (``[1, 12, s, 64] -> [1, 12, 64, s]``):
+    TILE x TILE tiles of (the output axis the source is contiguous along, the output's last axis) over their
+    valid extents, for each valid position of the other output axes. False for any other transpose."""
+    rank = out.type.rank
+    ts = perm.index(rank - 1) if rank >= 2 else rank - 1
+    if ts == rank - 1 or out.type.size == 0:
+        return False
+    b, size = ctx.builder, out.type.elem.itemsize
+    xs, os_ = contiguous_strides(x.type.shape), contiguous_strides(out.type.shape)
+    others = [k for k in range(rank - 1) if k != ts]
+    ext = {k: extent(b, out, k) for k in range(rank)}
+    tt = b.udiv(b.add(ext[ts], i64(TILE - 1)), i64(TILE))
+    tc = b.udiv(b.add(ext[rank - 1], i64(TILE - 1)), i64(TILE))
+    count = b.mul(tt, tc)
+    for k in others:
+        count = b.mul(count, ext[k])
+    start, end = partition(b, count if out.type.size >= MIN_PARALLEL else i64(1), ctx.tid, ctx.nthreads)
+    if out.type.size < MIN_PARALLEL:
+        start, end = b.mul(start, count), b.mul(end, count)
+    dst, src = _bits_ptr(b, out.ptr, out.type.elem), _bits_ptr(b, x.ptr, x.type.elem)
+    sc = xs[perm[rank - 1]]
+    with for_range(b, start, end, name="ttile") as w:
+        tile, r = b.urem(w, b.mul(tt, tc)), b.udiv(w, b.mul(tt, tc))
+        do, so = i64(0), i64(0)
+        for k, c in zip(others, _valid_coords(b, out, others, r) if others else []):
+            do, so = b.add(do, b.mul(c, i64(os_[k]))), b.add(so, b.mul(c, i64(xs[perm[k]])))
+        t0, c0 = b.mul(b.udiv(tile, tc), i64(TILE)), b.mul(b.urem(tile, tc), i64(TILE))
+        t1, c1 = smin(b, b.add(t0, i64(TILE)), ext[ts]), smin(b, b.add(c0, i64(TILE)), ext[rank - 1])
+        with for_range(b, t0, t1, name="tt") as t:
+            dt, st = b.add(do, b.mul(t, i64(os_[ts]))), b.add(so, t)
+            with for_range(b, c0, c1, name="tcol") as c:
+                v = b.load(elem_ptr(b, src, b.add(st, b.mul(c, i64(sc)))), align=size)
+                b.store(v, elem_ptr(b, dst, b.add(dt, c)), align=size)
+    return True
+
+
 @register_emitter("Transpose", elems=ANY)
 def _transpose(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: only the valid entries when the last axis stays last (:func:`_transpose_rows`) or the
+    source's last axis moves (:func:`_transpose_tiles`), else the whole bound (padding goes to padding)."""
     x, out = instr.ins[0], instr.outs[0]
     assert x is not None
     perm = instr.attrs["perm"]
+    if out.valid is not None and (_transpose_rows(ctx, x, out, perm) or _transpose_tiles(ctx, x, out, perm)):
+        return
     xs = contiguous_strides(x.type.shape)
     emit_strided_copy(ctx, out.ptr, x.ptr, x.type.elem, out.type.shape, contiguous_strides(out.type.shape),
                       [xs[p] for p in perm])
@@ -211,10 +298,45 @@ def _broadcast(ctx: EmitContext, instr: Instr) -> None:
                       [0 if xshape[d] == 1 else xs[d] for d in range(rank)])
 
 
-@register_emitter("Concat", elems=ANY)
+def _concat_symbolic(ctx: EmitContext, instr: Instr) -> None:
+    """Concat along a symbolic axis: operand i (its valid extent along the axis, the rest of its bound) lands
+    at the run-time offset the valid extents of the operands before it give; per operand, each outer row
+    (the axes before ``axis``) is one ``memcpy`` of ``extent * inner`` elements."""
+    b, out = ctx.builder, instr.outs[0]
+    axis = instr.attrs["axis"] % out.type.rank
+    shape, size = out.type.shape, out.type.elem.itemsize
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    if outer * inner == 0:
+        return
+    dst = b.bitcast(out.ptr, ir.IntType(8).as_pointer())
+    start, end = partition(b, outer if out.type.size >= MIN_PARALLEL else 1, ctx.tid, ctx.nthreads)
+    if out.type.size < MIN_PARALLEL:
+        start, end = b.mul(start, i64(outer)), b.mul(end, i64(outer))
+    pos: ir.Value = i64(0)
+    for x in instr.ins:
+        assert x is not None
+        n = x.type.shape[axis]
+        ext = x.extent(axis)
+        count = i64(ext) if isinstance(ext, int) else smin(b, ext, i64(n))
+        count = smin(b, count, b.sub(i64(shape[axis]), pos))  # never past the output's bound
+        src = b.bitcast(x.ptr, ir.IntType(8).as_pointer())
+        nbytes = b.mul(count, i64(inner * size))
+        with for_range(b, start, end, name="cat") as o:
+            d = b.mul(b.add(b.mul(o, i64(shape[axis])), pos), i64(inner * size))
+            memcpy(b, b.gep(dst, [d]), b.gep(src, [b.mul(o, i64(n * inner * size))]), nbytes)
+        pos = b.add(pos, count)
+
+
+@register_emitter("Concat", elems=ANY, symbolic=True)
 def _concat(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: along a symbolic concat axis, :func:`_concat_symbolic`; other symbolic axes are copied
+    whole (padding to padding)."""
     out = instr.outs[0]
     axis = instr.attrs["axis"]
+    if any(x is not None and x.valid is not None and x.type.sym is not None and x.type.sym[axis] is not None
+           for x in instr.ins):
+        _concat_symbolic(ctx, instr)
+        return
     shape = out.type.shape
     ds = contiguous_strides(shape)
     pos = 0

@@ -199,3 +199,6 @@ def emit_qmatmul(ctx: EmitContext, instr: Instr) -> None:
                 bv = b.sub(bv, load_int(b, bz, _offset(b, bc, bz_st)))
             b.store(b.add(b.load(accp), b.mul(av, bv)), accp)
         b.store(b.trunc(b.load(accp), I32), elem_ptr(b, y.ptr, e))
+
+
+from glow_backend_cpu.emit import qlookup as _qlookup  # noqa: E402,F401  (registers the QLookup emitter)

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
+from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.dtypes import FLOATS, UNSIGNED, compute_type, is_float, to_compute, to_storage
 from glow_backend_cpu.emit.ew_ops import INTS
+from glow_backend_cpu.emit.symdims import valid_rows
 from glow_backend_cpu.helpers import (
     I32,
     I64,
@@ -38,6 +39,7 @@ from glow_backend_cpu.helpers import (
     masked_vload,
     masked_vstore,
     partition,
+    smin,
     splat,
     vload,
     vstore,
@@ -125,6 +127,31 @@ def groups(shape: Sequence[int], axes: Sequence[int]) -> list[tuple[int, bool, i
     return list(reversed(out))
 
 
+def sym_groups(b: ir.IRBuilder, x: Operand, axes: Sequence[int]) -> list[tuple[int | ir.Value, bool, int]]:
+    """:func:`groups` of an operand with symbolic axes: a symbolic axis is a group of its own, whose size is
+    the run's extent (a reduction then only combines valid entries; a kept symbolic axis is visited whole)."""
+    shape, sym = x.type.shape, x.type.sym or (None,) * x.type.rank
+    merged: list[list] = []
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        red, symbolic = d in axes, sym[d] is not None and x.valid is not None
+        if merged and merged[-1][1] == red and not symbolic and merged[-1][3] is None:
+            merged[-1][0] *= size
+        else:
+            merged.append([size, red, 1, d if symbolic else None])
+    out: list[tuple[int | ir.Value, bool, int]] = []
+    stride = 1
+    for size, red, _, axis in reversed(merged):
+        valid = size
+        if axis is not None and red:
+            v = x.extent(axis)
+            valid = v if isinstance(v, int) else b.select(b.icmp_signed("<", v, i64(size)), v, i64(size))
+        out.append((valid, red, stride))
+        stride *= size
+    return list(reversed(out))
+
+
 def hreduce(b: ir.IRBuilder, v: ir.Value, combine: Combine) -> ir.Value:
     """Combine the lanes of a vector into a scalar (a tree of shuffles)."""
     n = v.type.count
@@ -150,7 +177,8 @@ def _offset(b: ir.IRBuilder, index: ir.Value, dims: Sequence[tuple[int, int]]) -
     return off
 
 
-def _nested(b: ir.IRBuilder, dims: Sequence[tuple[int, int]], base: ir.Value, body: Callable[[ir.Value], None]) -> None:
+def _nested(b: ir.IRBuilder, dims: Sequence[tuple[int | ir.Value, int]], base: ir.Value,
+            body: Callable[[ir.Value], None]) -> None:
     """Call ``body(offset)`` for every index of ``dims`` = [(size, stride)] from ``base``."""
     if not dims:
         body(base)
@@ -161,6 +189,9 @@ def _nested(b: ir.IRBuilder, dims: Sequence[tuple[int, int]], base: ir.Value, bo
 
 
 def emit_reduce(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: a reduced symbolic axis combines only its valid entries (:func:`sym_groups`); of kept
+    symbolic axes only the outputs that hold data are computed when they are a prefix of the output, else
+    all (``_share``)."""
     x, out = instr.ins[0], instr.outs[0]
     assert x is not None
     red = REDUCERS[instr.kind]
@@ -173,8 +204,11 @@ def emit_reduce(ctx: EmitContext, instr: Instr) -> None:
     ct = compute_type(elem)
     ident = const_like(ct, red.identity(elem))
     axes = [a % max(x.type.rank, 1) for a in instr.attrs["axes"]]
-    gs = groups(x.type.shape, axes) if x.type.size else []
-    kept = [(s, st) for s, r, st in gs if not r]
+    symbolic = any(x.type.sym[a] is not None for a in axes) if x.valid is not None and x.type.sym else False
+    gs: list[tuple[int | ir.Value, bool, int]] = []
+    if x.type.size:
+        gs = sym_groups(b, x, axes) if symbolic else list(groups(x.type.shape, axes))
+    kept = [(s, st) for s, r, st in gs if not r]  # (sizes: ints, a kept axis is never a run's extent)
     reduced = [(s, st) for s, r, st in gs if r]
     lanes = ctx.target.vector_lanes
     work = x.type.size
@@ -182,29 +216,50 @@ def emit_reduce(ctx: EmitContext, instr: Instr) -> None:
         # nothing to reduce over (empty input: the identity; no reduced axes: a copy through combine)
         _scalar_reduce(ctx, x.ptr, out.ptr, elem, out.type.elem, kept, reduced, combine, ident, n_out, work)
         return
+    valid = valid_rows(b, out, out.type.rank)  # the outputs that hold data, when a prefix
     if gs[-1][1]:  # innermost group reduced: rows
         inner_n, _, _ = gs[-1]
         outer_red = reduced[:-1]
-        items = n_out if work >= MIN_PARALLEL else 1
-        start, end = partition(b, items, ctx.tid, ctx.nthreads)
-        per = n_out // items
+        start, end = _share(ctx, n_out, work >= MIN_PARALLEL, valid)
         vt = ir.VectorType(ct, lanes)
-        with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="o") as o:
+        with for_range(b, start, end, name="o") as o:
             base = _offset(b, o, kept) if kept else i64(0)
             acc = _accumulate_rows(ctx, x, elem, outer_red, base, inner_n, combine, ident, vt)
             r = hreduce(b, acc, combine)
             b.store(to_storage(b, r, out.type.elem), elem_ptr(b, out.ptr, o))
         return
-    # innermost group kept: vectors of outputs
+    _reduce_kept_inner(ctx, x, out, gs, kept, reduced, combine, ident, valid)
+
+
+def _share(ctx: EmitContext, items: int, parallel: bool, valid: ir.Value | None) -> tuple[ir.Value, ir.Value]:
+    """This thread's items ``[start, end)`` of ``items`` (all on thread 0 unless ``parallel``); with
+    ``valid``, only the first ``valid`` of them."""
+    b = ctx.builder
+    total = i64(items) if valid is None else smin(b, valid, i64(items))
+    if parallel:
+        return partition(b, total, ctx.tid, ctx.nthreads)
+    start, end = partition(b, 1, ctx.tid, ctx.nthreads)
+    return b.mul(start, total), b.mul(end, total)
+
+
+def _reduce_kept_inner(ctx: EmitContext, x: Operand, out: Operand, gs: Sequence[tuple[int | ir.Value, bool, int]],
+                       kept: list, reduced: list, combine: Combine, ident: ir.Value,  # type: ignore[type-arg]
+                       valid: ir.Value | None) -> None:
+    """The innermost group kept: a vector of neighbouring outputs accumulates over every reduced index
+    (``valid``: the outputs that hold data, a prefix)."""
+    b, elem, lanes = ctx.builder, x.type.elem, ctx.target.vector_lanes
     inner_n, _, _ = gs[-1]
+    assert isinstance(inner_n, int)
     outer_kept = kept[:-1]
     rows = math.prod(s for s, _ in outer_kept)
     nblk = -(-inner_n // lanes)
-    items = rows * nblk if work >= MIN_PARALLEL else 1
-    start, end = partition(b, items, ctx.tid, ctx.nthreads)
-    per = rows * nblk // items
-    vt = ir.VectorType(ct, lanes)
-    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="w") as w:
+    blocks = None
+    if valid is not None:  # the vectors that start inside the prefix
+        rest = b.udiv(b.add(b.urem(valid, i64(inner_n)), i64(lanes - 1)), i64(lanes))
+        blocks = b.add(b.mul(b.udiv(valid, i64(inner_n)), i64(nblk)), rest)
+    start, end = _share(ctx, rows * nblk, x.type.size >= MIN_PARALLEL, blocks)
+    vt = ir.VectorType(compute_type(elem), lanes)
+    with for_range(b, start, end, name="w") as w:
         r = b.udiv(w, i64(nblk))
         c = b.mul(b.urem(w, i64(nblk)), i64(lanes))
         base = _offset(b, r, outer_kept) if outer_kept else i64(0)
@@ -236,25 +291,32 @@ def emit_reduce(ctx: EmitContext, instr: Instr) -> None:
                 masked_vstore(b, res, out.ptr, oidx, mask, out.type.elem.itemsize)
 
 
-def _accumulate_rows(ctx: EmitContext, x, elem: ElemKind, outer_red, base: ir.Value, n: int,  # type: ignore[no-untyped-def]
-                     combine: Combine, ident: ir.Value, vt: ir.VectorType) -> ir.Value:
-    """A vector accumulator over the rows of one output element (memory slot, promoted by LLVM)."""
+def _accumulate_rows(ctx: EmitContext, x, elem: ElemKind, outer_red, base: ir.Value,  # type: ignore[no-untyped-def]
+                     n: int | ir.Value, combine: Combine, ident: ir.Value, vt: ir.VectorType) -> ir.Value:
+    """A vector accumulator over the rows of one output element (memory slot, promoted by LLVM); a run-time
+    ``n`` (a symbolic axis) always takes the masked tail (no lane on when it is empty)."""
     b = ctx.builder
     lanes = vt.count
     with b.goto_entry_block():
         slot = b.alloca(vt)
     b.store(splat(b, ident, lanes), slot)
-    nfull = n // lanes
-    tail = n - nfull * lanes
+    nfull: int | ir.Value
+    tail: int | ir.Value
+    if isinstance(n, int):
+        nfull = n // lanes
+        tail = n - nfull * lanes
+    else:
+        nfull, tail = b.udiv(n, i64(lanes)), b.urem(n, i64(lanes))
 
     def row(off: ir.Value) -> None:
         start = b.add(base, off)
         with for_range(b, 0, nfull, name="v") as j:
             v = to_compute(b, vload(b, x.ptr, b.add(start, b.mul(j, i64(lanes))), lanes, elem.itemsize), elem)
             b.store(combine(b, b.load(slot), v), slot)
-        if tail:
-            mask = lane_mask(b, i64(tail), lanes)
-            v = to_compute(b, masked_vload(b, x.ptr, b.add(start, i64(nfull * lanes)), mask, lanes, elem.itemsize), elem)
+        if not isinstance(tail, int) or tail:
+            mask = lane_mask(b, i64(tail) if isinstance(tail, int) else tail, lanes)
+            at = i64(nfull * lanes) if isinstance(nfull, int) else b.mul(nfull, i64(lanes))
+            v = to_compute(b, masked_vload(b, x.ptr, b.add(start, at), mask, lanes, elem.itemsize), elem)
             v = b.select(mask, v, splat(b, ident, lanes))
             b.store(combine(b, b.load(slot), v), slot)
 
@@ -285,9 +347,9 @@ def _scalar_reduce(ctx: EmitContext, xp: ir.Value, op: ir.Value, elem: ElemKind,
 
 NUM = FLOATS | INTS
 for _k in ("ReduceSum", "ReduceProd"):
-    register_emitter(_k, elems=NUM)(emit_reduce)
+    register_emitter(_k, elems=NUM, symbolic=True)(emit_reduce)
 for _k in ("ReduceMax", "ReduceMin"):
-    register_emitter(_k, elems=NUM | {E.BOOL})(emit_reduce)
+    register_emitter(_k, elems=NUM | {E.BOOL}, symbolic=True)(emit_reduce)
 
 
 # -- ArgMax / ArgMin ---------------------------------------------------------------------------------
@@ -308,6 +370,10 @@ def emit_arg(ctx: EmitContext, instr: Instr) -> None:
         return
     greater = instr.kind == "ArgMax"
     last = bool(instr.attrs["select_last_index"])
+    count: int | ir.Value = n
+    if x.valid is not None and x.type.sym is not None and x.type.sym[axis] is not None:
+        v = x.extent(axis)  # a symbolic axis: only its valid entries compete
+        count = v if isinstance(v, int) else b.select(b.icmp_signed("<", v, i64(n)), v, i64(n))
     items = n_out if x.type.size >= MIN_PARALLEL else 1
     start, end = partition(b, items, ctx.tid, ctx.nthreads)
     per = n_out // items
@@ -318,7 +384,7 @@ def emit_arg(ctx: EmitContext, instr: Instr) -> None:
             best_i = b.alloca(I64)
         b.store(to_compute(b, b.load(elem_ptr(b, x.ptr, base)), elem), best)
         b.store(i64(0), best_i)
-        with for_range(b, 1, n, name="k") as k:
+        with for_range(b, 1, count, name="k") as k:
             v = to_compute(b, b.load(elem_ptr(b, x.ptr, b.add(base, b.mul(k, i64(inner))))), elem)
             cur = b.load(best)
             if is_float(elem):
@@ -338,6 +404,6 @@ def emit_arg(ctx: EmitContext, instr: Instr) -> None:
         b.store(b.load(best_i), elem_ptr(b, out.ptr, o))
 
 
-register_emitter("ArgMax", "ArgMin", elems=NUM | {E.INT64})(emit_arg)
+register_emitter("ArgMax", "ArgMin", elems=NUM | {E.INT64}, symbolic=True)(emit_arg)
 
 __all__ = ["REDUCERS", "emit_arg", "emit_reduce", "groups", "hreduce"]

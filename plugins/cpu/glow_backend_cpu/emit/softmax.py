@@ -15,9 +15,10 @@ import math
 from llvmlite import ir
 
 from glow_backend_cpu.emit import ew_math
-from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
+from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.dtypes import FLOATS, NARROW_FLOATS, compute_type, to_compute, to_storage
 from glow_backend_cpu.emit.reduce import REDUCERS, hreduce
+from glow_backend_cpu.emit.symdims import extent, row_space, sym_axes, unsupported
 from glow_backend_cpu.helpers import (
     const_like,
     for_range,
@@ -49,8 +50,24 @@ def _trailing(node: Node) -> bool:
     return x is not None and _row_axes(x.type.rank, x.type.shape, node.attrs["axes"]) is not None
 
 
-@register_emitter("Softmax", elems=FLOATS, when=_trailing, why="softmax over consecutive axes followed by unit axes only")
+def _symbolic_row(b: ir.IRBuilder, x: Operand, first: int) -> ir.Value | None:
+    """The valid length of each row when the row's first axis is symbolic (the valid entries are then a
+    prefix of the row); None when no row axis is; other symbolic row axes are unsupported."""
+    axes = [k for k in sym_axes(x) if k >= first]
+    if not axes:
+        return None
+    if axes != [first]:
+        raise unsupported("Softmax", "a symbolic axis of the rows after their first one")
+    inner = math.prod(x.type.shape[first + 1:])
+    n = extent(b, x, first)
+    return n if inner == 1 else b.mul(n, i64(inner))
+
+
+@register_emitter("Softmax", elems=FLOATS, when=_trailing, symbolic=True,
+                  why="softmax over consecutive axes followed by unit axes only")
 def _softmax(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: a symbolic first axis of the rows leaves the entries past its valid length out of the
+    max and the sum (and unwritten); symbolic leading axes: only the rows that hold data (``row_space``)."""
     x, out = instr.ins[0], instr.outs[0]
     assert x is not None
     b = ctx.builder
@@ -62,26 +79,25 @@ def _softmax(ctx: EmitContext, instr: Instr) -> None:
     rows = math.prod(x.type.shape[:first])
     if rows == 0 or n == 0:
         return
+    nv = _symbolic_row(b, x, first)
+    space = row_space(b, x, first)
     ct = compute_type(elem)
     lanes = ctx.target.vector_lanes
     vt = ir.VectorType(ct, lanes)
     size = elem.itemsize
-    items = rows if x.type.size >= MIN_PARALLEL else 1
-    per = rows // items
     fmax = REDUCERS["ReduceMax"].combine(ElemKind.FLOAT32 if elem in NARROW_FLOATS else elem)
-    nfull, tail = divmod(n, lanes)
-    tail_mask = lane_mask(b, i64(tail), lanes) if tail else None
+    nfull, tail_at, tail_mask = _vectors(b, n, nv, lanes)
     store_exp = elem not in NARROW_FLOATS
     with b.goto_entry_block():
         acc = b.alloca(vt)
-    start, end = partition(b, items, ctx.tid, ctx.nthreads)
-    with for_range(b, b.mul(start, i64(per)), b.mul(end, i64(per)), name="row") as row:
-        base = b.mul(row, i64(n))
+    start, end = _row_range(ctx, rows if space is None else space.count, x.type.size >= MIN_PARALLEL)
+    with for_range(b, start, end, name="row") as row:
+        base = b.mul(row if space is None else space.row(b, row), i64(n))
 
-        def load(j: ir.Value | int, fill: float) -> ir.Value:
-            if isinstance(j, int):  # the tail
+        def load(j: ir.Value, fill: float, tail: bool = False) -> ir.Value:
+            if tail:
                 assert tail_mask is not None
-                v = to_compute(b, masked_vload(b, x.ptr, b.add(base, i64(j)), tail_mask, lanes, size), elem)
+                v = to_compute(b, masked_vload(b, x.ptr, b.add(base, j), tail_mask, lanes, size), elem)
                 return b.select(tail_mask, v, const_like(vt, fill))
             return to_compute(b, vload(b, x.ptr, b.add(base, j), lanes, size), elem)
 
@@ -89,8 +105,8 @@ def _softmax(ctx: EmitContext, instr: Instr) -> None:
         b.store(const_like(vt, float("-inf")), acc)
         with for_range(b, 0, nfull, name="m") as j:
             b.store(fmax(b, b.load(acc), load(b.mul(j, i64(lanes)), float("-inf"))), acc)
-        if tail:
-            b.store(fmax(b, b.load(acc), load(nfull * lanes, float("-inf"))), acc)
+        if tail_at is not None:
+            b.store(fmax(b, b.load(acc), load(tail_at, float("-inf"), True)), acc)
         m = splat(b, hreduce(b, b.load(acc), fmax), lanes)
         # pass 2: the exponentials and their sum
         b.store(const_like(vt, 0.0), acc)
@@ -100,12 +116,12 @@ def _softmax(ctx: EmitContext, instr: Instr) -> None:
             if store_exp:
                 vstore(b, e, out.ptr, b.add(base, pos), size)
             b.store(b.fadd(b.load(acc), e), acc)
-        if tail:
+        if tail_at is not None:
             assert tail_mask is not None
-            e = ew_math.exp(b, b.fsub(load(nfull * lanes, 0.0), m))
+            e = ew_math.exp(b, b.fsub(load(tail_at, 0.0, True), m))
             e = b.select(tail_mask, e, const_like(vt, 0.0))
             if store_exp:
-                masked_vstore(b, e, out.ptr, b.add(base, i64(nfull * lanes)), tail_mask, size)
+                masked_vstore(b, e, out.ptr, b.add(base, tail_at), tail_mask, size)
             b.store(b.fadd(b.load(acc), e), acc)
         s = splat(b, hreduce(b, b.load(acc), lambda bb, p, q: bb.fadd(p, q)), lanes)
 
@@ -127,5 +143,26 @@ def _softmax(ctx: EmitContext, instr: Instr) -> None:
 
         with for_range(b, 0, nfull, name="d") as j:
             final(b.add(base, b.mul(j, i64(lanes))), None)
-        if tail:
-            final(b.add(base, i64(nfull * lanes)), tail_mask)
+        if tail_at is not None:
+            final(b.add(base, tail_at), tail_mask)
+
+
+def _vectors(b: ir.IRBuilder, n: int, nv: ir.Value | None, lanes: int
+             ) -> tuple[int | ir.Value, ir.Value | None, ir.Value | None]:
+    """(full vectors of a row, where its partial tail starts, the tail's lane mask; both None without a tail)
+    for rows of ``n`` entries, or ``nv`` valid ones (a run-time tail, possibly without a lane on)."""
+    if nv is None:
+        nfull, tail = divmod(n, lanes)
+        return nfull, i64(nfull * lanes) if tail else None, lane_mask(b, i64(tail), lanes) if tail else None
+    nfull_v = b.udiv(nv, i64(lanes))
+    return nfull_v, b.mul(nfull_v, i64(lanes)), lane_mask(b, b.urem(nv, i64(lanes)), lanes)
+
+
+def _row_range(ctx: EmitContext, rows: int | ir.Value, parallel: bool) -> tuple[ir.Value, ir.Value]:
+    """This thread's rows: a share of them, or all on one thread when the tensor is small."""
+    b = ctx.builder
+    total = i64(rows) if isinstance(rows, int) else rows
+    if parallel:
+        return partition(b, total, ctx.tid, ctx.nthreads)
+    start, end = partition(b, 1, ctx.tid, ctx.nthreads)
+    return b.mul(start, total), b.mul(end, total)

@@ -31,13 +31,22 @@ from llvmlite import ir
 from glow_backend_cpu.emit import ew_math
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.reduce import hreduce
+from glow_backend_cpu.emit.symdims import extent, is_sym, row_space, unsupported, valid_rows
 from glow_core.ir.graph import Node
 from glow_backend_cpu.helpers import F32, call_intrinsic, carried_loop, const_like, for_range, i64, lane_mask
-from glow_backend_cpu.helpers import masked_vload, masked_vstore, partition, splat, strided_offset, vload, vstore
+from glow_backend_cpu.helpers import masked_vload, masked_vstore, partition, smax, splat, strided_offset, vload, vstore
 
 MIN_PARALLEL = 8192
 #: vectors of columns accumulated together in registers
 UNROLL = 4
+
+#: a vector's width: a compile-time count of lanes, or (the valid tail of a symbolic row) a run-time one
+Width = int | ir.Value
+
+
+def _partial(w: Width, lanes: int) -> bool:
+    """True when a vector of width ``w`` may leave lanes unused (every run-time width may)."""
+    return not isinstance(w, int) or w < lanes
 
 
 def _fadd(b: ir.IRBuilder, p: ir.Value, q: ir.Value) -> ir.Value:
@@ -55,20 +64,20 @@ def _vectors(n: int, lanes: int) -> list[int]:
     return [min(lanes, n - j) for j in range(0, n, lanes)]
 
 
-def _load(b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, width: int, lanes: int, fill: float = 0.0) -> ir.Value:
+def _load(b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, width: Width, lanes: int, fill: float = 0.0) -> ir.Value:
     """``width`` (<= lanes) elements from ``ptr[index]``, the other lanes ``fill``."""
-    if width == lanes:
+    if not _partial(width, lanes):
         return vload(b, ptr, index, lanes, 4)
-    mask = lane_mask(b, i64(width), lanes)
+    mask = lane_mask(b, i64(width) if isinstance(width, int) else width, lanes)
     v = masked_vload(b, ptr, index, mask, lanes, 4)
     return v if fill == 0.0 else b.select(mask, v, const_like(v.type, fill))
 
 
-def _store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, index: ir.Value, width: int, lanes: int) -> None:
-    if width == lanes:
+def _store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, index: ir.Value, width: Width, lanes: int) -> None:
+    if not _partial(width, lanes):
         vstore(b, v, ptr, index, 4)
     else:
-        masked_vstore(b, v, ptr, index, lane_mask(b, i64(width), lanes), 4)
+        masked_vstore(b, v, ptr, index, lane_mask(b, i64(width) if isinstance(width, int) else width, lanes), 4)
 
 
 def _blocked(b: ir.IRBuilder, n: int, lanes: int, body: Callable[[ir.Value, list[int]], None]) -> None:
@@ -84,13 +93,27 @@ def _blocked(b: ir.IRBuilder, n: int, lanes: int, body: Callable[[ir.Value, list
         body(i64(full * UNROLL * lanes), rest)
 
 
-def _rows(ctx: EmitContext, rows: int, size: int) -> tuple[ir.Value, ir.Value]:
+def _blocked_dyn(b: ir.IRBuilder, n: ir.Value, lanes: int, body: Callable[[ir.Value, list[Width]], None]) -> None:
+    """:func:`_blocked` over a run-time count ``n`` of columns: blocks of UNROLL full vectors, then full
+    vectors one by one, then the partial vector (a run-time width) when ``n`` is no multiple of ``lanes``."""
+    nfull = b.udiv(n, i64(lanes))
+    nblk = b.udiv(nfull, i64(UNROLL))
+    with for_range(b, 0, nblk, name="blk") as blk:
+        body(b.mul(blk, i64(UNROLL * lanes)), [lanes] * UNROLL)
+    with for_range(b, b.mul(nblk, i64(UNROLL)), nfull, name="vec") as j:
+        body(b.mul(j, i64(lanes)), [lanes])
+    rem = b.urem(n, i64(lanes))
+    with b.if_then(b.icmp_signed(">", rem, i64(0))):
+        body(b.mul(nfull, i64(lanes)), [rem])
+
+
+def _rows(ctx: EmitContext, rows: int | ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
     """This thread's rows (every row on thread 0 when the tensor is small)."""
     b = ctx.builder
     if size >= MIN_PARALLEL:
         return partition(b, rows, ctx.tid, ctx.nthreads)
     first = b.icmp_signed("==", ctx.tid, i64(0))
-    return i64(0), b.select(first, i64(rows), i64(0))
+    return i64(0), b.select(first, i64(rows) if isinstance(rows, int) else rows, i64(0))
 
 
 # -- FusedLayerNorm -----------------------------------------------------------------------------------------
@@ -114,12 +137,16 @@ def _row_sum(b: ir.IRBuilder, n: int, lanes: int, term: Callable[[ir.Value, int]
     return hreduce(b, acc, _fadd)
 
 
-@register_emitter("FusedLayerNorm")
+@register_emitter("FusedLayerNorm", symbolic=True)
 def _layernorm(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: a symbolic normalized (last) axis is unsupported; symbolic leading axes: only the rows
+    that hold data (:func:`row_space`)."""
     x, scale = instr.ins[0], instr.ins[1]
     bias = instr.ins[2] if len(instr.ins) > 2 else None
     out = instr.outs[0]
     assert x is not None and scale is not None
+    if is_sym(x, -1) or any(is_sym(p, -1) for p in (scale, bias)):
+        raise unsupported("FusedLayerNorm", "a symbolic normalized axis")
     n = x.type.shape[-1]
     rows = x.type.size // n if n else 0
     if rows == 0:
@@ -127,9 +154,10 @@ def _layernorm(ctx: EmitContext, instr: Instr) -> None:
     b = ctx.builder
     lanes = ctx.target.vector_lanes
     vt = ir.VectorType(F32, lanes)
-    start, end = _rows(ctx, rows, x.type.size)
+    space = row_space(b, x, x.type.rank - 1)
+    start, end = _rows(ctx, rows if space is None else space.count, x.type.size)
     with for_range(b, start, end, name="row") as row:
-        base = b.mul(row, i64(n))
+        base = b.mul(row if space is None else space.row(b, row), i64(n))
 
         def xs(j: ir.Value, w: int) -> ir.Value:
             return _load(b, x.ptr, b.add(base, j), w, lanes)
@@ -200,6 +228,20 @@ class _Attention:
         self.mask_at = _mask_offsets(instr)
         #: per row, the running maximum of its mask (masked_rows zero: a fully masked row gives zeros)
         self.mask_top: list[ir.Value] = []
+        self._symbolic(instr)
+
+    def _symbolic(self, instr: Instr) -> None:
+        """The run's key count ``nv`` (None: all N) and query rows ``mv`` (None: all M) when symbolic."""
+        q, kt, v = self.q, self.kt, self.v
+        if is_sym(q, -1) or is_sym(kt, -2):
+            raise unsupported("FusedAttention", "a symbolic head size")
+        keys = is_sym(kt, -1) or is_sym(v, -2) or is_sym(self.mask, -1)
+        #: keys that hold data (only they enter the max, the sum and the product with V)
+        self.nv: ir.Value | None = None
+        if keys:
+            self.nv = extent(self.b, kt, -1) if is_sym(kt, -1) else extent(self.b, v, -2)
+        #: query rows that hold data (the others are not computed)
+        self.mv: ir.Value | None = extent(self.b, q, -2) if is_sym(q, -2) else None
 
     def scores(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value]) -> None:
         """The scaled, masked scores of each of ``rows`` into its scratch row."""
@@ -212,7 +254,7 @@ class _Attention:
         qbase, kbase = [b.mul(r, i64(self.d)) for r in rows], b.mul(bh, i64(self.d * n))
         mbase = [strided_offset(b, r, self.mask_at[0], self.mask_at[1]) for r in rows] if self.mask_at else None
 
-        def block(col: ir.Value, widths: list[int]) -> None:
+        def block(col: ir.Value, widths: list[Width]) -> None:
             def step(bb: ir.IRBuilder, k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
                 krow = bb.add(kbase, bb.add(bb.mul(k, i64(n)), col))
                 keys = [_load(bb, self.kt.ptr, bb.add(krow, i64(u * lanes)), w, lanes) for u, w in enumerate(widths)]
@@ -226,9 +268,12 @@ class _Attention:
                 self.store_score(a, s[r], b.add(col, i64(u * lanes)), widths[u], mbase[r] if mbase else None,
                                  self.mask_top[r] if self.mask_top else None)
 
-        _blocked(b, n, lanes, block)
+        if self.nv is None:
+            _blocked(b, n, lanes, block)
+        else:
+            _blocked_dyn(b, self.nv, lanes, block)
 
-    def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: int, mbase: ir.Value | None,
+    def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: Width, mbase: ir.Value | None,
                     mask_top: ir.Value | None) -> None:
         b, lanes = self.b, self.lanes
         sc = splat(b, self.scale, lanes)
@@ -237,14 +282,17 @@ class _Attention:
             mk = self.mask_row(mbase, j, w)
             a = b.fadd(a, mk)
             if mask_top is not None:
-                if w < lanes:
-                    mk = b.select(lane_mask(b, i64(w), lanes), mk, const_like(self.vt, float("-inf")))
+                if _partial(w, lanes):
+                    mk = b.select(self.lanes_on(w), mk, const_like(self.vt, float("-inf")))
                 b.store(_fmax(b, b.load(mask_top), mk), mask_top)
-        if w < lanes:  # the padding lanes of the scratch row: -inf adds nothing to max or sum
-            a = b.select(lane_mask(b, i64(w), lanes), a, const_like(self.vt, float("-inf")))
+        if _partial(w, lanes):  # the padding lanes of the scratch row: -inf adds nothing to max or sum
+            a = b.select(self.lanes_on(w), a, const_like(self.vt, float("-inf")))
         vstore(b, a, s, j, 4)
 
-    def mask_row(self, mbase: ir.Value, j: ir.Value, w: int) -> ir.Value:
+    def lanes_on(self, w: Width) -> ir.Value:
+        return lane_mask(self.b, i64(w) if isinstance(w, int) else w, self.lanes)
+
+    def mask_row(self, mbase: ir.Value, j: ir.Value, w: Width) -> ir.Value:
         b = self.b
         assert self.mask is not None and self.mask_at is not None
         if self.mask_at[2] == 0:
@@ -256,7 +304,9 @@ class _Attention:
 
         masked_rows zero: a row whose scores (or whose mask) are all -inf gets zeros in place."""
         b, lanes = self.b, self.lanes
-        nvec = self.padded // lanes
+        nvec: int | ir.Value = self.padded // lanes
+        if self.nv is not None:  # the vectors the valid keys fill (the scratch row's lanes past them are -inf)
+            nvec = b.udiv(b.add(self.nv, i64(lanes - 1)), i64(lanes))
         (top,) = carried_loop(b, 0, nvec, [const_like(self.vt, float("-inf"))],
                               lambda bb, j, a: [_fmax(bb, a[0], vload(bb, s, bb.mul(j, i64(lanes)), lanes, 4))],
                               name="max")
@@ -303,7 +353,8 @@ class _Attention:
                 return [ew_math.fmul_add(bb, ps[i // len(vals)], vals[i % len(vals)], a) for i, a in enumerate(accs)]
 
             zero = const_like(self.vt, 0.0)
-            accs = carried_loop(b, 0, self.n, [zero] * (len(widths) * len(rows)), step, name="pv")
+            keys = self.n if self.nv is None else self.nv
+            accs = carried_loop(b, 0, keys, [zero] * (len(widths) * len(rows)), step, name="pv")
             for i, a in enumerate(accs):
                 r, u = divmod(i, len(widths))
                 dst = b.add(obase[r], b.add(col, i64(u * lanes)))
@@ -321,21 +372,32 @@ class _Attention:
         self.weighted(rows, bh, s)
 
     def emit(self) -> None:
+        """Symbolic query rows: the groups covering the valid rows of each block (a group may run past them
+        into the padding rows, never past the block's last row); symbolic batch axes: the blocks that hold data
+        when they are a prefix, else all."""
         b, m = self.b, self.m
         blocks = self.q.type.size // (m * self.d) if m * self.d else 0
         if blocks == 0 or self.dv == 0:
             return
         group = min(self.group, m)
         groups, rest = -(-m // group), m % group
+        per_block: ir.Value = i64(groups)
+        if self.mv is not None:
+            per_block = b.udiv(b.add(self.mv, i64(group - 1)), i64(group))
+        vblocks = valid_rows(b, self.q, self.q.type.rank - 2)  # symbolic batch axes: the blocks that hold data
+        items: int | ir.Value = blocks * groups if self.mv is None and vblocks is None else \
+            b.mul(per_block, i64(blocks) if vblocks is None else vblocks)
         scratch = b.bitcast(self.ctx.scratch(group * self.padded * 4), F32.as_pointer())
-        start, end = _rows(self.ctx, blocks * groups, blocks * m * self.n * (self.d + self.dv))
+        start, end = _rows(self.ctx, items, blocks * m * self.n * (self.d + self.dv))
+        divisor = per_block if self.mv is None else smax(b, per_block, i64(1))  # (no items when 0 rows)
         with for_range(b, start, end, name="group") as item:
-            bh = b.udiv(item, i64(groups))
-            first = b.add(b.mul(bh, i64(m)), b.mul(b.urem(item, i64(groups)), i64(group)))
+            bh = b.udiv(item, divisor)
+            g = b.urem(item, divisor)
+            first = b.add(b.mul(bh, i64(m)), b.mul(g, i64(group)))
             if not rest:
                 self.rows(first, group, bh, scratch)
             else:
-                last = b.icmp_signed("==", b.urem(item, i64(groups)), i64(groups - 1))
+                last = b.icmp_signed("==", g, i64(groups - 1))
                 with b.if_else(last) as (tail, full):
                     with tail:
                         self.rows(first, rest, bh, scratch)
@@ -352,7 +414,7 @@ def _attention_ok(node: Node) -> bool:
     return kt is not None and q is not None and 0 < kt.type.shape[-1] <= MAX_KEYS and q.type.shape[-1] > 0
 
 
-@register_emitter("FusedAttention", when=_attention_ok,
+@register_emitter("FusedAttention", when=_attention_ok, symbolic=True,
                   why=f"1 to {MAX_KEYS} keys and a non-empty head size")
 def _attention(ctx: EmitContext, instr: Instr) -> None:
     _Attention(ctx, instr).emit()
