@@ -53,8 +53,8 @@ def test_every_task_runs_on_each_engine_in_its_own_process(tmp_path: Path) -> No
     sweep = text.split("### bert-sweep")[1].split("###")[0]
     assert "| 4 |" in sweep and "| 8 |" in sweep
     glow_row = next(line for line in sweep.splitlines() if line.startswith("| glow |"))
-    # glow compiles once per sequence length (the kernels take static shapes: docs/dynamic-shapes.md)
-    assert glow_row.split("|")[-2].strip() == "2"
+    # glow compiles once for every sequence length (symbolic dims: docs/dynamic-shapes.md)
+    assert glow_row.split("|")[-2].strip() == "1"
     gen = text.split("### gpt2-generate")[1].split("###")[0]
     glow_gen = next(line for line in gen.splitlines() if line.startswith("| glow |"))
-    assert glow_gen.split("|")[5].strip() == "4"  # the prefill and one decode step per cache length
+    assert glow_gen.split("|")[5].strip() == "2"  # the prefill and the decode step (whatever the cache length)
