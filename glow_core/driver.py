@@ -188,7 +188,7 @@ def _compile_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Call
 
     with budget.using(target.budget or budget.current()), \
             progress.stage(f"compiling for symbolic dims ({plan.describe()})"):
-        fn = prepare_symbolic(symbols, plan, prepare, be.symbolic_kinds(), set())
+        fn = prepare_symbolic(symbols, plan, prepare, be.symbolic_kinds())
         stats = CompileStats(import_s=time.perf_counter() - t0)
         try:
             return compile_prepared(fn, be, stats, threads=target.threads, debug=target.debug, options=target.options)

@@ -16,6 +16,7 @@ when the probe with every symbol independent does not import).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,31 +100,39 @@ def feed_env(symbols: ModelSymbols, shapes: Mapping[str, tuple[int, ...]]) -> di
     return env
 
 
+def _follows(t: str, others: list[str], env: Mapping[str, int]) -> SymExpr | None:
+    """``t``'s size in ``env`` as another symbol's plus a small constant, or as the sum of two others."""
+    for a in others:
+        d = env[t] - env[a]
+        if 0 <= d <= MAX_OFFSET:
+            return SymExpr.of({(a,): 1, (): d})
+    for a, b in itertools.combinations(others, 2):
+        if env[t] == env[a] + env[b]:
+            return SymExpr.of({(a,): 1, (b,): 1})
+    return None
+
+
 def _relations(env: Mapping[str, int], free: list[str]) -> dict[str, SymExpr]:
-    """Symbols whose size in ``env`` is another's plus a small constant, or the sum of two others."""
+    """The symbols that follow others in ``env`` (``_follows``); of two equal ones the later follows the
+    earlier, and a symbol another follows is not itself derived."""
     out: dict[str, SymExpr] = {}
-    for t in list(free):
-        others = [s for s in free if s != t and s not in out]
-        for a in others:
-            d = env[t] - env[a]
-            if 0 <= d <= MAX_OFFSET and (d or free.index(a) < free.index(t)):
-                out[t] = SymExpr.of({(a,): 1, (): d})
-                break
-        else:
-            for i, a in enumerate(others):
-                for b in others[i + 1:]:
-                    if env[t] == env[a] + env[b]:
-                        out[t] = SymExpr.of({(a,): 1, (b,): 1})
-                        break
-                if t in out:
-                    break
+    for i, t in enumerate(free):
+        others = [s for j, s in enumerate(free) if s != t and s not in out and (j < i or env[s] != env[t])]
+        rel = _follows(t, others, env)
+        if rel is not None:
+            out[t] = rel
     return out
+
+
+def _leading(axes: list[tuple[str, int]]) -> bool:
+    """A symbol only on leading axes (a batch)."""
+    return all(k == 0 for _, k in axes)
 
 
 def default_env(symbols: ModelSymbols) -> dict[str, int]:
     """Sizes to plan a compile for before any feed: 1 for a symbol only on leading axes (a batch), 2 for the
     others (free, bounded by the dims or :data:`DEFAULT_BOUND`)."""
-    return {s: 1 if all(k == 0 for _, k in axes) else 2 for s, axes in _axes_of(symbols).items()}
+    return {s: 1 if _leading(axes) else 2 for s, axes in _axes_of(symbols).items()}
 
 
 def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = False,
@@ -135,8 +144,10 @@ def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = F
     fixed: dict[str, int] = {}
     free: list[str] = []
     for sym, size in env.items():
-        leading = all(k == 0 for _, k in axes.get(sym, []))
-        (fixed.__setitem__(sym, size) if size <= 1 or leading else free.append(sym))
+        if size <= 1 or _leading(axes.get(sym, [])):
+            fixed[sym] = size
+        else:
+            free.append(sym)
     derived = _relations(env, free) if relate else {}
     bounds: list[tuple[str, int]] = []
     lows: list[tuple[str, int]] = []
@@ -150,7 +161,7 @@ def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = F
     return SymbolicPlan(tuple(bounds), tuple(sorted(fixed.items())), tuple(sorted(derived.items())), tuple(lows))
 
 
-def _primes(count: int, low: int, high: int, taken: set[int]) -> list[int] | None:
+def _primes(count: int, low: int, high: int, taken: set[int] | frozenset[int]) -> list[int] | None:
     """``count`` distinct odd primes in [low, high), largest first and not in ``taken``."""
     out: list[int] = []
     for n in range(high - 1, max(low, 3) - 1, -1):
@@ -161,9 +172,9 @@ def _primes(count: int, low: int, high: int, taken: set[int]) -> list[int] | Non
     return None
 
 
-def probe_env(plan: SymbolicPlan, taken: set[int]) -> dict[str, int]:
-    """Free-symbol sizes for the probe: distinct primes below the bounds (and about half of them), away from
-    the model's own dims."""
+def probe_env(plan: SymbolicPlan, taken: frozenset[int] = frozenset()) -> dict[str, int]:
+    """Free-symbol sizes for the probe: distinct primes below the bounds (and about half of them), none of them
+    in ``taken``."""
     lows = dict(plan.lows)
     out: dict[str, int] = {}
     for s, bound in plan.free:
@@ -190,11 +201,10 @@ def _compare_attrs(a: Node, b: Node, envs: tuple[dict[str, int], dict[str, int]]
 
 
 def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object))) if \
-            isinstance(a, (list, tuple)) else a == b or (a != a and b != b)
-    except (TypeError, ValueError):
-        return a is b
+    """Equal attribute values (arrays element by element; NaN equals NaN)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=np.asarray(a).dtype.kind in "fc"))
+    return bool(a == b) or (a != a and b != b)
 
 
 def _value_exprs(pa: np.ndarray, pb: np.ndarray, envs: tuple[dict[str, int], dict[str, int]]) -> list[str] | None:
@@ -329,10 +339,10 @@ def shapes_at(symbols: ModelSymbols, env: Mapping[str, int]) -> dict[str, tuple[
     return out
 
 
-def prepare_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, prepare: Prepare, symbolic_kinds: frozenset[str],
-                     taken: set[int]) -> Function:
+def prepare_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, prepare: Prepare,
+                     symbolic_kinds: frozenset[str]) -> Function:
     """The bound function of ``plan``, annotated with its symbolic dims and checked (module doc)."""
-    probe = plan.env(probe_env(plan, taken))
+    probe = plan.env(probe_env(plan))
     bound = plan.env({s: b for s, b in plan.free})
     try:
         fa = prepare(shapes_at(symbols, probe))
