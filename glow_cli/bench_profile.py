@@ -55,7 +55,7 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
                        options={**dict(options), "profile": True})
     if not net.executable.profiles:
         raise GlowError(f"backend '{backend}' has no per-kernel profiler; --profile works with the cpu backend")
-    feeds = zoo.random_feeds(net.input_types, seed)
+    feeds = zoo.random_feeds(net.input_types, seed, zoo.index_ranges(proto))  # (embedding indices in range)
     for _ in range(warmup):
         net.run(feeds)
     kernel_s: dict[int, float] = {}

@@ -30,6 +30,7 @@ from glow_core import zoo
 from glow_cli.common import (
     Command,
     add_model_argument,
+    add_precision_argument,
     add_shape_argument,
     fmt_ms,
     load_model_ref,
@@ -179,7 +180,7 @@ def benchmark(model: str, backend: str, *, threads: int | None = None, compare: 
                        options=dict(options or {}), quantize=quantize)
     compile_s = time.perf_counter() - t0
     used = int(net.executable.threads or threads or len(os.sched_getaffinity(0)))
-    feeds = zoo.random_feeds(net.input_types, seed)
+    feeds = zoo.random_feeds(net.input_types, seed, zoo.index_ranges(proto))  # (embedding indices in range)
     glow_t = _time(lambda: net.run(feeds), warmup, runs)
     timings = net.executable.compile_timings
     res = BenchResult(label, backend, used, count_flops(net.function), compile_s, glow_t,
@@ -229,6 +230,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", metavar="S", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--random-weights", action="store_true", help="zoo models: seeded random weights")
     p.add_argument("--no-cache", action="store_true", help="compile without the backend's object cache (cold)")
+    add_precision_argument(p)
     p.add_argument("--profile", action="store_true",
                    help="compile an instrumented variant and print the time of every kernel (LIR instructions) and "
                         "of every ONNX node, slowest first, and write a Chrome trace of the last run")
@@ -257,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
             raise GlowError("--profile does not combine with --quantize yet", hint="time the int8 network without --profile")
 
         opts: dict[str, Any] = {"cache": False} if args.no_cache else {}
+        opts.update({"precision": args.precision} if args.precision else {})
         for line in profile_model(args.model, args.backend, threads=args.threads, warmup=args.warmup,
                                   runs=args.runs, seed=args.seed, input_shapes=shapes_from_args(args.input_shape),
                                   options=opts, trace=args.trace, top=args.top,
@@ -265,7 +268,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     r = benchmark(args.model, args.backend, threads=args.threads, compare=args.compare, warmup=args.warmup,
                   runs=args.runs, seed=args.seed, random_weights=args.random_weights,
-                  input_shapes=shapes_from_args(args.input_shape), options={"cache": False} if args.no_cache else None,
+                  input_shapes=shapes_from_args(args.input_shape),
+                  options={**({"cache": False} if args.no_cache else {}),
+                           **({"precision": args.precision} if args.precision else {})},
                   quantize=quantize_from_args(args))
     for line in format_result(r):
         print(line)

@@ -2,6 +2,9 @@
 
 ``glow compare MODEL --quantize PROFILE.json --data DATA``: how well does the int8 network agree with the
 float one, and which layers lose most (``glow_core.quantization.report``).
+
+``glow compare MODEL --backend A --precision bf16``: how close is A's bf16 network to its float32 one, per
+output (``precision_report.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 from glow_cli.common import (
     Command,
     add_model_argument,
+    add_precision_argument,
     add_shape_argument,
     input_spec,
     load_array,
@@ -52,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --quantize: the samples to compare on (a folder of .npy/.npz/images, or one .npz)")
     p.add_argument("--worst", metavar="N", type=positive_int, default=5,
                    help="with --quantize: how many layers to name, worst SQNR first (default 5)")
+    add_precision_argument(p)
 
 
 def _profile_backend(path: Path) -> str:
@@ -82,9 +87,34 @@ def _run_quantized(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_precision(args: argparse.Namespace) -> int:
+    """``--precision bf16``: the backend's bf16 network against its own float32 one, per output."""
+    from glow_cli.precision_report import compare_precision
+    from glow_core.plugin_host import get_backend
+
+    if args.backend is None:
+        raise InputError("glow compare --precision needs --backend A (the backend compiled both ways)")
+    get_backend(args.backend)
+    feeds = {name: load_array(name, path) for name, path in args.input} or None
+    proto, label = load_model_ref(args.model)
+    origin, outputs = compare_precision(proto, args.backend, args.precision, shapes_from_args(args.input_shape)
+                                        or None, feeds, args.seed)
+    print(f"model    {label}")
+    print(f"backend  {args.backend}: {args.precision} against fp32")
+    for name, where in origin.items():
+        print(f"input {name}: {where}")
+    for out in outputs:
+        print(out.line())
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from glow_core.plugin_host import get_backend
 
+    if args.precision not in (None, "fp32"):
+        if args.quantize is not None:
+            raise InputError("--precision does not combine with --quantize")
+        return _run_precision(args)
     if args.quantize is not None:
         return _run_quantized(args)
     quantize_from_args(args)  # companions of --quantize without it: a clear error
@@ -129,10 +159,13 @@ COMMAND = Command(
                 "nothing diverges, 1 when something does (or on an error). With --quantize PROFILE.json --data "
                 "DATA: run the float and the int8 network on the samples and report, per output, top-1 agreement, "
                 "max / mean absolute error and cosine similarity, and the --worst layers by signal-to-"
-                "quantization-noise ratio (docs/quantization.md).",
+                "quantization-noise ratio (docs/quantization.md). With --precision bf16: compile MODEL for "
+                "--backend in float32 and in bf16 and report, per output, the largest difference, the cosine "
+                "similarity and the top-1 agreement.",
     epilog="examples:\n  glow compare zoo:resnet50 --backend xyz\n"
            "  glow compare model.onnx -b xyz -r interpreter --input x=x.npy --rtol 1e-4\n"
-           "  glow compare zoo:digits --quantize profile.json --data samples.npz",
+           "  glow compare zoo:digits --quantize profile.json --data samples.npz\n"
+           "  glow compare zoo:resnet50 --backend cpu --precision bf16",
     add_arguments=add_arguments,
     run=run,
 )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from glow_cli.common import Command, add_model_argument, add_shape_argument, fmt_ms, shapes_from_args
+from glow_cli.common import (Command, add_model_argument, add_precision_argument, add_shape_argument, fmt_ms,
+                             shapes_from_args)
 from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
 
 
@@ -24,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print node counts by kind and the memory plan's figures")
     p.add_argument("--lir", action="store_true", help="print the low-level IR with the memory plan")
     add_quantize_arguments(p)
+    add_precision_argument(p)
 
 
 def memory_report_text(net: object) -> str | None:
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
         model = load_model(zoo.resolve_model(args.model))[0]
     net = glow_core.compile(model, args.backend, shapes_from_args(args.input_shape) or None,
-                            quantize=quantize_from_args(args))
+                            quantize=quantize_from_args(args), precision=args.precision)
     if isinstance(net, glow_core.DynamicNetwork):
         return _dynamic(args, net)
     s = net.stats

@@ -14,6 +14,7 @@ from glow_core import zoo
 from glow_cli.common import (
     Command,
     add_model_argument,
+    add_precision_argument,
     add_shape_argument,
     check_array,
     check_declared,
@@ -56,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="save every output in an .npz archive, keyed by output name")
     p.add_argument("--threads", metavar="N", type=positive_int, default=None,
                    help="threads the backend may use (default: the backend's choice)")
+    add_precision_argument(p)
     p.add_argument("--seed", metavar="S", type=int, default=0,
                    help="seed of the random inputs (default 0)")
     p.add_argument("--random-weights", action="store_true",
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices,
-                       quantize=quantize_from_args(args))
+                       quantize=quantize_from_args(args), precision=args.precision)
     compile_s = time.perf_counter() - t0
 
     if given:

@@ -166,6 +166,13 @@ def dim_spec(text: str) -> DimArg:
                                          "(a bound)") from None
 
 
+def add_precision_argument(p: argparse.ArgumentParser) -> None:
+    """``--precision fp32|bf16`` (``glow_core.compile(..., precision=...)``; docs/performance.md, "bf16")."""
+    p.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                   help="bf16: GEMM weights and operands in bfloat16 with float32 sums (cpu backend); "
+                        "default fp32")
+
+
 def add_shape_argument(p: argparse.ArgumentParser) -> None:
     """``--input-shape`` and ``--dim`` (both land in ``args.input_shape``; :func:`shapes_from_args` splits them)."""
     p.add_argument("--input-shape", metavar="NAME=D1,D2,...", action="append", type=shape_spec, default=[],

@@ -39,6 +39,7 @@ def compile(
     quantize: Any = None,
     dims: Mapping[str, int | tuple[int | None, int | None] | DimBound] | None = None,
     specializations: CacheLimits | None = None,
+    precision: str | None = None,
 ) -> CompiledNetwork | DynamicNetwork:
     """Import an ONNX model and compile it for ``backend``.
 
@@ -58,7 +59,14 @@ def compile(
     :class:`CacheLimits`; the weights are held once). ``dims`` maps a symbol to a size (``{"sequence": 128}``,
     applied to every input that names it) or to a bound (``{"sequence": (1, 512)}`` or a :class:`DimBound`);
     a feed out of bounds is an ``InputError`` (docs/dynamic-shapes.md).
+
+    ``precision="bf16"`` (the ``options`` key ``precision``) runs the float32 GEMMs (FullyConnected /
+    MatMul with a constant weight, the GEMM path of convolutions) on bfloat16 operands with float32 sums
+    (docs/performance.md, "bf16"); a backend without the option refuses it (``UnsupportedError``). The
+    default, "fp32", computes in float32 throughout.
     """
+    if precision is not None:
+        options = {**dict(options or {}), "precision": precision}
     return compile_model(model, backend or _default(devices), input_shapes, bind=bind, threads=threads, debug=debug,
                          options=options, devices=devices, quantize=quantize, dims=dims,
                          specializations=specializations)

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
+import ctypes.util
 import math
 import os
+import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping
 
@@ -114,6 +117,39 @@ class Budget:
 
 
 _CURRENT: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("glow_budget", default=None)
+
+
+_LIBC: Any = None
+#: what drops the pages of memory-mapped model files (``importer/mapped.py``), weakly held
+_RELEASE_METHODS: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+def on_release_pages(method: Any) -> None:
+    """Register a bound method that drops the resident pages of a mapped model file (kept while its object lives)."""
+    _RELEASE_METHODS[method.__self__] = method.__name__
+
+
+def release_pages() -> None:
+    """Drop the resident pages of every mapped model file (they are read again from the file when touched). A
+    backend that copies weights into a form of its own (packed panels) calls this every few dozen MB it copied,
+    so the weights' file pages do not pile up beside the copies."""
+    for owner, name in list(_RELEASE_METHODS.items()):
+        getattr(owner, name)()
+
+
+def trim_heap() -> None:
+    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; nothing elsewhere). After a
+    large import and compile, the freed protobuf and packing buffers otherwise stay resident."""
+    global _LIBC
+    if _LIBC is None:
+        name = ctypes.util.find_library("c")
+        try:
+            lib = ctypes.CDLL(name) if name else False
+        except OSError:
+            lib = False
+        _LIBC = lib if lib and hasattr(lib, "malloc_trim") else False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
 
 
 def current() -> Budget:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import mmap
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,6 +49,11 @@ from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 ENV = "GLOW_PROGRAM_CACHE"
 #: the layout of ``info``; part of the key
 INFO_FORMAT = 1
+
+
+#: model files at least this large are hashed through a mapping, not read into memory
+MAPPED_HASH_BYTES = 32 << 20
+HASH_CHUNK = 32 << 20
 
 
 def enabled() -> bool:
@@ -83,16 +89,35 @@ def program_key(model: Any, be: Backend, options: CompileOptions,
         identity = be.program_identity(options)
         if identity is None:
             return None, None
-        data = Path(model).read_bytes()
+        h = hashlib.sha256(core_digest().encode())
+        h.update(f"|{be.name}|{identity}|".encode())
+        h.update(json.dumps({"shapes": {k: list(v) for k, v in sorted((shapes or {}).items())},
+                             "debug": options.debug,
+                             "options": {k: repr(v) for k, v in sorted(options.extra.items())}}).encode())
+        data = _hash_file(Path(model), h)
     except (OSError, ValueError):
         return None, None
-    h = hashlib.sha256(core_digest().encode())
-    h.update(f"|{be.name}|{identity}|".encode())
-    h.update(json.dumps({"shapes": {k: list(v) for k, v in sorted((shapes or {}).items())},
-                         "debug": options.debug,
-                         "options": {k: repr(v) for k, v in sorted(options.extra.items())}}).encode())
-    h.update(data)
     return h.hexdigest(), data
+
+
+def _hash_file(path: Path, h: Any) -> bytes | None:
+    """Feed the file's bytes to ``h``; return them when the file is small (the import parses them instead of
+    reading the file again). A large file is hashed through a read-only mapping whose pages are dropped
+    afterwards, so the key costs no copy of the model (importer/mapped.py reads its weights the same way)."""
+    if path.stat().st_size < MAPPED_HASH_BYTES:
+        data = path.read_bytes()
+        h.update(data)
+        return data
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            for start in range(0, size, HASH_CHUNK):  # (each chunk's pages dropped once hashed)
+                h.update(view[start:start + HASH_CHUNK])
+                if hasattr(mmap, "MADV_DONTNEED"):
+                    mm.madvise(mmap.MADV_DONTNEED, start, min(HASH_CHUNK, size - start))
+            view.release()
+    return None
 
 
 def _type_info(t: TensorType) -> list[Any]:

@@ -28,6 +28,7 @@ from glow_core import budget, compilecache, progress
 from glow_core.controlflow import CompileTarget, compile_staged
 from glow_core.errors import GlowError, InputError, UnsupportedError
 from glow_core.importer import load_model
+from glow_core.importer.mapped import MappedWeights, map_model
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import has_control_flow
 from glow_core.importer.symbols import InputShapes, ModelSymbols, dims_of
@@ -94,7 +95,7 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     if hit is not None:  # the program cache: served before the import (glow_core/compilecache.py)
         return hit
     with progress.stage("import"):
-        proto, _ = load_model(model, data)  # (the bytes the key hashed: the file is read once)
+        proto, weights, mapping = _load(model, data, weights)
     del data
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
         if quantize is not None:
@@ -105,7 +106,7 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     symbols = ModelSymbols(proto, dims_of(shapes))
     open_inputs = [n for n in symbols.open_inputs(shapes) if n not in (bind or {})]
     if open_inputs and quantize is None and not set(open_inputs) & set(symbols.structured):
-        return _dynamic(proto, be, shapes, symbols, threads, debug, options, specializations, weights)
+        return _dynamic(proto, be, shapes, symbols, threads, debug, options, specializations, weights, mapping)
     shapes = InputShapes(symbols.resolve(shapes), symbols.dims) if shapes is not None else None
     if shapes is not None and shapes.dims and bind is None and quantize is None:
         pkey, _ = compilecache.program_key(model, be, copts, dict(shapes))  # (dims resolved into shapes)
@@ -115,10 +116,32 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
         if hit is not None:
             return hit
     net = _compile_proto(proto, be, shapes, bind, threads, debug, options, quantize, t0=t0, weights=weights)
+    _settle(mapping)
     if pkey is not None:
         with progress.stage("cache write"):
             compilecache.store(pkey, be, net.function, net.executable, net.stats.nodes_by_kind, proto)
     return net
+
+
+def _load(model: str | os.PathLike[str] | onnx.ModelProto, data: bytes | None,
+          weights: Mapping[str, np.ndarray] | None) -> tuple[onnx.ModelProto, Mapping[str, np.ndarray] | None,
+                                                              MappedWeights | None]:
+    """The model (stripped of its large initializers' bytes when they are read from a mapping of the file:
+    ``importer/mapped.py``), the weights given or mapped, and the mapping (None: none)."""
+    if weights is None and data is None and isinstance(model, (str, os.PathLike)):
+        mapped = map_model(model)
+        if mapped is not None and not has_control_flow(mapped[0].graph):
+            return mapped
+    proto, _ = load_model(model, data)  # (the bytes the key hashed, when it read them: the file is read once)
+    return proto, weights, None
+
+
+def _settle(mapping: MappedWeights | None) -> None:
+    """After a compile: drop the mapped file's pages (a later compile reads them again) and return the heap
+    memory the import and the compile freed to the system (glibc keeps freed blocks otherwise)."""
+    if mapping is not None:
+        mapping.release()
+    budget.trim_heap()
 
 
 def _cached(pkey: str | None, be: Backend, copts: CompileOptions, t0: float) -> CompiledNetwork | None:
@@ -148,17 +171,21 @@ def _compile_proto(proto: onnx.ModelProto, be: Backend, shapes: Mapping[str, Any
 
 def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, symbols: ModelSymbols,
              threads: int | None, debug: bool, options: Mapping[str, Any] | None,
-             specializations: CacheLimits | None, weights: Mapping[str, np.ndarray] | None) -> DynamicNetwork:
+             specializations: CacheLimits | None, weights: Mapping[str, np.ndarray] | None,
+             mapping: MappedWeights | None = None) -> DynamicNetwork:
     """A network that compiles a specialization per input signature (glow_core/pipeline/specialize.py),
-    every one importing the same stripped model with the same shared weights."""
+    every one importing the same stripped model with the same shared weights (views of the mapped file
+    with ``mapping``, whose pages are dropped after each compile)."""
     stripped, weights = split_weights(proto) if weights is None else (proto, weights)
     limits = budget.current()
     given = dict(shapes or {})
 
     def build(spec: dict[str, tuple[int, ...]], bind: dict[str, np.ndarray]) -> CompiledNetwork:
         with budget.using(limits), progress.stage("compiling a specialization"):
-            return _compile_proto(stripped, be, InputShapes({**given, **spec}, symbols.dims), bind or None,
-                                  threads, debug, options, weights=weights)
+            net = _compile_proto(stripped, be, InputShapes({**given, **spec}, symbols.dims), bind or None,
+                                 threads, debug, options, weights=weights)
+        _settle(mapping)
+        return net
 
     def import_at(spec: dict[str, tuple[int, ...]]) -> Function:
         with budget.using(limits):
@@ -171,7 +198,7 @@ def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, sy
                          hint="False: compile a specialization per input shape")
     if be.symbolic_kinds() and wanted:
         symbolic = SymbolicCompiles(symbols, lambda plan: _compile_symbolic(
-            symbols, plan, import_at, be, CompileTarget(be, threads, debug, dict(options or {}), limits)))
+            symbols, plan, import_at, be, CompileTarget(be, threads, debug, dict(options or {}), limits), mapping))
     net = DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations, import_at, symbolic)
     if symbolic is not None:  # compile now for a batch of 1 and free sizes of the other symbols
         net.symbolic_network(shapes_at(symbols, default_env(symbols)), eager=True)
@@ -179,8 +206,16 @@ def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, sy
 
 
 def _compile_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Callable[[dict[str, Any]], Function],
-                      be: Backend, target: CompileTarget) -> CompiledNetwork:
+                      be: Backend, target: CompileTarget, mapping: MappedWeights | None = None) -> CompiledNetwork:
     """One network for every size ``plan`` allows (glow_core/pipeline/symbolic.py), or SymbolicRefused."""
+    try:
+        return _symbolic_network(symbols, plan, import_at, be, target)
+    finally:
+        _settle(mapping)
+
+
+def _symbolic_network(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Callable[[dict[str, Any]], Function],
+                      be: Backend, target: CompileTarget) -> CompiledNetwork:
     t0 = time.perf_counter()
     def prepare(shapes: dict[str, Any]) -> Function:
         return prepare_function(import_at(shapes), be, debug=target.debug,
@@ -189,6 +224,7 @@ def _compile_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Call
     with budget.using(target.budget or budget.current()), \
             progress.stage(f"compiling for symbolic dims ({plan.describe()})"):
         fn = prepare_symbolic(symbols, plan, prepare, be.symbolic_kinds())
+        budget.release_pages()  # (the pairing read every weight; the backend reads them again as it packs)
         stats = CompileStats(import_s=time.perf_counter() - t0)
         try:
             return compile_prepared(fn, be, stats, threads=target.threads, debug=target.debug, options=target.options)

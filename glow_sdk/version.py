@@ -52,6 +52,12 @@ in (``glow sdk info --history`` prints it). In words:
   read a run's sizes from ``TensorType.sym`` (a function laid out at the symbols' bounds); a backend that
   names any may receive functions with symbolic types (only element-wise use of symbolic axes by other
   kinds). Default: none; the core compiles a specialization per shape, as before.
+- 2.4: weights held once (docs/dynamic-shapes.md, "The memory model"): a model file compiled by path is
+  mapped, its weights read-only views of the mapping; ``glow_core.budget.release_pages()`` drops the mapped
+  pages (a backend that copies weights into a form of its own calls it as it copies), ``trim_heap()``
+  returns freed heap memory; ``glow_core.ir.interning.intern`` shares constants by content;
+  ``glow_core.ir.symbolic.bind_symbols`` reads axes sized ``c*s`` (image plans in steps) and
+  ``glow_core.reference.symbolic_sizes.is_global_pool`` names a pool over a whole symbolic extent.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from dataclasses import dataclass
 #: The major API version this SDK defines (the core distribution is ``0.<major>.<patch>``).
 SDK_API_VERSION = 2
 #: The minor API version: what was added, with defaults, since ``SDK_API_VERSION.0``.
-SDK_API_MINOR = 3
+SDK_API_MINOR = 4
 #: The major API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
@@ -162,6 +168,9 @@ HISTORY: tuple[Feature, ...] = (
     _f("Backend.symbolic_kinds", "2.3", "kinds whose kernels take symbolic dims (default none: specialize)"),
     _f("TensorType.sym", "2.3", "surface addition: per-axis SymExpr of a run's size (glow_core.ir.symbolic)"),
     _f("kind SymbolicValue", "2.3", "surface addition: sizes computed from a run's symbols (symbolic compiles)"),
+    _f("glow_core.budget.release_pages", "2.4", "surface addition: drop mapped model files' pages (and trim_heap)"),
+    _f("glow_core.ir.interning", "2.4", "surface addition: intern(array), constants shared by content"),
+    _f("glow_core.reference.symbolic_sizes", "2.4", "surface addition: is_global_pool (symbolic image sizes)"),
 )
 
 def _latest_minors() -> dict[int, int]:

@@ -64,3 +64,4 @@ _.run_async  # unused method (glow_core/session/session.py)
 # -- dynamic shapes (docs/dynamic-shapes.md, tests/dynamic/): public API called by user code
 _.set_cache_limits  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork's LRU bounds
 _.add_free_dimension_override_by_name  # unused method (glow_core/session/session.py): onnxruntime's SessionOptions
+_.specialization  # unused method (glow_core/pipeline/specialize.py): one shape's network, named in the STATIC_ONLY error

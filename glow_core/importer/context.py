@@ -24,6 +24,7 @@ from glow_core import budget
 from glow_core.errors import BudgetError, DynamicValueError, GlowError, GlowTypeError, ModelError, UnsupportedError
 from glow_core.importer.structured import RaggedValue
 from glow_core.ir.graph import Constant, Function, NodeOutput, Placeholder, Value
+from glow_core.ir.interning import intern
 from glow_core.ir.kinds import get_kind
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.reference import run_kernel
@@ -317,4 +318,5 @@ def fold_node(fn: Function, kind: str, inputs: Sequence[Value | None], attrs: Ma
         raise BudgetError(f"{kind} node '{name}': out of memory while folding it to a constant "
                           f"({', '.join(str(t) for t in out_types)})",
                           hint="lower GLOW_MAX_TOTAL_BYTES below the memory this machine has") from None
-    return [fn.add_constant(np.asarray(r), name, t) for r, t in zip(results, out_types)]
+    # (interned: a large folded constant, such as a transposed weight, is held once however many imports fold it)
+    return [fn.add_constant(intern(np.asarray(r)), name, t) for r, t in zip(results, out_types)]

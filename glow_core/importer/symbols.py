@@ -183,13 +183,28 @@ class ModelSymbols:
         self.structured = [vi.name for vi in proto.graph.input
                            if vi.name not in inits and not vi.type.HasField("tensor_type")]
         self.dims: dict[str, DimValue] = dict(dims or {})
+        self._name_anonymous()
         named = {d.symbol for i in self.inputs.values() for d in i.dims or () if d.symbol}
         unknown = sorted(set(self.dims) - named)
         if unknown:
+            anonymous = [f"{n}:{k}" for n, i in self.inputs.items() for k, d in enumerate(i.dims or ())
+                         if d.size is None and not d.symbol]
             raise ImportShapeError(
                 f"dims names {', '.join(repr(n) for n in unknown)}, which no input of the model uses; its "
-                f"symbols are: {', '.join(sorted(named)) or '(none)'}",
+                f"symbols are: {', '.join(sorted(named)) or '(none)'}"
+                + (f"; its unknown dims, named input:axis: {', '.join(anonymous)}" if anonymous else ""),
                 hint="name a symbol the model declares (glow dump MODEL shows each input's dims)")
+
+    def _name_anonymous(self) -> None:
+        """An unknown dim the dims name as ``input:axis`` (``dims={"x:2": (1, 320)}``) becomes that symbol."""
+        for key in self.dims:
+            name, _, axis = key.rpartition(":")
+            inp = self.inputs.get(name)
+            if inp is None or inp.dims is None or not axis.isdigit() or int(axis) >= len(inp.dims):
+                continue
+            k = int(axis)
+            if inp.dims[k].size is None and not inp.dims[k].symbol:
+                self.inputs[name] = InputDims(inp.name, inp.elem, inp.dims[:k] + (Dim(symbol=key),) + inp.dims[k + 1:])
 
     def symbols(self) -> list[str]:
         """The named symbols, in order of first use."""

@@ -17,21 +17,18 @@ In: ``onnx.TensorProto`` initializers, or arrays. Out: shared read-only arrays.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import threading
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from glow_core.ir.interning import MIN_SHARED_BYTES, _key, _share, intern
+
 #: initializers with more elements than this are read into the shared table and stripped from the model a
 #: dynamic network keeps (the size the importer's lean copy leaves out of the checker's model too)
 LEAN_MIN_ELEMENTS = 4096
-#: constants smaller than this are not worth a digest
-MIN_SHARED_BYTES = 16384
 
 #: ONNX element types whose raw data is the numpy array's bytes (little-endian machines)
 _RAW_DTYPES: Mapping[int, np.dtype] = {
@@ -45,38 +42,6 @@ _RAW_DTYPES: Mapping[int, np.dtype] = {
 #: ops whose folding at import reads initializers from the model itself (importer/qdq.py): models with them
 #: keep their initializers' bytes
 _READS_INITIALIZERS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-
-_TABLE: weakref.WeakValueDictionary[tuple[str, tuple[int, ...], str], np.ndarray] = weakref.WeakValueDictionary()
-_LOCK = threading.Lock()
-
-
-def _key(dtype: np.dtype, shape: tuple[int, ...], data: memoryview | bytes) -> tuple[str, tuple[int, ...], str]:
-    return dtype.str, shape, hashlib.sha1(data).hexdigest()
-
-
-def _share(key: tuple[str, tuple[int, ...], str], make: Callable[[], np.ndarray]) -> np.ndarray:
-    """The table's array for ``key``, or ``make()`` (an array that owns its memory, made read-only) entered
-    under it. The table holds arrays that own their memory: every view of one keeps it alive (numpy points
-    a view's ``base`` at the owner), so an entry lives exactly as long as a graph or network reads it."""
-    with _LOCK:
-        hit = _TABLE.get(key)
-    if hit is not None:
-        return hit
-    own = make()
-    own.setflags(write=False)
-    with _LOCK:
-        return _TABLE.setdefault(key, own)
-
-
-def intern(a: np.ndarray) -> np.ndarray:
-    """A read-only array equal to ``a`` (same dtype, shape and bytes), shared with every other caller that
-    interned the same content; ``a`` itself when it is too small to be worth a digest."""
-    if a.nbytes < MIN_SHARED_BYTES or a.dtype.hasobject:
-        return a
-    c = np.ascontiguousarray(a)
-    key = _key(c.dtype, tuple(c.shape), memoryview(c.reshape(-1).view(np.uint8)))
-    return _share(key, lambda: c if c.flags.owndata and not c.flags.writeable else c.copy())
-
 
 def read_initializer(t: onnx.TensorProto) -> np.ndarray:
     """An initializer as a shared read-only array (read from its raw bytes where they are the array's bytes,

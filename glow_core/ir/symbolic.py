@@ -137,13 +137,20 @@ def derive(sizes: Sequence[int], probes: Sequence[Mapping[str, int]]) -> SymExpr
 
 
 def bind_symbols(types: Mapping[str, Any], feeds: Mapping[str, Any]) -> dict[str, int]:
-    """The symbols' values the feeds' shapes give (an axis declared as a bare symbol names it), checked
+    """The symbols' values the feeds' shapes give (an axis sized by a symbol, or by a multiple ``c*s`` of one,
+    names it), checked
     against every symbolic axis of every input and against the bounds (the layout's shapes)."""
     env: dict[str, int] = {}
     for name, t in types.items():
         for k, e in enumerate(t.sym or ()):
-            if e is not None and len(e.terms) == 1 and e.terms[0][1] == 1 and len(e.terms[0][0]) == 1:
-                env.setdefault(e.terms[0][0][0], int(feeds[name].shape[k]))
+            if e is None or len(e.terms) != 1 or len(e.terms[0][0]) != 1:
+                continue
+            (sym,), c = e.terms[0]  # an axis sized ``c*sym`` (a plan in steps of c: sym is the size over c)
+            size = int(feeds[name].shape[k])
+            if size % c:
+                raise InputError(f"input '{name}' has {size} at axis {k}, where this network takes multiples "
+                                 f"of {c} ({t})", hint=f"feed a multiple of {c}")
+            env.setdefault(sym, size // c)
     named = {s for t in types.values() for e in t.sym or () if e is not None for s in e.symbols}
     if named - set(env):
         raise InputError(f"no input axis gives the size of symbol(s) {', '.join(sorted(named - set(env)))}",

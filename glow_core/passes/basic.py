@@ -11,6 +11,7 @@ import numpy as np
 from glow_core import budget
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Constant, Function, Node, Value
+from glow_core.ir.interning import intern
 from glow_core.passinfra import PassContext, graph_pass
 from glow_core.reference import run_kernel
 
@@ -43,10 +44,10 @@ FINGERPRINT_SAMPLES = 64
 
 
 def _const_fingerprint(c: Constant) -> Hashable:
-    """Type plus a strided sample of the payload: equal constants share it, most unequal ones do not."""
+    """Type plus the payload's first and last elements: equal constants share it, most unequal ones do not. (Both
+    ends, not a strided sample: a weight read from a mapped model file then brings in two pages, not all.)"""
     flat = c.payload.reshape(-1)
-    step = max(1, flat.size // FINGERPRINT_SAMPLES)
-    return (c.type, flat[::step][:FINGERPRINT_SAMPLES].tobytes(), flat[-1:].tobytes())
+    return (c.type, flat[:FINGERPRINT_SAMPLES].tobytes(), flat[-FINGERPRINT_SAMPLES:].tobytes())
 
 
 def _const_key(c: Constant) -> Hashable:
@@ -151,7 +152,7 @@ def constant_folding(fn: Function, ctx: PassContext) -> bool:
         except UnsupportedError:
             continue
         for o, r in zip(node.outputs, results):
-            c = fn.add_constant(np.asarray(r), o.name, o.type)
+            c = fn.add_constant(intern(np.asarray(r)), o.name, o.type)  # (held once: ir/interning.py)
             fn.replace_all_uses_with(o, c)
         fn.erase_node(node)
         live += added - _free_dead(fn, ins)

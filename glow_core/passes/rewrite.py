@@ -31,6 +31,10 @@ def payload(v: Value | None) -> np.ndarray | None:
     return v.payload if isinstance(v, Constant) else None
 
 
+#: elements :func:`splat` compares before it reads a whole constant
+_SPLAT_PROBE = 256
+
+
 def splat(v: Value | None) -> Any | None:
     """The single value every element of a constant holds (numpy scalar), or None."""
     p = payload(v)
@@ -39,12 +43,15 @@ def splat(v: Value | None) -> Any | None:
     first = p.reshape(-1)[0]
     if p.size == 1:
         return first
+    flat = p.reshape(-1)
     if p.dtype.kind == "f" or p.dtype.kind == "V":  # (bfloat16 is 'V')
-        flat = p.reshape(-1)
         # bitwise equality: -0.0 and 0.0 differ, NaNs never compare equal
-        as_bits = flat.view(np.dtype(f"u{p.dtype.itemsize}"))
-        return first if bool((as_bits == as_bits[0]).all()) else None
-    return first if bool((p == first).all()) else None
+        flat = flat.view(np.dtype(f"u{p.dtype.itemsize}"))
+    # the first elements decide most constants (a weight): the rest is read only when they agree
+    for part in (flat[:_SPLAT_PROBE], flat):
+        if not bool((part == flat[0]).all()):
+            return None
+    return first
 
 
 def producer(v: Value | None, kind: str | None = None) -> Node | None:

@@ -355,7 +355,10 @@ class DynamicNetwork:
     def specialization(self, feeds: Mapping[str, Any]) -> CompiledNetwork:
         """The network that runs ``feeds``: the symbolic one when there is one (``symbolic_network``), else the
         specialization for their shapes (compiled now when it is new)."""
-        arrays = self._arrays(feeds)
+        return self._specialization(self._arrays(feeds))
+
+    def _specialization(self, arrays: dict[str, np.ndarray]) -> CompiledNetwork:
+        """``specialization`` of feeds already checked (``_arrays``)."""
         shapes = {n: tuple(a.shape) for n, a in arrays.items()}
         net = self.symbolic_network(shapes)
         if net is not None:
@@ -391,11 +394,11 @@ class DynamicNetwork:
             if net is None:  # not compiled for this batch size: one sample at a time, meanwhile compile it
                 if self.batches == "background":
                     self.cache.build_later(signature_key(arrays, {}), arrays, lambda bound: self._build(shapes, {}))
-                first = self.specialization({n: (a[:1] if n in batched else a) for n, a in arrays.items()})
+                first = self._specialization({n: (a[:1] if n in batched else a) for n, a in arrays.items()})
                 return run_by_sample(lambda f: first.run({n: v for n, v in f.items() if n in first.input_types}),
                                      arrays, batched, count)
             return net.run({n: v for n, v in arrays.items() if n in net.input_types})
-        net = self.specialization(arrays)
+        net = self._specialization(arrays)
         return net.run({n: v for n, v in arrays.items() if n in net.input_types})
 
     __call__ = run

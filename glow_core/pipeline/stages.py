@@ -37,6 +37,22 @@ OPTIMIZATION_LEVEL = "optimization_level"
 SYMBOLIC_DIMS = "symbolic_dims"
 #: the ``options`` keys only the core reads (the backend never sees them)
 CORE_OPTIONS = frozenset({OPTIMIZATION_LEVEL, SYMBOLIC_DIMS})
+#: the ``options`` key of the arithmetic precision (``compile(..., precision=...)``): "fp32" (the default, never
+#: passed on) or "bf16", passed to a backend that declares the option and refused for the others
+PRECISION = "precision"
+PRECISIONS = ("fp32", "bf16")
+
+
+def check_precision(options: Mapping[str, Any] | None, be: Backend) -> None:
+    """Refuse an unknown precision, and bf16 on a backend that does not declare the ``precision`` option."""
+    value = (options or {}).get(PRECISION)
+    if value is None or value == "fp32":
+        return
+    if value not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    if not any(o.name == PRECISION for o in be.options()):
+        raise UnsupportedError(f"backend '{be.name}' does not support precision '{value}'",
+                               hint="use the cpu backend, or compile without precision (float32)")
 
 
 def compile_options(*, threads: int | None = None, debug: bool = False,
@@ -106,7 +122,8 @@ def check_support(function: Function, backend: Backend) -> None:
 
 def _backend_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """``options`` without the keys only the core reads (the graph optimization level): what the backend gets."""
-    return {k: v for k, v in (options or {}).items() if k not in CORE_OPTIONS}
+    return {k: v for k, v in (options or {}).items()
+            if k not in CORE_OPTIONS and not (k == PRECISION and v in (None, "fp32"))}
 
 
 def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = None, *, threads: int | None = None,
@@ -116,6 +133,7 @@ def compile_prepared(fn: Function, be: Backend, stats: CompileStats | None = Non
     stats.nodes_by_kind = fn.count_by_kind()
     budget.check_function(fn)  # what lowering made, before the backend allocates for it
     check_support(fn, be)
+    check_precision(options, be)
     t = time.perf_counter()
     with guard_backend(be.name, "to compile the model"), progress.stage(f"{be.name} codegen"):
         exe = be.compile(fn, compile_options(threads=threads, debug=debug, extra=_backend_options(options)))

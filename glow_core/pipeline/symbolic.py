@@ -17,7 +17,7 @@ when the probe with every symbol independent does not import).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from glow_core.ir.graph import Constant, Function, Node, NodeOutput, Placeholder
 from glow_core.ir.symbolic import MAX_OFFSET, SymExpr, derive
 from glow_core.ir.defs.symbolic import SYMBOLIC_VALUE_KINDS
 from glow_core.pipeline.symrules import needs_symbolic_kernel
+from glow_core.reference.symbolic_sizes import is_global_pool
 
 #: the bounds a free symbol is tried at when the dims give it no maximum, largest first (odd: a size the model
 #: has itself, such as 512 positions, could let the optimizer fold at the bound what it keeps at the probe);
@@ -38,26 +39,40 @@ DEFAULT_BOUND = DEFAULT_BOUNDS[0]
 #: the most elements a constant computed from the sizes may have (it becomes a SymbolicValue node)
 SYMBOLIC_VALUE_MAX = 16
 #: kinds whose attributes may name a symbolic size (the node keeps the layout: symrules checks how)
-SYMBOLIC_ATTR_KINDS = frozenset({"Reshape", "Slice"})
+SYMBOLIC_ATTR_KINDS = frozenset({"Reshape", "Slice", "Resize"})
 
 
 class SymbolicRefused(GlowError):
     """The model cannot be compiled for symbolic dims this way (the message says why); ``final``: a node kind
     rules the model out, whatever the plan."""
 
-    def __init__(self, message: str, *, final: bool = False) -> None:
+    def __init__(self, message: str, *, final: bool = False, stepped: bool = False) -> None:
         super().__init__(message)
         self.final = final
+        #: final for every plan of the same free symbols and step (a size a larger step may make a polynomial)
+        self.stepped = stepped
+
+
+#: the multiples a free symbol may be planned in, after 1 (image sizes through strided convolutions and pools:
+#: ``floor((H - 1) / 2) + 1`` is no polynomial of H, but ``16*h`` is one of h = H / 32 when H is a multiple of 32)
+STEPS = (2, 4, 8, 16, 32)
+#: node kinds whose results' sizes divide their inputs' (in a function with one, a size that is no polynomial of
+#: the symbols rules out every bound of that step: a larger step may serve)
+STRIDING_KINDS = frozenset({"Conv", "FusedConv", "MaxPool", "AvgPool", "ConvTranspose", "Resize", "Upsample",
+                            "LpPool", "ChannelwiseQuantizedConv", "SpaceToDepth"})
 
 
 @dataclass(frozen=True)
 class SymbolicPlan:
-    """Which symbols a symbolic compile keeps free (with their bounds), fixes, or derives from others."""
+    """Which symbols a symbolic compile keeps free (with their bounds), fixes, or derives from others; a free
+    symbol with a step ``m`` (``steps``) takes only multiples of ``m``, and the compiled function's dims are
+    polynomials of its quotient ``symbol/m`` (:meth:`quotients`)."""
 
     free: tuple[tuple[str, int], ...]  # (symbol, bound)
     fixed: tuple[tuple[str, int], ...] = ()
     derived: tuple[tuple[str, SymExpr], ...] = ()
     lows: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    steps: tuple[tuple[str, int], ...] = ()  # (symbol, multiple > 1)
 
     def env(self, free: Mapping[str, int]) -> dict[str, int]:
         """Every symbol's value when the free ones have the values ``free``."""
@@ -66,17 +81,26 @@ class SymbolicPlan:
             env[s] = e.evaluate(env)
         return env
 
+    def quotients(self, env: Mapping[str, int]) -> dict[str, int]:
+        """``env`` with each stepped symbol ``s`` (step ``m``) replaced by ``s/m``, its size divided by ``m``: the
+        symbols the compiled function's dims name."""
+        steps = dict(self.steps)
+        return {(f"{s}/{steps[s]}" if s in steps else s): (v // steps[s] if s in steps else v) for s, v in env.items()}
+
     def accepts(self, env: Mapping[str, int]) -> bool:
         """Can a network of this plan run sizes ``env``?"""
         if any(env.get(s) != v for s, v in self.fixed):
             return False
         if any(not 1 <= env.get(s, 0) <= b for s, b in self.free):
             return False
+        if any(env.get(s, 0) % m for s, m in self.steps):
+            return False
         return all(env.get(s) == e.evaluate(env) for s, e in self.derived)
 
     def describe(self) -> str:
-        parts = [f"{s}<={b}" for s, b in self.free] + [f"{s}={v}" for s, v in self.fixed] + \
-            [f"{s}={e}" for s, e in self.derived]
+        steps = dict(self.steps)
+        parts = [f"{s}<={b}" + (f" (multiple of {steps[s]})" if s in steps else "") for s, b in self.free] + \
+            [f"{s}={v}" for s, v in self.fixed] + [f"{s}={e}" for s, e in self.derived]
         return ", ".join(parts)
 
 
@@ -131,15 +155,19 @@ def _leading(axes: list[tuple[str, int]]) -> bool:
 
 def default_env(symbols: ModelSymbols) -> dict[str, int]:
     """Sizes to plan a compile for before any feed: 1 for a symbol only on leading axes (a batch), 2 for the
-    others (free, bounded by the dims or :data:`DEFAULT_BOUND`)."""
-    return {s: 1 if _leading(axes) else 2 for s, axes in _axes_of(symbols).items()}
+    others (free, bounded by the dims or :data:`DEFAULT_BOUND`); 1 for all (nothing free: no compile before a
+    feed) when a symbol is an image's height or width (its plan's step, :func:`plan_steps`, depends on the sizes
+    fed: the first run compiles)."""
+    axes = _axes_of(symbols)
+    image = any(_spatial(a, symbols) for a in axes.values())
+    return {s: 1 if image or _leading(a) else 2 for s, a in axes.items()}
 
 
 def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = False,
-              bound: int = DEFAULT_BOUND) -> SymbolicPlan:
+              bound: int = DEFAULT_BOUND, step: int = 1) -> SymbolicPlan:
     """The plan for feeds of sizes ``env``: sizes 0 and 1 and leading-axis symbols fixed, the rest free (with
     ``relate``, those that follow others derived), each free one bounded by the dims' maximum or ``bound`` (or
-    twice its size, when larger)."""
+    twice its size, when larger), in multiples of ``step`` (or of the dims' ``multiple_of``)."""
     axes = _axes_of(symbols)
     fixed: dict[str, int] = {}
     free: list[str] = []
@@ -151,14 +179,38 @@ def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = F
     derived = _relations(env, free) if relate else {}
     bounds: list[tuple[str, int]] = []
     lows: list[tuple[str, int]] = []
+    steps: list[tuple[str, int]] = []
     for s in free:
         if s in derived:
             continue
         want = symbols.dims.get(s)
         cap = want.max if isinstance(want, DimBound) else None
-        bounds.append((s, cap if cap is not None else max(bound, 2 * env[s] - 1)))
-        lows.append((s, max(1, want.min if isinstance(want, DimBound) else 1)))
-    return SymbolicPlan(tuple(bounds), tuple(sorted(fixed.items())), tuple(sorted(derived.items())), tuple(lows))
+        m = want.multiple_of if isinstance(want, DimBound) and want.multiple_of > 1 else step
+        top = cap if cap is not None else max(bound, 2 * env[s] - 1)
+        bounds.append((s, top // m * m))
+        low = max(1, want.min if isinstance(want, DimBound) else 1)
+        lows.append((s, -(-low // m)))
+        if m > 1:
+            steps.append((s, m))
+    return SymbolicPlan(tuple(bounds), tuple(sorted(fixed.items())), tuple(sorted(derived.items())), tuple(lows),
+                        tuple(steps))
+
+
+def _spatial(axes: list[tuple[str, int]], symbols: ModelSymbols) -> bool:
+    """A symbol only on the spatial axes of images (axis 2 on of inputs of rank 3 to 5: N, C, spatial...)."""
+    return bool(axes) and all(k >= 2 and 3 <= len(symbols.inputs[n].dims or ()) <= 5 for n, k in axes)
+
+
+def plan_steps(symbols: ModelSymbols, env: Mapping[str, int]) -> list[int]:
+    """The steps to plan the free sizes of ``env`` in, in the order to try them: 1 alone unless every free symbol
+    is an image's height or width; then the :data:`STEPS` that divide every free size, the largest first (a
+    network of strided convolutions needs a multiple of its total stride: trying 1, 2, 4, ... first would
+    prepare the model twice for each smaller step only to refuse it), then 1."""
+    axes = _axes_of(symbols)
+    free = {s: v for s, v in env.items() if v > 1 and not _leading(axes.get(s, []))}
+    if not free or not all(_spatial(axes.get(s, []), symbols) for s in free):
+        return [1]
+    return [m for m in reversed(STEPS) if all(v % m == 0 for v in free.values())] + [1]
 
 
 def _primes(count: int, low: int, high: int, taken: set[int] | frozenset[int]) -> list[int] | None:
@@ -174,23 +226,26 @@ def _primes(count: int, low: int, high: int, taken: set[int] | frozenset[int]) -
 
 def probe_env(plan: SymbolicPlan, taken: frozenset[int] = frozenset()) -> dict[str, int]:
     """Free-symbol sizes for the probe: distinct primes below the bounds (and about half of them), none of them
-    in ``taken``."""
+    in ``taken``; a stepped symbol's size is its step times such a prime."""
     lows = dict(plan.lows)
+    steps = dict(plan.steps)
     out: dict[str, int] = {}
     for s, bound in plan.free:
-        used = taken | set(out.values()) | {bound}
-        pick = _primes(1, max(lows.get(s, 1), 2), max(bound // 2 + 1, 3), used) or \
-            _primes(1, max(lows.get(s, 1), 2), bound, used)
+        m = steps.get(s, 1)
+        top = bound // m
+        used = taken | set(out.values()) | {top}
+        pick = _primes(1, max(lows.get(s, 1), 2), max(top // 2 + 1, 3), used) or \
+            _primes(1, max(lows.get(s, 1), 2), top, used)
         if not pick:
             raise SymbolicRefused(f"symbol '{s}' has no probe size below its bound {bound}")
         out[s] = pick[0]
-    return out
+    return {s: v * steps.get(s, 1) for s, v in out.items()}
 
 
 def _compare_attrs(a: Node, b: Node, envs: tuple[dict[str, int], dict[str, int]]) -> None:
     for key, va in a.attrs.items():
         vb = b.attrs.get(key)
-        if _same(va, vb):
+        if _same(va, vb) or (key == "kernel_shape" and is_global_pool(a) and is_global_pool(b)):
             continue
         ints_a, ints_b = np.atleast_1d(np.asarray(va)), np.atleast_1d(np.asarray(vb))
         ok = a.kind.name in SYMBOLIC_ATTR_KINDS and ints_a.dtype.kind == ints_b.dtype.kind == "i" and \
@@ -223,11 +278,34 @@ def _value_exprs(pa: np.ndarray, pb: np.ndarray, envs: tuple[dict[str, int], dic
     return exprs
 
 
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same elements of the same memory (both imports read one weight: no need
+    to read its bytes, which for a mapped model file would bring every page in)."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.strides == b.strides and \
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+
+
+#: elements compared at a time (bounds the temporaries a comparison of two large constants makes)
+_COMPARE_BLOCK = 1 << 20
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal`` (NaN equal to NaN) block by block: bitwise equal blocks need no more, the others are
+    compared by value."""
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    nan = a.dtype.kind in "fc"
+    for k in range(0, fa.size, _COMPARE_BLOCK):
+        xa, xb = fa[k:k + _COMPARE_BLOCK], fb[k:k + _COMPARE_BLOCK]
+        if xa.tobytes() != xb.tobytes() and not np.array_equal(xa, xb, equal_nan=nan):
+            return False
+    return True
+
+
 def _compare_constants(a: Constant, b: Constant, envs: tuple[dict[str, int], dict[str, int]],
                        computed: list[tuple[Constant, list[str]]]) -> None:
     pa, pb = np.asarray(a.payload), np.asarray(b.payload)
     if pa.shape == pb.shape:
-        if pa.dtype == pb.dtype and np.array_equal(pa, pb, equal_nan=pa.dtype.kind in "fc"):
+        if _same_array(pa, pb) or pa.dtype == pb.dtype and _equal(pa, pb):
             return
         exprs = _value_exprs(pa, pb, envs) if b.type.elem in SYMBOLIC_VALUE_KINDS else None
         if exprs is None:
@@ -254,7 +332,7 @@ def _computed_at_run_time(fn: Function, computed: list[tuple[Constant, list[str]
 
 
 def _pair_nodes(va: Value, vb: Value, envs: tuple[dict[str, int], dict[str, int]],
-                stack: list[tuple[Value, Value]], computed: list[tuple[Constant, list[str]]]) -> None:
+                stack: list[Pair], computed: list[tuple[Constant, list[str]]]) -> None:
     if type(va) is not type(vb) or va.type.elem != vb.type.elem or va.type.rank != vb.type.rank:
         raise SymbolicRefused(f"value '{vb.name}' differs in kind or type between the probe and the bounds")
     if isinstance(va, NodeOutput) and isinstance(vb, NodeOutput):
@@ -264,16 +342,28 @@ def _pair_nodes(va: Value, vb: Value, envs: tuple[dict[str, int], dict[str, int]
         _compare_attrs(na, nb, envs)
         if len(na.outputs) != len(nb.outputs):
             raise SymbolicRefused(f"{nb.where()}: the number of results differs")
-        stack.extend(zip(na.outputs, nb.outputs))  # (results no output reads get their dims too)
-        for x, y in zip(na.inputs, nb.inputs):
+        stack.extend((x, y, None) for x, y in zip(na.outputs, nb.outputs))  # (results no output reads get dims too)
+        for k, (x, y) in enumerate(zip(na.inputs, nb.inputs)):
             if (x is None) != (y is None):
                 raise SymbolicRefused(f"{nb.where()}: an optional operand differs")
             if x is not None and y is not None:
-                stack.append((x, y))
+                stack.append((x, y, (nb, k)))
     elif isinstance(va, Constant) and isinstance(vb, Constant):
         _compare_constants(va, vb, envs, computed)
     elif isinstance(va, Placeholder) and va.name != vb.name:
         raise SymbolicRefused(f"input '{vb.name}' pairs with '{va.name}'")
+
+
+#: a value of the probe's graph, its twin at the bounds, and the use (node, operand) the twin was reached by
+Pair = tuple[Value, Value, "tuple[Node, int] | None"]
+
+
+def _unshare(fb: Function, c: Constant, use: tuple[Node, int]) -> Constant:
+    """A copy of ``c`` for one use: equal bounds of two symbols can make two constants of the probe's graph (the
+    index tables of a resize along the height and the width) one at the bounds, which each needs its dims."""
+    clone = fb.add_constant(c.payload, fb.unique_name(c.name), c.type)
+    use[0].set_input(use[1], clone)
+    return clone
 
 
 def annotate(fa: Function, fb: Function, env_a: dict[str, int], env_b: dict[str, int]) -> int:
@@ -282,13 +372,16 @@ def annotate(fa: Function, fb: Function, env_a: dict[str, int], env_b: dict[str,
     outs_a, outs_b = dict(fa.outputs), dict(fb.outputs)
     if list(outs_a) != list(outs_b):
         raise SymbolicRefused("the outputs differ between the probe and the bounds")
-    stack = [(outs_a[n], outs_b[n]) for n in outs_b] + list(zip(fa.inputs, fb.inputs))
+    stack: list[Pair] = [(outs_a[n], outs_b[n], None) for n in outs_b] + \
+        [(x, y, None) for x, y in zip(fa.inputs, fb.inputs)]
     seen: dict[int, Value] = {}
     envs = (env_a, env_b)
     computed: list[tuple[Constant, list[str]]] = []
     count = 0
     while stack:
-        va, vb = stack.pop()
+        va, vb, use = stack.pop()
+        if id(vb) in seen and seen[id(vb)] is not va and isinstance(vb, Constant) and use is not None:
+            vb = _unshare(fb, vb, use)  # one constant at the bounds, two at the probe (equal bounds, CSE)
         if id(vb) in seen:
             if seen[id(vb)] is not va:
                 raise SymbolicRefused(f"value '{vb.name}' pairs with two values of the probe's graph")
@@ -299,8 +392,9 @@ def annotate(fa: Function, fb: Function, env_a: dict[str, int], env_b: dict[str,
         for da, db in zip(va.type.shape, vb.type.shape):
             d = derive([da, db], [env_a, env_b])
             if d is None or (isinstance(d, SymExpr) and not d.monotone()):
+                striding = any(n.kind.name in STRIDING_KINDS for n in fb.nodes)
                 raise SymbolicRefused(f"value '{vb.name}': a size ({da} at the probe, {db} at the bounds) is no "
-                                      "growing polynomial of the symbols")
+                                      "growing polynomial of the symbols", stepped=striding)
             sym.append(d if isinstance(d, SymExpr) else None)
         if any(e is not None for e in sym):
             vb.type = vb.type.with_sym(tuple(sym))
@@ -351,14 +445,15 @@ def prepare_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, prepare: Prepare
         raise
     except GlowError as e:
         raise SymbolicRefused(f"the model does not import at the probe or bound sizes ({e})") from None
-    if annotate(fa, fb, probe, bound) == 0:
+    if annotate(fa, fb, plan.quotients(probe), plan.quotients(bound)) == 0:
         raise SymbolicRefused("no value has a symbolic size")
     check_nodes(fb, symbolic_kinds)
     return fb
 
 
-__all__ = ["default_env", "DEFAULT_BOUND", "SymbolicPlan", "SymbolicRefused", "annotate", "check_nodes", "feed_env", "make_plan",
-           "prepare_symbolic", "probe_env", "shapes_at", "SymbolicCompiles"]
+__all__ = ["default_env", "DEFAULT_BOUND", "SymbolicPlan", "SymbolicRefused", "annotate", "check_nodes",
+           "feed_env", "make_plan", "plan_steps", "prepare_symbolic", "probe_env", "shapes_at",
+           "SymbolicCompiles"]
 
 
 class SymbolicCompiles:
@@ -372,29 +467,44 @@ class SymbolicCompiles:
         #: sets of free symbols a node kind ruled out (no plan freeing them is tried again) -> why
         self.disabled: dict[frozenset[str], str] = {}
 
-    def candidates(self, env: Mapping[str, int], *, eager: bool = False) -> list[SymbolicPlan]:
+    def candidates(self, env: Mapping[str, int], *, eager: bool = False) -> Iterator[SymbolicPlan]:
         """Plans that can run sizes ``env``: the compiled ones first, then new ones to try (none once disabled;
-        ``eager``: sizes made up before any feed, so no relation between symbols is read from them)."""
+        ``eager``: sizes made up before any feed, so no relation between symbols is read from them), in the
+        steps of :func:`plan_steps`. Lazily: a run that a compiled plan serves makes no new plan."""
         known = [p for p in self.plans if p.accepts(env)]
+        yield from known
         if not env:
-            return known
+            return
         relations = (False,) if eager else (False, True)
-        new = [make_plan(self.symbols, env, relate=relate, bound=b) for b in DEFAULT_BOUNDS
-               if b >= max(env.values()) for relate in relations]
-        out = known[:]
-        for p in new:
-            if p not in out and p not in self.refused and p.free and p.accepts(env) and \
-                    self.free_set(p) not in self.disabled:
-                out.append(p)
-        return out
+        seen = set(known)
+        for m in plan_steps(self.symbols, env):
+            for b in DEFAULT_BOUNDS:
+                if b < max(env.values()):
+                    continue
+                for relate in relations:
+                    p = make_plan(self.symbols, env, relate=relate and m == 1, bound=b, step=m)
+                    if p not in seen and p not in self.refused and p.free and p.accepts(env) and \
+                            self.free_set(p) not in self.disabled:
+                        seen.add(p)
+                        yield p
 
     @staticmethod
     def free_set(plan: SymbolicPlan) -> frozenset[str]:
-        return frozenset(s for s, _ in plan.free)
+        """The key of a plan's refusals that rule out others: its free symbols, each with its step."""
+        return SymbolicCompiles._key(plan, dict(plan.steps))
+
+    @staticmethod
+    def _key(plan: SymbolicPlan, steps: Mapping[str, int]) -> frozenset[str]:
+        return frozenset(f"{s}*{steps.get(s, 1)}" for s, _ in plan.free)
 
     def refuse(self, plan: SymbolicPlan, error: SymbolicRefused) -> None:
+        """Record a refusal; a final one rules out the plan's free symbols at every step, a stepped one at its
+        step."""
         self.refused[plan] = str(error)
         if error.final:
+            for m in (1, *STEPS):
+                self.disabled[self._key(plan, {s: m for s, _ in plan.free})] = str(error)
+        elif error.stepped:
             self.disabled[self.free_set(plan)] = str(error)
 
     def compiled(self, plan: SymbolicPlan) -> None:

@@ -135,7 +135,19 @@ def _gather(node: Node) -> str | None:
     return "a Gather of computed indices over a symbolic axis"
 
 
+def _windows(node: Node) -> str | None:
+    """Convolutions and pools are element-wise along the batch; a window sliding over a symbolic spatial axis
+    reads past the run's size at its edge (zeros for a convolution's padding, nothing for a max), so it needs
+    the backend's kernel, which fills the input's padding first (or counts only the valid entries)."""
+    t = node.inputs[0].type  # type: ignore[union-attr]
+    return f"a {node.kind.name} over symbolic spatial axes" if sym_axes(t) - {0} else None
+
+
+#: kinds with a sliding window over the spatial axes (NC + spatial layouts)
+WINDOW_KINDS = ("Conv", "FusedConv", "MaxPool", "AvgPool")
+
 SYMBOLIC_RULES: dict[str, Rule] = {
+    **{k: _windows for k in WINDOW_KINDS},
     "Transpose": _moves_axes,
     "Reshape": _reshape,
     "Concat": _along_axis(),
@@ -164,4 +176,4 @@ def needs_symbolic_kernel(node: Node) -> str | None:
     return f"{node.kind.name} with symbolic dims"
 
 
-__all__ = ["SYMBOLIC_RULES", "needs_symbolic_kernel", "sym_axes", "touches_symbols"]
+__all__ = ["SYMBOLIC_RULES", "WINDOW_KINDS", "needs_symbolic_kernel", "sym_axes", "touches_symbols"]

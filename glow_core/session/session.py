@@ -33,9 +33,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from glow_core import budget
 from glow_core.driver import compile_model
 from glow_core.errors import InputError, UnknownBackendError
 from glow_core.importer import load_model
+from glow_core.importer.mapped import MappedWeights, map_model
 from glow_core.importer.subgraphs import has_control_flow
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.symbols import InputShapes, ModelSymbols, check_dims
@@ -141,10 +143,17 @@ def resolve_providers(providers: Sequence[Any] | None,
     return names, options
 
 
-def _load(model: Any) -> onnx.ModelProto:
-    """The model of a path, ``zoo:NAME``, bytes or ModelProto."""
+def _load(model: Any, may_map: bool) -> tuple[onnx.ModelProto, dict[str, np.ndarray] | None, MappedWeights | None]:
+    """The model of a path, ``zoo:NAME``, bytes or ModelProto; with ``may_map``, a large file's model without
+    its weights' bytes, those weights as views of the mapped file, and the mapping (importer/mapped.py)."""
     model = check_model_arg(model)
-    return model if isinstance(model, onnx.ModelProto) else load_model(model)[0]
+    if isinstance(model, onnx.ModelProto):
+        return model, None, None
+    if may_map and isinstance(model, (str, os.PathLike)):
+        mapped = map_model(model)
+        if mapped is not None and not has_control_flow(mapped[0].graph):
+            return mapped
+    return load_model(model)[0], None, None
 
 
 class InferenceSession:
@@ -163,12 +172,15 @@ class InferenceSession:
         compile_kwargs = self._options.compile_kwargs()
         compile_kwargs["options"] = {**backend_options, **compile_kwargs["options"]}
         self._compile_kwargs = compile_kwargs
-        loaded = _load(model)
+        loaded, mapped, self._mapping = _load(model, len(self._providers) == 1)
         self._symbols = ModelSymbols(loaded, check_dims({**self._options.free_dimension_overrides(), **(dims or {})}))
         # one copy of the weights, shared by every compile: the session keeps the model without their bytes
         # (with several providers the runtime imports the model itself, and control flow splits it)
         whole = self._whole = len(self._providers) > 1 or has_control_flow(loaded.graph)
-        self._model, self._weights = (loaded, {}) if whole else split_weights(loaded)
+        if mapped is not None:  # (a large file: its weights stay in the file's pages)
+            self._model, self._weights = loaded, mapped
+        else:
+            self._model, self._weights = (loaded, {}) if whole else split_weights(loaded)
         self._splitters: dict[tuple[str, ...], BatchSplitter] = {}
         del loaded
         self._all_outputs = [o.name for o in self._model.graph.output]
@@ -341,6 +353,9 @@ class InferenceSession:
         devices = ",".join(f"{p}:1" for p in self._providers) if several else None
         net = compile_model(model, "" if several else self._providers[0], shapes or None, bind=bind or None,
                             devices=devices, weights=self._weights or None, **self._compile_kwargs)
+        if self._mapping is not None:  # (the file's pages the compile read: dropped, as the driver does)
+            self._mapping.release()
+        budget.trim_heap()
         path = self._options.optimized_model_filepath
         if path:
             with open(os.fspath(path), "w", encoding="utf-8") as f:

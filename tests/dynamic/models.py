@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -111,4 +113,31 @@ def ocr_like(seed: int = 0) -> onnx.ModelProto:
     dim[2].dim_param = "?"
     dim[3].Clear()
     dim[3].dim_param = "?"
+    return model
+
+
+LIGHT_RESNET = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
+
+
+def light_resnet50() -> onnx.ModelProto:
+    """onnx's light-zoo ResNet-50 (placeholder weights) with a symbolic batch, height and width; its final 7x7
+    AveragePool (global at 224 x 224 only) made the GlobalAveragePool it stands for, its Reshape to [1, 2048] one to
+    [-1, 2048]."""
+    model = onnx.load(str(LIGHT_RESNET))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for d, name in zip(dims, ["batch", None, "height", "width"]):
+        if name is not None:
+            d.dim_param = name
+    for t in model.graph.initializer:
+        if t.name == "OC2_DUMMY_1":  # the Reshape before the classifier: [1, 2048] -> [-1, 2048] (any batch)
+            t.CopyFrom(numpy_helper.from_array(np.array([-1, 2048], np.int64), t.name))
+    for n in model.graph.node:
+        if n.op_type == "AveragePool" and list(n.attribute[1].ints if n.attribute[1].name == "kernel_shape"
+                                                else n.attribute[0].ints) == [7, 7]:
+            n.op_type = "GlobalAveragePool"
+            del n.attribute[:]
+    softmax = model.graph.node[-1]  # the logits are the output (placeholder weights saturate the softmax)
+    assert softmax.op_type == "Softmax"
+    model.graph.output[0].name = softmax.input[0]
+    model.graph.node.remove(softmax)
     return model

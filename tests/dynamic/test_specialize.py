@@ -46,13 +46,16 @@ def test_one_compile_serves_batch_1_2_4_as_per_shape_compiles(backend: str) -> N
 
 
 def test_a_minus_one_3_unknown_unknown_classifier_runs_48x192_and_48x320() -> None:
+    """Both sizes from one compile for symbolic dims (the image axes in steps: docs/dynamic-shapes.md, "Image
+    sizes"); the answers those of a compile per shape (a global pool sums in another order: not bit-equal)."""
     model = ocr_like()
     net = glow_core.compile(model, "cpu")
     for h, w in ((48, 192), (48, 320)):
         x = _images((1, 3, h, w), w)
         got = net({"x": x})["y"]  # (a network is callable)
-        np.testing.assert_array_equal(got, glow_core.compile(model, "cpu", {"x": (1, 3, h, w)}).run({"x": x})["y"])
-    assert net.specializations_compiled == 2
+        want = glow_core.compile(model, "cpu", {"x": (1, 3, h, w)}).run({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert net.specializations_compiled == 1 and net.symbolic.plans
 
 
 @pytest.mark.parametrize("symbolic", [True, False])

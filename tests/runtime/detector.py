@@ -73,17 +73,22 @@ class _Builder:
         scales = self.const(np.array([1, 1, 2, 2], np.float32), "scales")
         return self.node("Resize", [x, "", scales], mode="nearest")[0]
 
-    def head(self, x: str, cin: int, classes: int) -> str:
+    def head(self, x: str, cin: int, classes: int, flatten: bool = True) -> str:
         c2, c3 = max(16, cin // 4, 64), max(cin, min(classes, 100))
         box = self.conv(self.conv(self.conv(x, cin, c2, 3), c2, c2, 3), c2, 64, act=False)
         cls = self.conv(self.conv(self.conv(x, cin, c3, 3), c3, c3, 3), c3, classes, act=False)
         (cat,) = self.node("Concat", [box, cls], axis=1)
+        if not flatten:
+            return cat
         shape = self.const(np.array([1, 64 + classes, -1], np.int64), "shape")
         return self.node("Reshape", [cat, shape])[0]
 
 
-def yolov8n_like(size: int = 160, classes: int = 80, seed: int = 0) -> onnx.ModelProto:
-    """The detector (module docstring): input ``images`` float32[1, 3, size, size], output ``output0``."""
+def yolov8n_like(size: int | str = 160, classes: int = 80, seed: int = 0, flatten: bool = True) -> onnx.ModelProto:
+    """The detector (module docstring): input ``images`` float32[1, 3, size, size], output ``output0``.
+    ``size`` "symbolic": the input is ``[batch, 3, height, width]``; ``flatten`` False: the three heads' maps are
+    the outputs (``p3``, ``p4``, ``p5``: [N, 64 + classes, h, w], what a detector exported without its decode
+    gives), not one ``[1, 64 + classes, anchors]``."""
     g = _Builder(seed)
     x = g.conv("images", 3, 16, 3, 2)
     x = g.conv(x, 16, 32, 3, 2)
@@ -99,11 +104,18 @@ def yolov8n_like(size: int = 160, classes: int = 80, seed: int = 0) -> onnx.Mode
     n3 = g.c2f(g.node("Concat", [g.up(n4), p3], axis=1)[0], 192, 64, 1, False)
     m4 = g.c2f(g.node("Concat", [g.conv(n3, 64, 64, 3, 2), n4], axis=1)[0], 192, 128, 1, False)
     m5 = g.c2f(g.node("Concat", [g.conv(m4, 128, 128, 3, 2), p5], axis=1)[0], 384, 256, 1, False)
-    heads = [g.head(n3, 64, classes), g.head(m4, 128, classes), g.head(m5, 256, classes)]
-    g.nodes.append(helper.make_node("Concat", heads, ["output0"], name="detect_concat", axis=2))
+    heads = [g.head(n3, 64, classes, flatten), g.head(m4, 128, classes, flatten), g.head(m5, 256, classes, flatten)]
+    if flatten:
+        g.nodes.append(helper.make_node("Concat", heads, ["output0"], name="detect_concat", axis=2))
+        outputs = [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 64 + classes, None])]
+    else:
+        for name, h in zip(("p3", "p4", "p5"), heads):
+            g.nodes.append(helper.make_node("Identity", [h], [name]))
+        outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 64 + classes, f"{n}_h", f"{n}_w"])
+                   for n in ("p3", "p4", "p5")]
+    dims = ["batch", 3, "height", "width"] if size == "symbolic" else [1, 3, size, size]
     graph = helper.make_graph(
-        g.nodes, "yolov8n_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 64 + classes, None])], g.inits)
+        g.nodes, "yolov8n_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT, dims)], outputs, g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model

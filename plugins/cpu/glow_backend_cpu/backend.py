@@ -29,7 +29,10 @@ core, and what still cannot run is reported at compile time, every node at once.
   alone until the faster is known, then keep it, trying the other again when the latency
   drifts and now and then (``runtime.ThreadChooser``). Off by default: the threads share
   each segment's work (``sync.py``), so a worker the OS deschedules leaves its shares to
-  the running threads instead of stalling them, and every thread is rarely slower than one.
+  the running threads instead of stalling them, and every thread is rarely slower than one;
+- ``precision`` ("fp32" or "bf16", default "fp32"): "bf16" runs the float32 GEMMs (MatMul / FusedMatMul
+  with a constant weight, the GEMM path of Conv) on bf16 operands with float32 sums (``emit/bf16.py``;
+  ``glow_core.compile(..., precision="bf16")``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from glow_backend_cpu import __version__
 from glow_backend_cpu import cache as object_cache
 from glow_backend_cpu import objworker
 from glow_backend_cpu.emit import load_all
+from glow_backend_cpu.emit.amx import amx_permitted
+from glow_backend_cpu.emit.bf16 import PRECISIONS
 from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS, SYMBOLIC_EMITTERS
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
 from glow_backend_cpu.target import Library, ParallelStream, host_codegen
@@ -115,7 +120,16 @@ CPU_OPTIONS = (
                   f"elements from which a kernel runs on several threads (env {THRESHOLD_ENV})"),
     BackendOption("solo_ns", float, DEFAULT_SOLO_NS, f"a kernel shorter than this runs on one thread (env {SOLO_ENV})"),
     BackendOption("adaptive_threads", bool, False, f"choose the thread count by measured time (env {ADAPTIVE_ENV})"),
+    BackendOption("precision", str, "fp32", "bf16: GEMM weights and operands in bfloat16, float32 sums"),
 )
+
+
+def precision_of(extra: Mapping[str, Any]) -> str:
+    """The ``precision`` option: "fp32" (default) or "bf16" (``emit/bf16.py``)."""
+    value = extra.get("precision") or "fp32"
+    if value not in PRECISIONS:
+        raise BackendError(f"cpu backend: precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    return str(value)
 
 
 class CpuBackend(Backend):
@@ -185,10 +199,14 @@ class CpuBackend(Backend):
         compile_jobs(extra)  # checked on a cache hit too
         adaptive = adaptive_threads(extra, threshold)
         profile = bool(extra.get("profile", False))
+        precision = precision_of(extra)
+        if precision == "bf16":
+            amx_permitted()  # AMX code (from the object cache too) needs the process's permission first
         cg = host_codegen()
         timings: dict[str, Any] = {"cached": False}
         t0 = time.perf_counter()
-        key = object_cache.key(function, {"debug": options.debug, "profile": profile, "solo_ns": solo_ns},
+        key = object_cache.key(function, {"debug": options.debug, "profile": profile, "solo_ns": solo_ns,
+                                          **({"precision": precision} if precision != "fp32" else {})},
                                cg.identity) if use_cache else ""
         timings["key"] = time.perf_counter() - t0
         hit = object_cache.load(key) if use_cache else None
@@ -211,7 +229,7 @@ class CpuBackend(Backend):
                 timings["lir"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns,
-                                          on_kernel=stream.on_kernel)
+                                          on_kernel=stream.on_kernel, precision=precision)
                 timings["irgen"] = time.perf_counter() - t2
             except BaseException:
                 stream.abandon()
@@ -257,6 +275,8 @@ class CpuBackend(Backend):
                      interface: Callable[[Mapping[str, Any]], Function | None]) -> tuple[Function, CompiledFunction] | None:
         from glow_backend_cpu import programs
 
+        if precision_of(dict(options.extra)) == "bf16":
+            amx_permitted()
         return programs.load(key, options, interface)
 
     def store_program(self, key: str, info: Mapping[str, Any], function: Function,

@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 
 from glow_backend_cpu import regions
-from glow_backend_cpu.codegen import Layout
+from glow_backend_cpu.codegen import RELEASE_EVERY, Layout
+from glow_core import budget
 from glow_core.ir.graph import Function
 
 from glow_sdk.backend import CACHE_DIR_ENV, CacheInfo, cache_max_bytes, cache_root
@@ -115,9 +116,14 @@ def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
     h.update(identity.encode())
     h.update(json.dumps({k: repr(v) for k, v in sorted(options.items())}).encode())
     h.update(function.dump().encode())
+    hashed = 0
     for c in function.constants:
         h.update(f"|{c.name}:{c.type}|".encode())
         h.update(memoryview(np.ascontiguousarray(c.payload).reshape(-1).view(np.uint8)))  # no copy
+        hashed += c.payload.nbytes
+        if hashed >= RELEASE_EVERY:  # (weights of a mapped model file: their pages need not stay resident)
+            budget.release_pages()
+            hashed = 0
     return h.hexdigest()
 
 
@@ -132,6 +138,7 @@ def _layout_to_json(layout: Layout) -> dict[str, Any]:
 def _layout_from_json(d: dict[str, Any]) -> Layout:
     d["packed"] = []  # the packed constants come from the image file
     d["io"] = [(r, n, dt, tuple(s)) for r, n, dt, s in d["io"]]
+    d["packed_chunks"] = [(int(o), int(n), str(h)) for o, n, h in d.get("packed_chunks", [])]
     digest = d.pop("packed_digest", None)
     layout = Layout(**d)
     regions.remember_digest(layout, digest)

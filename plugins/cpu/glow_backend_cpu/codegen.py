@@ -48,6 +48,8 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from glow_backend_cpu import chunks
+from glow_backend_cpu.emit.bf16 import set_precision
 from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
 from glow_backend_cpu.emit.dtypes import storage_type
 from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
@@ -58,6 +60,7 @@ from glow_backend_cpu.sync import (declare_share_functions, define_share_functio
                                    emit_worker_functions)
 from glow_backend_cpu.target import Codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
+from glow_core import budget
 from glow_core.errors import UnsupportedError
 from glow_core.lir import ALIGNMENT, LIRFunction, LValue, Weight
 from glow_core.lir.instructions import Effect
@@ -67,6 +70,11 @@ from glow_core.lir.ir import Instr as LInstr
 REGION_CONST, REGION_ARENA, REGION_SCRATCH, REGION_PACKED, REGION_IO = 0, 1, 2, 3, 4
 _GLOBAL_REF = re.compile(r'@"([^"]+)"|@([A-Za-z_.$][\w.$]*)')
 ENTRY = "glow_main"
+#: graph constants at least this large are placed in the packed region as chunks (shared between
+#: executables by content, ``chunks.py``) instead of each executable's constant region
+SHARED_CONST_BYTES = 1 << 20
+#: the packed constants drop the mapped model file's pages every this many bytes (budget.release_pages)
+RELEASE_EVERY = 64 << 20
 
 
 def align_up(n: int, to: int = ALIGNMENT) -> int:
@@ -96,6 +104,8 @@ class Layout:
     #: (offset in the packed region, byte payload) of the constants emitters added (packed at compile time)
     packed: list[tuple[int, bytes]] = field(default_factory=list)
     packed_bytes: int = 0
+    #: (offset, bytes, digest) of each packed constant (``chunks.py``: shared between executables by digest)
+    packed_chunks: list[tuple[int, int, str]] = field(default_factory=list)
     arena_bytes: int = 0
     scratch_stride: int = 0
     #: (role, io name, dtype, shape) per io region, in region order from REGION_IO
@@ -132,8 +142,11 @@ class LIRCodegen:
     """Builds the module of one LIR function (see the module doc)."""
 
     def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
-                 solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None) -> None:
+                 solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None,
+                 precision: str = "fp32") -> None:
         self.cg = codegen
+        #: "fp32", or "bf16": the float32 GEMMs on bf16 operands (``emit/bf16.py``)
+        self.precision = precision
         #: called with each new (not de-duplicated) kernel once it is complete (the parallel compile's pipelining)
         self.on_kernel = on_kernel
         #: kernels estimated below this many ns run on thread 0 only (0: every kernel on every thread)
@@ -202,11 +215,19 @@ class LIRCodegen:
         return raw[off:off + v.nbytes].view(v.type.dtype).reshape(v.type.shape)
 
     def add_constant(self, array: np.ndarray) -> int:
-        """Place an emitter's constant in the packed-constant region; returns its byte offset."""
-        data = np.ascontiguousarray(array).tobytes()
+        """Place an emitter's constant in the packed-constant region; returns its byte offset. A chunk equal to
+        one a live region holds is kept as a view of it, not copied (``chunks.py``)."""
+        a = np.ascontiguousarray(array)
+        raw = memoryview(a.reshape(-1).view(np.uint8)) if a.size else memoryview(b"")
+        d = chunks.digest(raw)
+        hit = chunks.lookup(d, raw.nbytes)
+        data: bytes | memoryview = hit if hit is not None else raw.tobytes()
         off = self.layout.packed_bytes
         self.layout.packed.append((off, data))
+        self.layout.packed_chunks.append((off, len(data), d))
         self.layout.packed_bytes = align_up(off + max(len(data), 1))
+        if self.layout.packed_bytes // RELEASE_EVERY != off // RELEASE_EVERY:
+            budget.release_pages()  # the weights packed so far need not stay resident in their file form
         return off
 
     # -- steps ---------------------------------------------------------------------------------------
@@ -337,6 +358,7 @@ class LIRCodegen:
             tid, nthreads = i64(0), i64(1)
         ctx = EmitContext(self.module, b, self.cg.target, tid, nthreads, fn, add_constant, scratch,
                           error_code=index + 1, symbols=self._sym_values)
+        set_precision(ctx, self.precision)
         argmap = {id(v): a for v, a in zip(values, ptr_args)}
         first = step.instrs[0]
         if first.effect is Effect.COPY:
@@ -432,10 +454,15 @@ class LIRCodegen:
         weights that packed copies replaced were laid out."""
         used = [w for w in self._const_weights
                 if any(u.overlaps(Loc(REGION_CONST, w[1], w[2])) for u in self._used_const)]
-        moved: dict[int, int] = {}
+        payloads = {w.io_name: w.payload for w in self.lir.weights if w.role == Weight.CONSTANT}
+        moved: dict[int, tuple[int, int]] = {}  # old offset -> (region, new offset)
         off = 0
         for name, old, nbytes in used:
-            moved[old] = off
+            payload = payloads.get(name)
+            if nbytes >= SHARED_CONST_BYTES and payload is not None and payload.nbytes == nbytes:
+                moved[old] = (REGION_PACKED, self.add_constant(payload))  # (a chunk: shared by content)
+                continue
+            moved[old] = (REGION_CONST, off)
             self.layout.const_offsets[name] = off
             off = align_up(off + max(nbytes, 1))
         self.layout.const_bytes = off
@@ -448,7 +475,8 @@ class LIRCodegen:
                 i = bisect.bisect_right(keys, o) - 1
                 base = keys[i] if i >= 0 else 0
                 # an operand of a weight no kernel reads is never dereferenced: point it at the region's start
-                slots[k] = (region, moved[base] + (o - base) if base in moved else 0, t)
+                to_region, to_off = moved.get(base, (region, 0))
+                slots[k] = (to_region, to_off + (o - base) if base in moved else 0, t)
 
     # -- the entry point -----------------------------------------------------------------------------
     def build(self) -> ir.Module:
@@ -634,10 +662,10 @@ def storage_type_of(array: np.ndarray) -> ir.Type:
 
 
 def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
-             solo_ns: float = DEFAULT_SOLO_NS,
-             on_kernel: Callable[[ir.Module, str], None] | None = None) -> tuple[ir.Module, Layout]:
+             solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None,
+             precision: str = "fp32") -> tuple[ir.Module, Layout]:
     """The LLVM module and region layout of ``lir`` (``on_kernel``: see :class:`LIRCodegen`)."""
-    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns, on_kernel=on_kernel)
+    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns, on_kernel=on_kernel, precision=precision)
     return g.build(), g.layout
 
 

@@ -27,8 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from glow_backend_cpu import chunks
 from glow_backend_cpu.codegen import Layout
+from glow_core import budget
 
+#: bytes of packed constants placed between two returns of the freed heap to the system
+TRIM_EVERY = 64 << 20
 #: makes an aligned, uninitialized byte buffer of the given size (``runtime.aligned_empty``)
 Alloc = Callable[[int], np.ndarray]
 
@@ -82,6 +86,7 @@ def const_region(layout: Layout, constants: Mapping[str, np.ndarray], alloc: All
         for off, payload in placed:
             raw = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
             buf[off:off + raw.size] = raw
+        budget.release_pages()  # (weights read from a mapped model file: their pages need not stay)
         return Region(buf, [p for _, p in placed])
 
     return _shared(key, make)
@@ -105,9 +110,13 @@ def packed_digest(layout: Layout) -> str | None:
     if known is not None or not layout.packed:
         return known
     h = hashlib.sha1(str(layout.packed_bytes).encode())
-    for off, data in layout.packed:
-        h.update(f"|{off}:{len(data)}|".encode())
-        h.update(data)
+    if len(layout.packed_chunks) == len(layout.packed):  # (each chunk's digest, computed as it was packed)
+        for off, n, d in layout.packed_chunks:
+            h.update(f"|{off}:{n}:{d}|".encode())
+    else:
+        for off, data in layout.packed:
+            h.update(f"|{off}:{len(data)}|".encode())
+            h.update(data)
     digest = h.hexdigest()
     remember_digest(layout, digest)
     return digest
@@ -126,11 +135,19 @@ def packed_region(layout: Layout, image: str | None, alloc: Alloc) -> Region:
                 mapped = mmap.mmap(f.fileno(), layout.packed_bytes, access=mmap.ACCESS_READ)
             return Region(np.frombuffer(mapped, dtype=np.uint8), [mapped])
         buf = alloc(max(layout.packed_bytes, 1))
-        for off, data in layout.packed:
+        view = memoryview(buf)
+        placed = 0
+        for k, (off, data) in enumerate(layout.packed):
             buf[off:off + len(data)] = np.frombuffer(data, dtype=np.uint8)
+            layout.packed[k] = (off, view[off:off + len(data)])  # (each packed copy freed once placed: never two)
+            placed += len(data)
+            if placed >= TRIM_EVERY:  # (and given back to the system as we go)
+                budget.trim_heap()
+                placed = 0
         return Region(buf, [])
 
     region = _shared(key, make)
+    chunks.register(region.array, layout.packed_chunks, region.keep)  # (a later compile's chunks find these)
     if digest is not None and layout.packed:  # one copy: the layout reads the shared region from now on
         view = memoryview(region.array)
         layout.packed = [(off, view[off:off + len(data)]) for off, data in layout.packed]

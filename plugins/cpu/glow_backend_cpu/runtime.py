@@ -255,8 +255,8 @@ class CpuExecutable(CompiledFunction):
         if missing:
             raise ExecutionError(f"cpu backend: constant {missing[0]} of the compiled code is missing")
         alloc: Callable[[int], np.ndarray] = lambda n: aligned_empty((n,), np.uint8)  # noqa: E731
+        self._packed_region = regions.packed_region(layout, packed_image, alloc)  # (first: frees the packed bytes)
         self._const_region = regions.const_region(layout, constants, alloc)
-        self._packed_region = regions.packed_region(layout, packed_image, alloc)
         self._consts = self._const_region.array
         self._packed = self._packed_region.array
         self._packed_map = self._packed_region.mapping

@@ -15,8 +15,9 @@ External symbols the generated code calls (libm functions, ``sched_yield``)
 are registered with LLVM explicitly (``llvm.add_symbol``), so resolving them
 never depends on how the process was linked.
 
-``GLOW_CPU_FEATURES`` (``avx512`` / ``avx512-novnni`` / ``avx2`` / ``generic``) restricts the
-features used, to exercise the narrower paths on an AVX-512 host.
+``GLOW_CPU_FEATURES`` (``avx512`` / ``avx512-novnni`` / ``avx512-noamx`` / ``avx512-nobf16`` / ``avx2`` /
+``generic``) restricts the features used, to exercise the narrower paths on an AVX-512 host (``-noamx``: no
+AMX tiles; ``-nobf16``: neither AMX nor AVX512-BF16, the bf16 kernels' emulation).
 """
 
 from __future__ import annotations
@@ -81,15 +82,20 @@ def _register_externals() -> None:
         llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
+#: the AVX-512 levels that turn off one family: its feature name prefixes
+_WITHOUT = {"avx512-novnni": ("avx512vnni",), "avx512-noamx": ("amx-",), "avx512-nobf16": ("avx512bf16", "amx-")}
+
+
 def _restrict_features(features: str, level: str) -> str:
-    """Turn off the feature families above ``level`` (``avx512``, ``avx512-novnni``, ``avx2`` or ``generic``)."""
+    """Turn off the feature families above ``level`` (``avx512``, ``avx512-novnni``, ``avx512-noamx``,
+    ``avx512-nobf16``, ``avx2`` or ``generic``)."""
     if level in ("", "native", "avx512"):
         return features
     out = []
     for f in features.split(","):
         name = f[1:]
-        if level == "avx512-novnni":
-            out.append("-" + name if name == "avx512vnni" and f.startswith("+") else f)
+        if level in _WITHOUT:
+            out.append("-" + name if name.startswith(_WITHOUT[level]) and f.startswith("+") else f)
             continue
         off = name.startswith("avx512") or (level == "generic" and (
             name.startswith(("avx", "fma", "f16c", "vaes", "vpclmul", "gfni", "bmi")) or name == "xop"))

@@ -14,10 +14,11 @@ from glow_backend_interpreter import __version__
 from glow_core import budget
 from glow_core.errors import UnsupportedError
 from glow_core.ir.graph import Function, Node, Value
-from glow_core.ir.symbolic import SymExpr, actual_shape, bind_symbols
 from glow_core.ir.kinds import Category, get_kind, kinds_in
+from glow_core.ir.symbolic import SymExpr, actual_shape, bind_symbols
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.reference import KERNELS, run_kernel
+from glow_core.reference.symbolic_sizes import is_global_pool
 from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
 from glow_sdk.options import BackendOption
 
@@ -75,6 +76,7 @@ class GraphExecutable(CompiledFunction):
 _RUN_ATTRS: dict[str, Callable[[Mapping[str, Any], tuple[int, ...], Mapping[str, int]], dict[str, Any]]] = {
     "Reshape": lambda attrs, shape, sizes: {**attrs, "shape": list(shape)},
     "Slice": lambda attrs, shape, sizes: {**attrs, "sizes": list(shape)},
+    "Resize": lambda attrs, shape, sizes: {**attrs, "sizes": list(shape)},
     "SymbolicValue": lambda attrs, shape, sizes: {
         **attrs, "values": [float(SymExpr.parse(e).evaluate(sizes)) for e in attrs["exprs"]]},
 }
@@ -97,6 +99,8 @@ class SymbolicGraphExecutable(GraphExecutable):
         outs = [o.type.with_shape(actual_shape(o.type, self._sizes)) for o in node.outputs]
         rewrite = _RUN_ATTRS.get(node.kind.name)
         attrs = rewrite(node.attrs, outs[0].shape, self._sizes) if rewrite is not None else node.attrs
+        if is_global_pool(node) and inputs[0] is not None:  # its window is the run's spatial extent
+            attrs = {**attrs, "kernel_shape": list(inputs[0].shape[2:])}
         return run_kernel(node.kind.name, attrs, inputs, outs, node.where())
 
 

@@ -20,7 +20,7 @@ log = logging.getLogger("glow.cpu")
 
 FAST_MODULES = ("gemm", "matmul", "dequant", "conv", "pool", "recurrent", "qconv")
 MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "transformer", "detection", "qgeneric",
-           "symvalue")
+           "symvalue", "symconv")
 FALLBACK_MODULES = ("naive_linalg",)
 
 _lock = threading.Lock()
@@ -46,4 +46,5 @@ def load_all() -> None:
             importlib.import_module(f"{__name__}.{name}")
         for name in FALLBACK_MODULES:
             importlib.import_module(f"{__name__}.{name}").register_fallbacks()
+        importlib.import_module(f"{__name__}.symconv").install()  # (again, if it was imported before the kinds)
         _loaded = True

@@ -13,7 +13,9 @@ float32 with 1 or 2 spatial axes takes one of two vectorized paths:
   plain rows of the input. Bias and activation run in the micro-kernel's
   epilogue. K blocks are whole input channels (at most ``KC_L1`` rows, so the tile stays in L1).
   Stride-1 convolutions with few output channels read B in place instead
-  (``taps.py``: no im2col tile, each tap a constant offset into the input).
+  (``taps.py``: no im2col tile, each tap a constant offset into the input). With the precision bf16 every
+  convolution with a constant filter that the GEMM, Winograd or transposed paths would take runs here, on
+  bf16 pairs (``bf16.py``: the filter rounded now, each im2col tile packed in pairs; no taps).
 - **direct** (depthwise and other narrow groups): each thread computes whole
   output rows, vectorized over the output width, with the filter taps as
   broadcast scalars.
@@ -35,6 +37,7 @@ from llvmlite import ir
 
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
+from glow_backend_cpu.emit.bf16 import bf16_enabled, conv_operands_bf16
 from glow_backend_cpu.emit.conv_coords import conv_coords
 from glow_backend_cpu.emit.conv1d_winograd import conv1d_winograd_fits, emit_conv1d_winograd
 from glow_backend_cpu.emit.depthwise import depthwise_rows_fit, emit_conv_depthwise_rows
@@ -191,11 +194,12 @@ def emit_conv(ctx: EmitContext, instr: Instr) -> None:
         return
     s = as_row(conv_shape(x.type.shape, w.type.shape, y.type.shape, instr.attrs))
     act, lo, hi = act_of(instr.attrs)
-    if winograd_fits(s, ctx.target.vector_lanes, w.const_value is not None, res is not None):
+    bf16 = bf16_conv(ctx, s, w)  # (the GEMM path: faster on bf16 than Winograd on float32)
+    if winograd_fits(s, ctx.target.vector_lanes, w.const_value is not None, res is not None) and not bf16:
         emit_conv_winograd(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
     elif conv1d_winograd_fits(s, ctx.target.vector_lanes, w.const_value is not None, res is not None):
         emit_conv1d_winograd(ctx, s, x, w, bias, y, act, lo, hi, instr.name)
-    elif transposed_fits(s, ctx.target.vector_lanes) and w.const_value is not None:
+    elif transposed_fits(s, ctx.target.vector_lanes) and w.const_value is not None and not bf16:
         emit_conv_gemm_t(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
     elif s.Mg >= 4 and s.K >= 4:
         emit_conv_gemm(ctx, s, x, w, bias, y, act, lo, hi, instr.name, res=res)
@@ -216,6 +220,28 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
     b = ctx.builder
     yp = y.ptr
 
+    def block_of(p: ir.Value) -> Any:
+        def ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
+            # bg = nb * G + g and channel = g * Mg + m0: (nb * M + g * Mg + m0) = bg * Mg + m0
+            return gep(b, p, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), m0), c64(OHW)), n0))
+        return ptr
+    c_ptr = block_of(yp)
+
+    bias_ptr = None
+    if bias is not None:
+        bp = bias.ptr
+
+        def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
+            return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
+
+    plan = GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=None, a_packed=False,  # type: ignore[arg-type]
+                    c_ptr=c_ptr, ldc=OHW, c_init=block_of(res.ptr) if res is not None else None,
+                    bias="row" if bias is not None else "none",
+                    bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
+    if bf16_conv(ctx, s, w):
+        conv_operands_bf16(ctx, plan, s, w, name,
+                           lambda geo, kc, pairs: _b_source(s, geo, x.ptr, kc_limit=kc, pairs=pairs))
+        return plan
     if w.const_value is not None:
         packed = pack_a_panels(conv_filter_matrix(np.asarray(w.const_value, dtype=np.float32), G), MR)
         aw = b.bitcast(ctx.add_constant(packed, f"{name or 'conv'}.filter.packed"), F32P)
@@ -233,33 +259,20 @@ def conv_plan(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Oper
             return gep(b, wp, b.mul(b.add(b.mul(g, c64(Mg)), m0), c64(K))), c64(K)
         a_packed = False
 
-    def block_of(p: ir.Value) -> Any:
-        def ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
-            # bg = nb * G + g and channel = g * Mg + m0: (nb * M + g * Mg + m0) = bg * Mg + m0
-            return gep(b, p, b.add(b.mul(b.add(b.mul(bg, c64(Mg)), m0), c64(OHW)), n0))
-        return ptr
-    c_ptr = block_of(yp)
-
-    bias_ptr = None
-    if bias is not None:
-        bp = bias.ptr
-
-        def bias_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value, n0: ir.Value) -> ir.Value:
-            return gep(b, bp, b.add(b.mul(b.urem(bg, c64(G)), c64(Mg)), m0))
-
-    b_pack, k_blocks, ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
-    plan = GemmPlan(geo=geo, BG=s.N * G, M=Mg, N=OHW, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr,
-                    ldc=OHW, b_pack=b_pack, pack_ld=ld, k_blocks=k_blocks, prefetch_a=a_packed,
-                    c_init=block_of(res.ptr) if res is not None else None,
-                    bias="row" if bias is not None else "none",
-                    bias_ptr=bias_ptr, bias_rs=1, act=act, lo=lo, hi=hi)
+    plan.a_ptr, plan.a_packed, plan.prefetch_a = a_ptr, a_packed, a_packed
+    plan.b_pack, plan.k_blocks, plan.pack_ld = _b_source(s, geo, x.ptr, kc_limit=KC_L1)
     if taps_fit(s, geo.lanes):
         read_taps_in_place(ctx, s, geo, x.ptr, plan, name)
     return plan
 
 
+def bf16_conv(ctx: EmitContext, s: ConvShape, w: Operand) -> bool:
+    """Does this convolution run its GEMM on bf16 pairs (the precision bf16, a constant filter)?"""
+    return bf16_enabled(ctx) and w.const_value is not None and s.K >= 2
+
+
 def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
-              kc_limit: int = KC_MAX) -> tuple[BPack, list[int], int]:
+              kc_limit: int = KC_MAX, pairs: int = 1) -> tuple[BPack, list[int], int]:
     """The packer of im2col tiles of at most ``max_width`` (default NR) pixels (plain rows for a 1x1 stride-1
     unpadded convolution), the K blocks (at most ``kc_limit`` rows, whole input channels) and the packed
     tile's row stride (whole vectors, plus one vector for im2col tiles, whose last pixel panel on the
@@ -279,9 +292,10 @@ def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
                    kb: ir.Value, dst: ir.Value) -> None:
             src = gep(b, x_group(b, bg), b.add(b.mul(k0, c64(HW)), n0))
             pack_rows(b, geo, src, HW, kc, width, dst, full_width=OHW % (nvec * W) == 0, nvec=nvec)
-        return b_pack, even_blocks(s.K, kc_limit), nvec * W
+        return b_pack, even_blocks(s.K, kc_limit, pairs), nvec * W
     ld = (nvec + 1) * W
-    return _im2col_packer(s, geo, x_group, ld, nvec), even_blocks(s.K, kc_limit, s.KH * s.KW), ld
+    quantum = math.lcm(pairs, s.KH * s.KW)
+    return _im2col_packer(s, geo, x_group, ld, nvec), even_blocks(s.K, kc_limit, quantum), ld
 
 
 def emit_conv_gemm(ctx: EmitContext, s: ConvShape, x: Operand, w: Operand, bias: Operand | None, y: Operand,

@@ -46,6 +46,7 @@ from glow_backend_cpu.helpers import (
     splat,
 )
 
+from glow_backend_cpu.emit.bf16 import dot2
 from glow_backend_cpu.emit.taps import taps_sum
 from glow_backend_cpu.emit.vecops import (
     activation,
@@ -122,6 +123,8 @@ class UKernel:
     tap_masks: int = 0
     #: which (tap, vector) loads go under their masks, ``tap_masked[t * nvec + j]`` (the others are whole)
     tap_masked: tuple[bool, ...] = ()
+    #: "amx" / "native" / "emulate": A and B hold bf16 pairs, each k step is two k (``bf16.py``); "": float32
+    bf16: str = ""
 
 
 UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P, F32P]
@@ -131,7 +134,11 @@ UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P, F32P]
 def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
     cache = fn_cache(mod)
     fn = cache.get(spec)
-    if fn is None:
+    if fn is None and spec.bf16 == "amx":
+        from glow_backend_cpu.emit.amx import build_amx_ukernel  # (amx.py builds on this module's epilogue)
+        fn = build_amx_ukernel(mod, spec, UK_ARGS, _finish, _add_start)
+        cache[spec] = fn
+    elif fn is None:
         fn = _build_ukernel(mod, spec)
         cache[spec] = fn
     return fn
@@ -170,7 +177,8 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
         out = []
         for i in range(R):
             av = splat(b, b.load(gep(b, a_rows[i], ka), align=4), W)
-            out.append([fma(b, av, bv[j], acc[i][j]) for j in range(V)])
+            out.append([dot2(b, s.bf16, av, bv[j], acc[i][j]) if s.bf16 else fma(b, av, bv[j], acc[i][j])
+                        for j in range(V)])
         return out
 
     Acc = list[list[ir.Value]]
@@ -317,6 +325,9 @@ BPtr = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value
 BPack = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value, ir.Value, ir.Value, ir.Value], None]
 #: (builder, bg, m0, n0) -> pointer (C or bias) for the block at (m0, n0)
 CPtr = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
+#: (builder, bg, mp0, mp1): convert the rows of A's M panels mp0..mp1 to where ``a_ptr`` points (bf16 pairs
+#: from float32 activations)
+AConv = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]
 
 
 @dataclass
@@ -369,6 +380,10 @@ class GemmPlan:
     k_valid: ir.Value | None = None
     #: the batch x group problems a run holds when they are a prefix of the BG (symbolic batch axes)
     bg_valid: ir.Value | None = None
+    #: bf16 pairs (``UKernel.bf16``; K, the blocks and the strides count pairs); with ``a_conv``, an item's
+    #: rows of A are converted before its K blocks (unless the last item converted the same rows)
+    bf16: str = ""
+    a_conv: AConv | None = None
 
     @property
     def panels(self) -> int:
@@ -430,7 +445,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             b_align=64 if plan.b_pack is not None else plan.b_align,
             bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=plan.prefetch_lines,
             c_src=plan.c_init is not None, taps=plan.taps, tap_stride=plan.tap_stride,
-            tap_masks=geo.nvec if plan.taps else 0, tap_masked=masked))
+            tap_masks=geo.nvec if plan.taps else 0, tap_masked=masked, bf16=plan.bf16))
 
     # variants by (n tail?, m tail?)
     variants = {}
@@ -441,18 +456,22 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
 
     kind_of = kind_table(b, plan.tap_tiles) if plan.tap_kinds else None
-
+    mpv = c64(MP)
     if plan.m_valid is None and plan.bg_valid is None:
         lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, geo.nvec, n_tail_vec)
-        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, c64(MP))
-        return
-    mpv = c64(MP)
-    if plan.m_valid is not None:
-        # at least one panel (no division by zero below; an empty M computes one panel of padding)
-        mpv = smax(b, smin(b, b.udiv(b.add(plan.m_valid, c64(MR - 1)), c64(MR)), c64(MP)), c64(1))
-    bg = c64(plan.BG) if plan.bg_valid is None else smin(b, plan.bg_valid, c64(plan.BG))
-    lo, hi = weighted_share_dyn(b, tid, nthreads, bg, NT, mpv, geo.nvec, n_tail_vec)
-    _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv)
+    else:
+        if plan.m_valid is not None:
+            # at least one panel (no division by zero below; an empty M computes one panel of padding)
+            mpv = smax(b, smin(b, b.udiv(b.add(plan.m_valid, c64(MR - 1)), c64(MR)), c64(MP)), c64(1))
+        bg = c64(plan.BG) if plan.bg_valid is None else smin(b, plan.bg_valid, c64(plan.BG))
+        lo, hi = weighted_share_dyn(b, tid, nthreads, bg, NT, mpv, geo.nvec, n_tail_vec)
+    if plan.bf16 == "amx":  # this thread's tiles, configured for the GEMM's calls and released after them
+        from glow_backend_cpu.emit.amx import configure_tiles, release_tiles
+        configure_tiles(b)
+        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv)
+        release_tiles(b)
+    else:
+        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv)
 
 
 def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scratch: ir.Value | None,
@@ -473,6 +492,8 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     b.position_at_end(hdr)
     p = b.phi(I64, name="p")
     p.add_incoming(lo, pre)
+    last = b.phi(I64, name="a.last")  # the (bg, mp0, mp1) whose A rows a_conv converted last
+    last.add_incoming(c64(-1), pre)
     b.cbranch(b.icmp_signed("<", p, hi), body, done)
     b.position_at_end(body)
     pair = b.udiv(p, mpv)
@@ -484,7 +505,11 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     n0 = b.mul(nt, c64(NR))
     width = smin(b, c64(NR), b.sub(c64(N), n0))
     nt_last = b.icmp_signed("==", nt, c64(NT - 1))
+    key = b.add(b.mul(b.add(b.mul(bg, c64(MP + 1)), mp0), c64(MP + 1)), mp1)
 
+    if plan.a_conv is not None:
+        with b.if_then(b.icmp_signed("!=", key, last)):
+            plan.a_conv(b, bg, mp0, mp1)
     nkb: int | ir.Value = len(kbs) - 1
     if plan.k_valid is not None:
         nkb = valid_kblocks(b, kbs, plan.k_valid)
@@ -518,6 +543,7 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
             else:
                 dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
     p.add_incoming(b.add(p, cnt), b.block)
+    last.add_incoming(key, b.block)
     b.branch(hdr)
     b.position_at_end(done)
 

@@ -12,7 +12,9 @@ index:
 - the left operand is packed at compile time when constant, else read in place;
 - a bias broadcasting along M (``[N]``, ``[1, N]``) or along N (``[M, 1]``) or
   given in full is added in the micro-kernel epilogue, then the activation;
-- ``N == 1`` (matrix x vector) uses a dot-product loop vectorized over K.
+- ``N == 1`` (matrix x vector) uses a dot-product loop vectorized over K;
+- with the precision bf16 (``bf16.py``) a constant right operand is packed in bf16 pairs and the left one
+  converted to pairs per K block (AMX tiles from 16 rows when the CPU has them).
 
 Other element kinds use a scalar loop (integers wrap, float16 / bfloat16
 accumulate in float32 and round once, as the interpreter's kernels do).
@@ -30,11 +32,12 @@ from llvmlite import ir
 from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.conv import act_of
-from glow_backend_cpu.emit.gemm import BPack, GemmPlan, emit_gemm, pack_rows
+from glow_backend_cpu.emit.bf16 import amx_geometry, bf16_enabled, convert_rows, gemm_mode
+from glow_backend_cpu.emit.gemm import KC_MAX, BPack, GemmPlan, emit_gemm, pack_rows
 from glow_backend_cpu.emit.symdims import extent, is_sym, unsupported, valid_rows
 from glow_backend_cpu.emit.vecops import F32P, Geometry, activation, c64, fma, geometry, gep, masked_load, vload, vty
-from glow_backend_cpu.helpers import carried_loop, for_range, partition, strided_offset
-from glow_backend_cpu.pack import pack_a_panels, pack_b_panels
+from glow_backend_cpu.helpers import carried_loop, for_range, partition, smin, strided_offset
+from glow_backend_cpu.pack import even_blocks, pack_a_panels, pack_b_pairs, pack_b_panels
 from glow_core.ir.defs.nn import MATMUL_KINDS
 from glow_core.ir.types import ElemKind, broadcast_shapes
 
@@ -208,7 +211,11 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
                     act=act, lo=lo, hi=hi, unroll=2 if geo == base else max(2, GEMV_PARTIAL_SUMS // geo.nvec),
                     m_valid=m_valid, k_valid=k_valid, bg_valid=bg_valid)
 
-    _b_operand(ctx, plan, s, bm, b_packer, name)
+    if bf16_enabled(ctx) and bm.const_value is not None and a.const_value is None and b_packer is None \
+            and k_valid is None and s.M * s.K * 2 <= BF16_A_MAX:
+        _bf16_operands(ctx, plan, s, a, bm, name)
+    else:
+        _b_operand(ctx, plan, s, bm, b_packer, name)
 
     if bias is not None:
         bst = s.bias_strides
@@ -260,6 +267,50 @@ def _b_operand(ctx: EmitContext, plan: GemmPlan, s: MatMulShape, bm: Operand, b_
             src = gep(b, bptr1, b.add(off, b.add(b.mul(k0, c64(N)), n0)))
             pack_rows(b, geo, src, N, kc, width, dst, full_width=N % NR == 0)
         plan.b_pack = b_pack
+
+
+#: bf16 (``emit/bf16.py``): the bytes of a problem's A converted to pairs at most (more stays float32)
+BF16_A_MAX = 16 << 20
+
+
+def _bf16_operands(ctx: EmitContext, plan: GemmPlan, s: MatMulShape, a: Operand, bm: Operand, name: str) -> None:
+    """The precision bf16: the constant B packed in pairs now; A's rows converted to pairs into this thread's
+    scratch (rows of words indexed by m, so M panels converted for one N tile serve the next)."""
+    mode = gemm_mode(ctx.target, s.M)
+    if mode == "amx":  # 32 x 32 blocks, K in steps of 16 pairs (zero-padded)
+        plan.geo = amx_geometry()
+    geo, bld, batch = plan.geo, ctx.builder, s.batch
+    W, MR, NR = geo.lanes, geo.mr, geo.nr
+    M, N, K = s.M, s.N, s.K
+    K2, nt, mp = (K + 1) // 2, -(-N // NR), -(-M // MR)
+    if mode == "amx":
+        K2 = -(-K2 // 16) * 16
+        plan.k_blocks = even_blocks(K2, KC_MAX, 16)
+    bv = np.zeros((max(1, math.prod(bm.type.shape[:-2])), 2 * K2, N), dtype=np.float32)
+    bv[:, :K] = np.asarray(bm.const_value, dtype=np.float32).reshape(-1, K, N)
+    bp = bld.bitcast(ctx.add_constant(pack_b_pairs(bv, NR), f"{name or 'matmul'}.rhs.bf16"), F32P)
+    b_units = tuple(st // (K * N) for st in s.b_bstrides)
+
+    def b_ptr(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, ntile: ir.Value, k0: ir.Value) -> ir.Value:
+        bi = strided_offset(b, bg, batch, b_units)
+        return gep(b, bp, b.mul(b.add(b.mul(b.add(b.mul(bi, c64(nt)), ntile), c64(K2)), k0), c64(NR)))
+
+    plan.K, plan.bf16, plan.prefetch_a = K2, mode, False
+    a_ld = -(-K2 // W) * W
+    region = bld.bitcast(ctx.scratch(mp * MR * a_ld * 4), F32P)
+    aptr0 = a.ptr
+
+    def a_conv(b: ir.IRBuilder, bg: ir.Value, mp0: ir.Value, mp1: ir.Value) -> None:
+        r0, r1 = b.mul(mp0, c64(MR)), smin(b, b.mul(mp1, c64(MR)), c64(M))
+        off = b.add(strided_offset(b, bg, batch, s.a_bstrides), b.mul(r0, c64(K)))
+        convert_rows(b, mode, W, gep(b, aptr0, off), K, b.sub(r1, r0), c64(K), c64(K2),
+                     gep(b, region, b.mul(r0, c64(a_ld))), a_ld)
+
+    def a_ptr(b: ir.IRBuilder, bg: ir.Value, m0: ir.Value) -> tuple[ir.Value, ir.Value]:
+        return gep(b, region, b.mul(m0, c64(a_ld))), c64(a_ld)
+
+    plan.a_ptr, plan.a_packed, plan.a_conv = a_ptr, False, a_conv
+    plan.b_ptr, plan.ldb, plan.b_align, plan.b_pack = b_ptr, NR, 64, None
 
 
 # -- matrix x vector ----------------------------------------------------------------------------------------
