@@ -10,7 +10,8 @@ The graphs are written with onnx.helper with seeded random weights (``transforme
 and operators of the ``transformers`` exports, symbolic ``batch`` / ``sequence`` / ``past_sequence``), saved
 under ``--cache`` (default ``~/.cache/glow-bench/transformers``; nothing is committed). Each task runs on
 each engine alone in a fresh process (``--worker``), at the engine's defaults but the thread count
-(OpenVINO: its latency hint, its CPU plugin's default), and reports:
+(OpenVINO: its latency hint, its CPU plugin's default; ``glow-bf16``, not a default engine, is glow with
+``precision="bf16"``), and reports:
 
 - ``bert-sweep``: for each length in order, in one process: the first run's time (what a new length costs,
   a compile included) and the median of ``--runs`` later runs; resident memory after the first length and
@@ -50,12 +51,17 @@ Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 # -- engines: a session that takes any shape ----------------------------------------------------------
 
-def _glow(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
+def _glow(path: Path, threads: int, precision: str | None = None) -> tuple[Run, Callable[[], int | None]]:
     import glow_core
 
-    net = glow_core.compile(str(path), "cpu", threads=threads)
+    net = glow_core.compile(str(path), "cpu", threads=threads, precision=precision)
     compiles = (lambda: net.specializations_compiled) if hasattr(net, "specializations_compiled") else (lambda: 1)
-    return net.run, compiles
+
+    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return net.run(feeds)
+
+    run.precompile = getattr(net, "precompile", None)  # type: ignore[attr-defined]  (--precompile)
+    return run, compiles
 
 
 def _ort(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
@@ -83,8 +89,13 @@ def _openvino(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
     return run, (lambda: None)
 
 
+def _glow_bf16(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
+    """glow with ``precision="bf16"`` (an opt-in that changes answers: not a default engine; ``--engines``)."""
+    return _glow(path, threads, "bf16")
+
+
 OPEN: Mapping[str, Callable[[Path, int], tuple[Run, Callable[[], int | None]]]] = {
-    "glow": _glow, "onnxruntime": _ort, "openvino": _openvino}
+    "glow": _glow, "glow-bf16": _glow_bf16, "onnxruntime": _ort, "openvino": _openvino}
 
 
 def rss_mb() -> float:
@@ -154,6 +165,12 @@ def task_bert_sweep(run: Run, compiles: Callable[[], int | None], a: argparse.Na
 def task_gpt2_generate(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace, c: tg.Config) -> dict:
     ids = np.random.default_rng(1).integers(0, c.vocab, (1, a.prompt))
     past, made = empty_past(c), []
+    pre, precompile_s = getattr(run, "precompile", None) if a.precompile else None, None
+    if pre is not None:  # the prefill and decode networks compiled before the loop (DynamicNetwork.precompile)
+        t = time.perf_counter()
+        pre({n: v.shape for n, v in gpt2_feeds(ids, past, c).items()})
+        pre({n: v.shape for n, v in gpt2_feeds(ids[:, :1], empty_past(c, a.prompt), c).items()})
+        precompile_s = time.perf_counter() - t
     t = time.perf_counter()
     for step in range(a.new_tokens + 1):
         out = run(gpt2_feeds(ids, past, c))
@@ -163,7 +180,7 @@ def task_gpt2_generate(run: Run, compiles: Callable[[], int | None], a: argparse
             made.append(int(ids[0, 0]))
     total = time.perf_counter() - t
     return {"tokens_per_s": a.new_tokens / total, "seconds": total, "compiles": compiles(), "peak_mb": peak_mb(),
-            "tokens": made[:8]}
+            "tokens": made[:8], "precompile_s": precompile_s}
 
 
 def streaming_copy_gbs(nbytes: int = 512 << 20) -> float:
@@ -239,7 +256,7 @@ def run_worker(task: str, engine: str, path: Path, a: argparse.Namespace, timeou
     args = [sys.executable, str(Path(__file__).resolve()), "--worker", task, engine, str(path),
             "--threads", str(a.threads), "--runs", str(a.runs), "--lengths", ",".join(map(str, a.lengths)),
             "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens), "--past", str(a.past)] + (
-        ["--tiny"] if a.tiny else [])
+        ["--tiny"] if a.tiny else []) + (["--precompile"] if a.precompile else [])
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -292,7 +309,8 @@ def table_rows(res: Mapping[str, dict], columns: Sequence[tuple[str, str, str]])
 
 
 COLUMNS = {
-    "gpt2-generate": [("load s", "open_s", ".2f"), ("tokens/s", "tokens_per_s", ".2f"), ("loop s", "seconds", ".1f"), ("compiles", "compiles", ""),
+    "gpt2-generate": [("load s", "open_s", ".2f"), ("precompile s", "precompile_s", ".1f"),
+                      ("tokens/s", "tokens_per_s", ".2f"), ("loop s", "seconds", ".1f"), ("compiles", "compiles", ""),
                       ("peak MB", "peak_mb", ".0f")],
     "gpt2-decode512": [("step ms", "step_ms", ".1f"), ("weights read GB/s", "weights_gbs", ".1f"),
                        ("streaming copy GB/s", "copy_gbs", ".1f"), ("peak MB", "peak_mb", ".0f")],
@@ -321,6 +339,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--past", type=int, default=512, help="cached positions of gpt2-decode512")
+    ap.add_argument("--precompile", action="store_true",
+                    help="gpt2-generate: glow compiles the prefill and decode networks before the loop (precompile s)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds a task may take on one engine")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "glow-bench" / "transformers")
     ap.add_argument("--tiny", action="store_true", help="toy model sizes (tests)")

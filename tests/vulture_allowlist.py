@@ -65,3 +65,4 @@ _.run_async  # unused method (glow_core/session/session.py)
 _.set_cache_limits  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork's LRU bounds
 _.add_free_dimension_override_by_name  # unused method (glow_core/session/session.py): onnxruntime's SessionOptions
 _.specialization  # unused method (glow_core/pipeline/specialize.py): one shape's network, named in the STATIC_ONLY error
+_.precompile  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork.precompile, called by user code and scripts/bench_transformers.py

@@ -370,6 +370,34 @@ class DynamicNetwork:
         self._last_stats = net.stats
         return net
 
+    def precompile(self, shapes: Mapping[str, Any]) -> CompiledNetwork:
+        """Compile now the network that feeds of these shapes (input name -> shape) will run on, so that no
+        run pays for it later (nothing happens when it is compiled already): the prefill and the decode step
+        of a generation loop, say, before the loop. A batch of a separable model precompiles its one-sample
+        network, as ``run`` would use it. Returns that network. (An input whose values decide shapes is
+        compiled for zeros; feeds with other values compile again when run.)"""
+        if not isinstance(shapes, Mapping):
+            raise InputError(f"precompile() takes a dict of input name -> shape, got {type(shapes).__name__}",
+                             hint=f"the network takes {self.describe_inputs()}")
+        feeds: dict[str, Any] = {}
+        for name, shape in shapes.items():
+            inp = self.symbols.inputs.get(name)
+            try:
+                dims = tuple(int(d) for d in shape)
+                dtype = np.dtype(inp.elem) if inp is not None else np.float32
+            except (TypeError, ValueError) as e:
+                raise InputError(f"precompile(): input '{name}': {e}",
+                                 hint="give each input's shape as a tuple of ints, e.g. {'ids': (1, 32)}") from None
+            if any(d < 0 for d in dims):
+                raise InputError(f"precompile(): input '{name}' has a negative size in {list(dims)}")
+            feeds[name] = np.zeros(dims, dtype)  # (calloc: no page is touched)
+        arrays = self._arrays(feeds)
+        count = self._splitter.count(arrays) if self._splitter is not None else 1
+        if count > 1 and check_batches(self.batches) != "compile" and self._separability(arrays).separable:
+            assert self._splitter is not None
+            arrays = {n: (a[:1] if n in self._splitter.batched else a) for n, a in arrays.items()}
+        return self._specialization(arrays)
+
     def separability(self, feeds: Mapping[str, Any]) -> Separability:
         """Can ``feeds`` (a batch on the leading axis) run one sample at a time on the batch-1 network?
         Decided once per shape of a sample (glow_core/pipeline/batching.py)."""

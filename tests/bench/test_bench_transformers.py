@@ -57,4 +57,35 @@ def test_every_task_runs_on_each_engine_in_its_own_process(tmp_path: Path) -> No
     assert glow_row.split("|")[-2].strip() == "1"
     gen = text.split("### gpt2-generate")[1].split("###")[0]
     glow_gen = next(line for line in gen.splitlines() if line.startswith("| glow |"))
-    assert glow_gen.split("|")[5].strip() == "2"  # the prefill and the decode step (whatever the cache length)
+    assert glow_gen.split("|")[6].strip() == "2"  # the prefill and the decode step (whatever the cache length)
+
+
+def test_precompile_moves_the_generation_compiles_before_the_loop() -> None:
+    """DynamicNetwork.precompile: the prefill and the decode networks compiled before the loop (2 compiles),
+    none in it, the answers those of a network that compiled on its first feeds."""
+    import glow_core
+    from glow_core.errors import InputError
+
+    gc = bench.configs(True)["gpt2"]
+    model = tg.gpt2(gc)
+    net, lazy = glow_core.compile(model, "cpu"), glow_core.compile(model, "cpu")
+    prompt = np.array([[3, 14, 15, 92]])
+    prefill = {n: a.shape for n, a in bench.gpt2_feeds(prompt, bench.empty_past(gc), gc).items()}
+    decode = {n: a.shape for n, a in bench.gpt2_feeds(prompt[:, :1], bench.empty_past(gc, 4), gc).items()}
+    net.precompile(prefill)
+    net.precompile(decode)
+    assert net.specializations_compiled == 2
+    net.precompile(decode)  # compiled already: nothing new
+    assert net.specializations_compiled == 2
+    ids, past = prompt, bench.empty_past(gc)
+    for _ in range(3):
+        feeds = bench.gpt2_feeds(ids, past, gc)
+        out, ref = net.run(feeds), lazy.run(feeds)
+        np.testing.assert_array_equal(out["logits"], ref["logits"])
+        ids = out["logits"][:, -1:].argmax(-1)
+        past = [out[f"present.{i}.{kv}"] for i in range(gc.layers) for kv in ("key", "value")]
+    assert net.specializations_compiled == 2
+    with pytest.raises(InputError, match="unknown input"):
+        net.precompile({**decode, "nope": (1,)})
+    with pytest.raises(InputError, match="negative"):
+        net.precompile({**decode, "input_ids": (1, -1)})

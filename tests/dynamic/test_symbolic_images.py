@@ -182,6 +182,7 @@ def test_a_size_the_window_formula_does_not_give_refuses_at_emit_time() -> None:
         check_windows(Instr("Conv", attrs, [wrong], [x]), x, wrong, [3, 1])
 
 
+@pytest.mark.full  # (the exhaustive tier: the handmade ResNet above covers the same kernels in the default run)
 @pytest.mark.skipif(not LIGHT_RESNET.exists(), reason="onnx's light model zoo is not installed")
 def test_light_resnet50_with_symbolic_height_and_width() -> None:
     net = _check(light_resnet50(), "cpu", [(1, 224, 224), (1, 160, 192), (2, 160, 192)],
