@@ -121,20 +121,21 @@ _CURRENT: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("glow_b
 
 _LIBC: Any = None
 #: what drops the pages of memory-mapped model files (``importer/mapped.py``), weakly held
-_RELEASE_METHODS: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+#: the mappings of model files whose pages :func:`release_pages` drops (``importer/mapped.py``), held weakly
+_MAPPED: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def on_release_pages(method: Any) -> None:
-    """Register a bound method that drops the resident pages of a mapped model file (kept while its object lives)."""
-    _RELEASE_METHODS[method.__self__] = method.__name__
+def on_release_pages(owner: Any) -> None:
+    """Register an object whose ``release()`` drops the resident pages of a mapped model file (while it lives)."""
+    _MAPPED.add(owner)
 
 
 def release_pages() -> None:
     """Drop the resident pages of every mapped model file (they are read again from the file when touched). A
     backend that copies weights into a form of its own (packed panels) calls this every few dozen MB it copied,
     so the weights' file pages do not pile up beside the copies."""
-    for owner, name in list(_RELEASE_METHODS.items()):
-        getattr(owner, name)()
+    for owner in list(_MAPPED):
+        owner.release()
 
 
 def trim_heap() -> None:

@@ -28,7 +28,7 @@ from glow_core import budget, compilecache, progress
 from glow_core.controlflow import CompileTarget, compile_staged
 from glow_core.errors import GlowError, InputError, UnsupportedError
 from glow_core.importer import load_model
-from glow_core.importer.mapped import MappedWeights, map_model
+from glow_core.importer.mapped import MappedWeights, map_model, settle
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import has_control_flow
 from glow_core.importer.symbols import InputShapes, ModelSymbols, dims_of
@@ -116,7 +116,7 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
         if hit is not None:
             return hit
     net = _compile_proto(proto, be, shapes, bind, threads, debug, options, quantize, t0=t0, weights=weights)
-    _settle(mapping)
+    settle(mapping)
     if pkey is not None:
         with progress.stage("cache write"):
             compilecache.store(pkey, be, net.function, net.executable, net.stats.nodes_by_kind, proto)
@@ -130,18 +130,10 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto, data: bytes | None,
     ``importer/mapped.py``), the weights given or mapped, and the mapping (None: none)."""
     if weights is None and data is None and isinstance(model, (str, os.PathLike)):
         mapped = map_model(model)
-        if mapped is not None and not has_control_flow(mapped[0].graph):
+        if mapped is not None:
             return mapped
     proto, _ = load_model(model, data)  # (the bytes the key hashed, when it read them: the file is read once)
     return proto, weights, None
-
-
-def _settle(mapping: MappedWeights | None) -> None:
-    """After a compile: drop the mapped file's pages (a later compile reads them again) and return the heap
-    memory the import and the compile freed to the system (glibc keeps freed blocks otherwise)."""
-    if mapping is not None:
-        mapping.release()
-    budget.trim_heap()
 
 
 def _cached(pkey: str | None, be: Backend, copts: CompileOptions, t0: float) -> CompiledNetwork | None:
@@ -184,7 +176,7 @@ def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, sy
         with budget.using(limits), progress.stage("compiling a specialization"):
             net = _compile_proto(stripped, be, InputShapes({**given, **spec}, symbols.dims), bind or None,
                                  threads, debug, options, weights=weights)
-        _settle(mapping)
+        settle(mapping)
         return net
 
     def import_at(spec: dict[str, tuple[int, ...]]) -> Function:
@@ -211,7 +203,7 @@ def _compile_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Call
     try:
         return _symbolic_network(symbols, plan, import_at, be, target)
     finally:
-        _settle(mapping)
+        settle(mapping)
 
 
 def _symbolic_network(symbols: ModelSymbols, plan: SymbolicPlan, import_at: Callable[[dict[str, Any]], Function],

@@ -35,6 +35,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from glow_core import budget
+from glow_core.importer.subgraphs import has_control_flow
 from glow_core.importer.weights import _RAW_DTYPES, LEAN_MIN_ELEMENTS, strippable
 
 #: files smaller than this are parsed the ordinary way (the copies do not matter)
@@ -146,7 +147,7 @@ class MappedWeights:
     def __init__(self, path: Path, mm: mmap.mmap) -> None:
         self.path = path
         self._mm = mm
-        budget.on_release_pages(self.release)
+        budget.on_release_pages(self)
 
     def release(self) -> None:
         """Drop the file's pages from this process's resident memory (they are read again on the next touch)."""
@@ -189,7 +190,8 @@ def map_model(path: str | os.PathLike[str], min_bytes: int = MIN_MAPPED_BYTES
               ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], MappedWeights] | None:
     """(the model without its large initializers' bytes, those initializers as read-only views of the mapped
     file by name, the mapping) for a file of at least ``min_bytes``; None when the file is small,
-    keeps its data elsewhere, needs its initializers in the model (``weights.strippable``) or is not what the
+    keeps its data elsewhere, has control flow, needs its initializers in the model (``weights.strippable``) or
+    is not what the
     walk expects (the caller then loads it the ordinary way, which reports any fault)."""
     p = Path(path)
     try:
@@ -220,7 +222,17 @@ def map_model(path: str | os.PathLike[str], min_bytes: int = MIN_MAPPED_BYTES
         return None
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
         return None  # (external data is read by the ordinary path, with its checks)
+    if has_control_flow(proto.graph):
+        return None  # (control flow is split into stages from the whole model: glow_core/controlflow)
     return proto, weights, MappedWeights(p, mm)
 
 
-__all__ = ["MIN_MAPPED_BYTES", "MappedWeights", "map_model"]
+def settle(mapping: MappedWeights | None) -> None:
+    """After a compile: drop the mapped file's pages (a later compile reads them again) and return the heap
+    memory the import and the compile freed to the system (glibc keeps freed blocks otherwise)."""
+    if mapping is not None:
+        mapping.release()
+    budget.trim_heap()
+
+
+__all__ = ["MIN_MAPPED_BYTES", "MappedWeights", "map_model", "settle"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -261,6 +261,11 @@ STATIC_ONLY = frozenset({"input_types", "function", "executable", "backend", "ch
 Build = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], CompiledNetwork]
 
 
+def _first_sample(arrays: dict[str, np.ndarray], batched: Collection[str]) -> dict[str, np.ndarray]:
+    """The feeds of a batch's first sample (the batched inputs cut to their first row)."""
+    return {n: (a[:1] if n in batched else a) for n, a in arrays.items()}
+
+
 class DynamicNetwork:
     """A model with symbolic dims, compiled once: ``run`` (or calling it) accepts every conforming shape.
 
@@ -392,11 +397,16 @@ class DynamicNetwork:
                 raise InputError(f"precompile(): input '{name}' has a negative size in {list(dims)}")
             feeds[name] = np.zeros(dims, dtype)  # (calloc: no page is touched)
         arrays = self._arrays(feeds)
+        split = self._by_sample(arrays)
+        return self._specialization(arrays if split is None else _first_sample(arrays, split[1]))
+
+    def _by_sample(self, arrays: dict[str, np.ndarray]) -> tuple[int, set[str]] | None:
+        """(samples, the batched inputs) when ``arrays`` (checked feeds) run one sample at a time, else None."""
         count = self._splitter.count(arrays) if self._splitter is not None else 1
         if count > 1 and check_batches(self.batches) != "compile" and self._separability(arrays).separable:
             assert self._splitter is not None
-            arrays = {n: (a[:1] if n in self._splitter.batched else a) for n, a in arrays.items()}
-        return self._specialization(arrays)
+            return count, self._splitter.batched
+        return None
 
     def separability(self, feeds: Mapping[str, Any]) -> Separability:
         """Can ``feeds`` (a batch on the leading axis) run one sample at a time on the batch-1 network?
@@ -413,16 +423,15 @@ class DynamicNetwork:
         """Check ``feeds`` against the inputs' dims, run them (a batch of a separable model: one sample at a time
         on the batch-1 network; otherwise the network compiled for their shapes, compiled now when new)."""
         arrays = self._arrays(feeds)
-        count = self._splitter.count(arrays) if self._splitter is not None else 1
-        if count > 1 and check_batches(self.batches) != "compile" and self._separability(arrays).separable:
-            assert self._splitter is not None
-            batched = self._splitter.batched
+        split = self._by_sample(arrays)
+        if split is not None:
+            count, batched = split
             shapes = {n: tuple(a.shape) for n, a in arrays.items()}
             net = self.cache.peek(signature_key(arrays, {}), arrays)
             if net is None:  # not compiled for this batch size: one sample at a time, meanwhile compile it
                 if self.batches == "background":
                     self.cache.build_later(signature_key(arrays, {}), arrays, lambda bound: self._build(shapes, {}))
-                first = self._specialization({n: (a[:1] if n in batched else a) for n, a in arrays.items()})
+                first = self._specialization(_first_sample(arrays, batched))
                 return run_by_sample(lambda f: first.run({n: v for n, v in f.items() if n in first.input_types}),
                                      arrays, batched, count)
             return net.run({n: v for n, v in arrays.items() if n in net.input_types})

@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from glow_core import budget
 from glow_core.driver import compile_model
 from glow_core.errors import InputError, UnknownBackendError
 from glow_core.importer import load_model
-from glow_core.importer.mapped import MappedWeights, map_model
+from glow_core.importer.mapped import MappedWeights, map_model, settle
 from glow_core.importer.subgraphs import has_control_flow
 from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.symbols import InputShapes, ModelSymbols, check_dims
@@ -151,7 +150,7 @@ def _load(model: Any, may_map: bool) -> tuple[onnx.ModelProto, dict[str, np.ndar
         return model, None, None
     if may_map and isinstance(model, (str, os.PathLike)):
         mapped = map_model(model)
-        if mapped is not None and not has_control_flow(mapped[0].graph):
+        if mapped is not None:
             return mapped
     return load_model(model)[0], None, None
 
@@ -353,9 +352,7 @@ class InferenceSession:
         devices = ",".join(f"{p}:1" for p in self._providers) if several else None
         net = compile_model(model, "" if several else self._providers[0], shapes or None, bind=bind or None,
                             devices=devices, weights=self._weights or None, **self._compile_kwargs)
-        if self._mapping is not None:  # (the file's pages the compile read: dropped, as the driver does)
-            self._mapping.release()
-        budget.trim_heap()
+        settle(self._mapping)  # (the file's pages the compile read: dropped, as the driver does)
         path = self._options.optimized_model_filepath
         if path:
             with open(os.fspath(path), "w", encoding="utf-8") as f:
