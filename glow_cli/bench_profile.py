@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from glow_core import zoo
-from glow_cli.common import load_model_ref
+from glow_cli.common import load_model_ref, require_sizes
 from glow_core.errors import GlowError
 
 
@@ -51,6 +51,7 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
         if not zoo.is_zoo_ref(model):
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(model, seed=seed)
+    require_sizes(proto, input_shapes, "glow bench times one shape with random inputs; give its sizes")
     net = glow_compile(proto, backend, input_shapes or None, threads=threads,
                        options={**dict(options), "profile": True})
     if not net.executable.profiles:

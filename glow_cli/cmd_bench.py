@@ -37,6 +37,7 @@ from glow_cli.common import (
     model_inputs,
     note,
     positive_int,
+    require_sizes,
     shapes_from_args,
 )
 from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
@@ -175,6 +176,7 @@ def benchmark(model: str, backend: str, *, threads: int | None = None, compare: 
         if not zoo.is_zoo_ref(model):
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(model, seed=seed)
+    require_sizes(proto, input_shapes, "glow bench times one shape with random inputs; give its sizes")
     t0 = time.perf_counter()
     net = glow_compile(proto, backend, input_shapes or None, threads=threads,
                        options=dict(options or {}), quantize=quantize)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from glow_cli.common import (
     Command,
@@ -62,7 +63,30 @@ def run(args: argparse.Namespace) -> int:
     print(f"bundled {args.model} for {args.backend} in {fmt_ms(time.perf_counter() - t0)}:")
     for f in files:
         print(f"  {f}  {f.stat().st_size} bytes")
+    manifest = _manifest(files)
+    symbols = manifest.get("symbols") or ()
+    if symbols:
+        print("symbolic dims: " + ", ".join(f"{s['name']} {s['min']}..{s['max']}"
+                                            + (f" (multiples of {s['step']})" if s["step"] > 1 else "")
+                                            for s in symbols)
+              + "; the entry takes their sizes after the three areas (docs/bundles.md, \"Symbolic dims\")")
+        print("areas at the bounds: " + ", ".join(f"{k} {manifest.get(f'{k}_mem_size', 0)} bytes"
+                                                  for k in ("constant", "mutable", "activations")))
     return 0
+
+
+def _manifest(files: list[Path]) -> dict[str, Any]:
+    """A bundle's manifest (NAME.json, the cpu backend's format); empty when it has none."""
+    import json
+
+    for f in files:
+        if f.suffix == ".json":
+            try:
+                data = json.loads(f.read_text())
+            except (OSError, ValueError):
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
 
 
 COMMAND = Command(

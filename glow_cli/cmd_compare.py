@@ -89,7 +89,7 @@ def _run_quantized(args: argparse.Namespace) -> int:
 
 def _run_precision(args: argparse.Namespace) -> int:
     """``--precision bf16``: the backend's bf16 network against its own float32 one, per output."""
-    from glow_cli.precision_report import compare_precision
+    from glow_cli.precision_report import agreement_line, compare_precision
     from glow_core.plugin_host import get_backend
 
     if args.backend is None:
@@ -104,7 +104,7 @@ def _run_precision(args: argparse.Namespace) -> int:
     for name, where in origin.items():
         print(f"input {name}: {where}")
     for out in outputs:
-        print(out.line())
+        print(agreement_line(out))
     return 0
 
 

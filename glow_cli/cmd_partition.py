@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from glow_core import zoo
-from glow_cli.common import Command, add_model_argument, add_shape_argument, load_model_ref, shapes_from_args
+from glow_cli.common import (Command, add_model_argument, add_shape_argument, load_model_ref, require_sizes,
+                             shapes_from_args)
 from glow_core.errors import GlowError
 
 
@@ -45,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
         if not zoo.is_zoo_ref(args.model):
             raise GlowError("--random-weights applies to zoo:NAME models only")
         proto = zoo.load_with_random_weights(args.model)
-    plan = check_plan(proto, devices, shapes_from_args(args.input_shape) or None, compile_last=args.compile_all)
+    shapes = shapes_from_args(args.input_shape)
+    require_sizes(proto, shapes, "glow partition prints the plan of one shape; give it")
+    plan = check_plan(proto, devices, shapes or None, compile_last=args.compile_all)
     if args.strict and plan.fallback:
         lines = fallback_nodes(plan)
         raise PartitionError(f"--strict: {len(lines)} node(s) of {label} fall back from {devices[0].backend}: "
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.measure is not None:
         from glow_core.runtime.measure import format_measurement, measure_plan
 
-        print(format_measurement(measure_plan(proto, devices, args.measure, shapes_from_args(args.input_shape) or None)))
+        print(format_measurement(measure_plan(proto, devices, args.measure, shapes or None)))
     if args.dot is not None:
         try:
             args.dot.write_text(plan_dot(plan), encoding="utf-8")

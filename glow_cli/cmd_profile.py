@@ -72,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
     observed = sum(1 for r in prof.records.values() if r.observed)
     print(f"profiled {len(prof.records)} values ({observed} with finite samples) of {args.model} on "
           f"{prof.backend} over {prof.samples} sample{'' if prof.samples == 1 else 's'} -> {args.output}")
+    if prof.symbolic:
+        print("symbolic dims: the samples' shapes were profiled into one record per value; --quantize with this "
+              "profile compiles the model per input shape")
     nonfinite = [n for n, r in prof.records.items() if r.nonfinite]
     if nonfinite:
         print(f"note: {len(nonfinite)} value(s) saw NaN or inf (kept out of the ranges): {', '.join(nonfinite[:5])}")

@@ -29,10 +29,11 @@ from glow_cli.common import (
     note,
     positive_int,
     range_spec,
+    require_sizes,
     shapes_from_args,
 )
 from glow_cli.quantize_args import add_quantize_arguments, quantize_from_args
-from glow_core.errors import GlowError, ImportShapeError, InputError
+from glow_core.errors import GlowError, InputError
 
 TOP_K = 5
 
@@ -144,21 +145,6 @@ def _file_inputs(args: argparse.Namespace, proto: Any,
     return given
 
 
-def _check_sized(proto: Any, shapes: Any) -> None:
-    """Random inputs need a size for every dimension: an ImportShapeError naming the inputs whose symbolic or
-    unknown dimensions neither --input-shape nor --dim fixes."""
-    from glow_core.importer.symbols import ModelSymbols
-
-    symbols = ModelSymbols(proto, shapes.dims)
-    open_inputs = symbols.open_inputs(shapes)
-    if open_inputs:
-        shown = [f"{n} {symbols.inputs[n].describe()}" if n in symbols.inputs else n for n in open_inputs]
-        raise ImportShapeError(
-            "input(s) with symbolic or unknown dimensions: " + "; ".join(shown),
-            hint="random inputs need sizes: --dim SYMBOL=N (every input that names it) or --input-shape "
-                 "NAME=d1,d2,...; or give every input with --input NAME=FILE.npy")
-
-
 def _random_inputs(args: argparse.Namespace, net: Any, proto: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Seeded random feeds (index inputs within their tables, --input-range) and how each was made."""
     ranges: dict[str, Any] = zoo.index_ranges(proto)
@@ -194,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     fixed = set(shapes)
     given = _file_inputs(args, proto, shapes)
     if not given:
-        _check_sized(proto, shapes)
+        require_sizes(proto, shapes, "random inputs need sizes", "; or give every input with --input NAME=FILE.npy")
 
     t0 = time.perf_counter()
     net = glow_compile(proto, args.backend or "", shapes or None, threads=args.threads, devices=args.devices,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import numpy as np
 import onnx
@@ -199,6 +199,21 @@ def shapes_from_args(specs: Sequence[tuple[str, tuple[int, ...]] | DimArg]) -> "
             raise ImportShapeError(f"--input-shape gives two shapes for '{name}': {list(out[name])} and {list(shape)}")
         out[name] = shape
     return out
+
+
+def require_sizes(proto: onnx.ModelProto, shapes: "Mapping[str, Any] | None", need: str, more: str = "") -> None:
+    """For a command that needs one shape of a model (random inputs, one printed plan): an ImportShapeError naming
+    the inputs whose symbolic or unknown dimensions neither --input-shape nor --dim fixes, and those flags.
+    ``need``: what needs the sizes; ``more``: another way out, appended to the hint."""
+    from glow_core.importer.symbols import ModelSymbols, dims_of
+
+    symbols = ModelSymbols(proto, dims_of(shapes))
+    open_inputs = symbols.open_inputs(shapes)
+    if open_inputs:
+        shown = [f"{n} {symbols.inputs[n].describe()}" if n in symbols.inputs else n for n in open_inputs]
+        raise ImportShapeError(
+            "input(s) with symbolic or unknown dimensions: " + "; ".join(shown),
+            hint=f"{need}: --dim SYMBOL=N (every input that names it) or --input-shape NAME=d1,d2,...{more}")
 
 
 # -- models --------------------------------------------------------------------

@@ -16,6 +16,7 @@ It chooses the route a model takes, then leaves the compile itself to :mod:`glow
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -51,7 +52,8 @@ from glow_core.pipeline.stages import SYMBOLIC_DIMS
 from glow_core.pipeline.symbolic import (SymbolicCompiles, SymbolicPlan, SymbolicRefused, default_env,
                                          prepare_symbolic, shapes_at)
 from glow_core.plugin_host import get_backend
-from glow_core.quantization.apply import quantize_prepared
+from glow_core.quantization.apply import quantize_prepared, shape_free
+from glow_core.runtime import parse_devices
 from glow_core.runtime.network import compile_on_devices
 from glow_sdk.backend import Backend, CompileOptions
 
@@ -67,10 +69,10 @@ def compile_model(model: Any, backend: str, input_shapes: Any = None, *,
         raise InputError("quantize and devices cannot be combined yet", hint="quantize for one backend")
     with progress.stage(f"compiling {_label(model)}"):
         shapes = check_input_shapes(input_shapes, dims)
-        if devices is not None:
-            return compile_on_devices(model, devices, shapes, bind=bind, threads=threads, options=options)
         model = check_model_arg(model)
         check_threads(threads)
+        if devices is not None:
+            return _on_devices(model, devices, shapes, bind, threads, options, specializations, weights)
         be = get_backend(backend)
         with budget.using(budget.current().with_options(options)):
             return _compile(model, be, shapes, bind, threads, debug, options, quantize, specializations, weights)
@@ -97,16 +99,24 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
     with progress.stage("import"):
         proto, weights, mapping = _load(model, data, weights)
     del data
+    symbols = ModelSymbols(proto, dims_of(shapes))
+    open_shapes = _open_shapes(symbols, shapes, bind)
     if has_control_flow(proto.graph):  # split at run-time control flow (docs/control-flow.md)
         if quantize is not None:
             raise UnsupportedError("int8 quantization of a model with If, Loop or Scan is not supported yet",
                                    hint="compile it without --quantize")
-        target = CompileTarget(be, threads, debug, dict(options or {}), budget.current())
+        target = CompileTarget(be, threads, debug, dict(options or {}), budget.current(), dict(weights or {}))
+        if open_shapes:  # a staged compile per input signature (docs/dynamic-shapes.md, "The rest of the stack")
+            return _per_shape(proto, shapes, symbols, lambda m, s, b, w: compile_staged(
+                m, dataclasses.replace(target, weights=dict(w)), s, b), specializations, weights, mapping,
+                batch_split=False)
         return compile_staged(proto, target, shapes, bind)
-    symbols = ModelSymbols(proto, dims_of(shapes))
-    open_inputs = [n for n in symbols.open_inputs(shapes) if n not in (bind or {})]
-    if open_inputs and quantize is None and not set(open_inputs) & set(symbols.structured):
+    if open_shapes and quantize is None:
         return _dynamic(proto, be, shapes, symbols, threads, debug, options, specializations, weights, mapping)
+    if open_shapes:  # int8 per input signature, every one with the same (shape-free) profile
+        cfg = shape_free(quantize)
+        return _per_shape(proto, shapes, symbols, lambda m, s, b, w: _compile_proto(
+            m, be, s, b, threads, debug, options, cfg, weights=w), specializations, weights, mapping)
     shapes = InputShapes(symbols.resolve(shapes), symbols.dims) if shapes is not None else None
     if shapes is not None and shapes.dims and bind is None and quantize is None:
         pkey, _ = compilecache.program_key(model, be, copts, dict(shapes))  # (dims resolved into shapes)
@@ -121,6 +131,32 @@ def _compile(model: str | os.PathLike[str] | onnx.ModelProto, be: Backend, shape
         with progress.stage("cache write"):
             compilecache.store(pkey, be, net.function, net.executable, net.stats.nodes_by_kind, proto)
     return net
+
+
+def _open_shapes(symbols: ModelSymbols, shapes: InputShapes | None, bind: Mapping[str, np.ndarray] | None) -> bool:
+    """Do inputs remain whose shape neither ``shapes``, the dims nor ``bind`` fix (and a specialization per input
+    signature can serve them: no sequence or optional input among them)?"""
+    open_inputs = [n for n in symbols.open_inputs(shapes) if n not in (bind or {})]
+    return bool(open_inputs) and not set(open_inputs) & set(symbols.structured)
+
+
+def _on_devices(model: str | os.PathLike[str] | onnx.ModelProto, devices: str, shapes: InputShapes | None,
+                bind: Mapping[str, np.ndarray] | None, threads: int | None, options: Mapping[str, Any] | None,
+                specializations: CacheLimits | None,
+                weights: Mapping[str, np.ndarray] | None) -> CompiledNetwork | DynamicNetwork:
+    """The runtime's network over ``devices`` (glow_core/runtime/network.py); a model with open symbols: a
+    partitioned network per input signature, compiled on first use (each its own devices' host manager)."""
+    parse_devices(devices)  # (a bad list fails now, not at the first run)
+    with progress.stage("import"):
+        proto, weights, mapping = _load(model, None, weights)
+    symbols = ModelSymbols(proto, dims_of(shapes))
+    if _open_shapes(symbols, shapes, bind):
+        return _per_shape(proto, shapes, symbols, lambda m, s, b, w: compile_on_devices(
+            m, devices, s, bind=b, threads=threads, options=options, weights=w), specializations, weights, mapping)
+    try:
+        return compile_on_devices(proto, devices, shapes, bind=bind, threads=threads, options=options, weights=weights)
+    finally:
+        settle(mapping)
 
 
 def _load(model: str | os.PathLike[str] | onnx.ModelProto, data: bytes | None,
@@ -161,21 +197,25 @@ def _compile_proto(proto: onnx.ModelProto, be: Backend, shapes: Mapping[str, Any
     return compile_function(fn, be, stats, threads=threads, debug=debug, options=options, transform=transform)
 
 
-def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, symbols: ModelSymbols,
-             threads: int | None, debug: bool, options: Mapping[str, Any] | None,
-             specializations: CacheLimits | None, weights: Mapping[str, np.ndarray] | None,
-             mapping: MappedWeights | None = None) -> DynamicNetwork:
-    """A network that compiles a specialization per input signature (glow_core/pipeline/specialize.py),
-    every one importing the same stripped model with the same shared weights (views of the mapped file
-    with ``mapping``, whose pages are dropped after each compile)."""
+#: how one route compiles one input signature: (the stripped model, its shapes, bound inputs, the weights) -> network
+Route = Callable[[onnx.ModelProto, InputShapes, Any, Mapping[str, np.ndarray]], CompiledNetwork]
+
+
+def _per_shape(proto: onnx.ModelProto, shapes: InputShapes | None, symbols: ModelSymbols, route: Route,
+               specializations: CacheLimits | None, weights: Mapping[str, np.ndarray] | None,
+               mapping: MappedWeights | None = None, *, batch_split: bool = True) -> DynamicNetwork:
+    """A network that compiles a specialization per input signature through ``route`` (the plain pipeline, int8,
+    control flow, the runtime's devices), lazily, in the bounded LRU of glow_core/pipeline/specialize.py; every
+    one imports the same stripped model with the same shared weights (views of the mapped file with ``mapping``,
+    whose pages are dropped after each compile). ``batch_split``: a batch of a separable model may run one
+    sample at a time on the batch-1 network (the importer proves it; a model with control flow is never split)."""
     stripped, weights = split_weights(proto) if weights is None else (proto, weights)
     limits = budget.current()
     given = dict(shapes or {})
 
     def build(spec: dict[str, tuple[int, ...]], bind: dict[str, np.ndarray]) -> CompiledNetwork:
         with budget.using(limits), progress.stage("compiling a specialization"):
-            net = _compile_proto(stripped, be, InputShapes({**given, **spec}, symbols.dims), bind or None,
-                                 threads, debug, options, weights=weights)
+            net = route(stripped, InputShapes({**given, **spec}, symbols.dims), bind or None, weights)
         settle(mapping)
         return net
 
@@ -183,16 +223,30 @@ def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, sy
         with budget.using(limits):
             return OnnxImporter(stripped, InputShapes({**given, **spec}, symbols.dims), None, weights=weights).run()
 
-    symbolic = None
+    return DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations,
+                          import_at if batch_split else None)
+
+
+def _dynamic(proto: onnx.ModelProto, be: Backend, shapes: InputShapes | None, symbols: ModelSymbols,
+             threads: int | None, debug: bool, options: Mapping[str, Any] | None,
+             specializations: CacheLimits | None, weights: Mapping[str, np.ndarray] | None,
+             mapping: MappedWeights | None = None) -> DynamicNetwork:
+    """The plain route's network for open symbols: compiled once for them on a backend with symbolic kernels
+    (glow_core/pipeline/symbolic.py), else (and for the shapes no symbolic plan serves) a specialization per
+    input signature (:func:`_per_shape`)."""
     wanted = (options or {}).get(SYMBOLIC_DIMS, True)
     if not isinstance(wanted, bool):
         raise InputError(f"options['{SYMBOLIC_DIMS}'] must be True or False, got {wanted!r}",
                          hint="False: compile a specialization per input shape")
+    net = _per_shape(proto, shapes, symbols, lambda m, s, b, w: _compile_proto(
+        m, be, s, b, threads, debug, options, weights=w), specializations, weights, mapping)
     if be.symbolic_kinds() and wanted:
-        symbolic = SymbolicCompiles(symbols, lambda plan: _compile_symbolic(
-            symbols, plan, import_at, be, CompileTarget(be, threads, debug, dict(options or {}), limits), mapping))
-    net = DynamicNetwork(symbols, [o.name for o in proto.graph.output], build, specializations, import_at, symbolic)
-    if symbolic is not None:  # compile now for a batch of 1 and free sizes of the other symbols
+        import_at = net.importer
+        assert import_at is not None
+        target = CompileTarget(be, threads, debug, dict(options or {}), budget.current())
+        net.symbolic = SymbolicCompiles(symbols, lambda plan: _compile_symbolic(
+            symbols, plan, import_at, be, target, mapping))
+        # compile now for a batch of 1 and free sizes of the other symbols
         net.symbolic_network(shapes_at(symbols, default_env(symbols)), eager=True)
     return net
 

@@ -233,6 +233,20 @@ class CompileOptions:
 
 
 @dataclass(frozen=True)
+class BundleSymbol:
+    """One symbolic dim a bundle's entry takes as an argument (SDK 2.5; docs/bundles.md, "Symbolic dims")."""
+
+    #: the model's name for it (``dim_param``, or ``input:axis`` for an unknown dim)
+    name: str
+    #: the name the function's dims use: ``name``, or ``name/m`` for a step ``m`` (the size over ``m``)
+    symbol: str
+    #: the sizes the entry accepts: ``min..max`` in multiples of ``step`` (sizes, not quotients)
+    min: int
+    max: int
+    step: int = 1
+
+
+@dataclass(frozen=True)
 class BundleOptions:
     """What ``glow bundle`` asks of :meth:`Backend.save_bundle` (an ahead-of-time bundle)."""
 
@@ -249,6 +263,9 @@ class BundleOptions:
     #: also write NAME.weights.txt, the weights as a C array initializer
     weights_text: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the entry's symbol arguments, in order (SDK 2.5): a function with symbolic dims, laid out at their
+    #: bounds, reaches ``save_bundle`` only on a backend whose :meth:`Backend.symbolic_bundles` is True
+    symbols: tuple[BundleSymbol, ...] = ()
 
 
 class CompiledFunction(abc.ABC):
@@ -470,6 +487,13 @@ class Backend(abc.ABC):
         """
         raise UnsupportedError(f"backend '{self.name}' cannot write bundles",
                                hint="use a backend that can, such as cpu (glow backends lists them)")
+
+    def symbolic_bundles(self) -> bool:
+        """Do this backend's bundles take symbolic dims as arguments of their entry (SDK 2.5)? When True, a
+        model with open symbols reaches :meth:`save_bundle` as one function laid out at the bounds (as
+        :meth:`symbolic_kinds` describes), with :attr:`BundleOptions.symbols`; default False: the core asks the
+        user to fix every symbolic dim (``--dim``) before bundling."""
+        return False
 
     def supports(self, node: Node) -> bool:
         """Can this node run here? A capability of its kind accepts it, its activation (a fused kind's) is

@@ -58,6 +58,10 @@ in (``glow sdk info --history`` prints it). In words:
   returns freed heap memory; ``glow_core.ir.interning.intern`` shares constants by content;
   ``glow_core.ir.symbolic.bind_symbols`` reads axes sized ``c*s`` (image plans in steps) and
   ``glow_core.reference.symbolic_sizes.is_global_pool`` names a pool over a whole symbolic extent.
+- 2.5: symbolic bundles (docs/bundles.md, "Symbolic dims"): ``Backend.symbolic_bundles()`` says the backend's
+  bundles take symbolic dims as arguments of their entry; such a backend receives a model with open symbols
+  as one function laid out at the bounds, with ``BundleOptions.symbols`` (``BundleSymbol``: name, symbol,
+  min, max, step) in the entry's order. Default False: the core asks for every dim fixed, as before.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ from dataclasses import dataclass
 #: The major API version this SDK defines (the core distribution is ``0.<major>.<patch>``).
 SDK_API_VERSION = 2
 #: The minor API version: what was added, with defaults, since ``SDK_API_VERSION.0``.
-SDK_API_MINOR = 4
+SDK_API_MINOR = 5
 #: The major API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
@@ -171,6 +175,8 @@ HISTORY: tuple[Feature, ...] = (
     _f("glow_core.budget.release_pages", "2.4", "surface addition: drop mapped model files' pages (and trim_heap)"),
     _f("glow_core.ir.interning", "2.4", "surface addition: intern(array), constants shared by content"),
     _f("glow_core.reference.symbolic_sizes", "2.4", "surface addition: is_global_pool (symbolic image sizes)"),
+    _f("Backend.symbolic_bundles", "2.5", "bundles that take symbolic dims as entry arguments (default False)"),
+    _f("BundleOptions.symbols", "2.5", "the entry's symbol arguments (BundleSymbol: name, symbol, min, max, step)"),
 )
 
 def _latest_minors() -> dict[int, int]:

@@ -27,7 +27,8 @@ from glow_core.pipeline.specialize import Specializations
 from glow_core.controlflow.hostops import CHECKS, HOST_OPS, WARMERS
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
 from glow_core.errors import GlowError, ModelError, UnsupportedError
-from glow_core.importer import OptShape, SeqShape, Split, import_split
+from glow_core.importer import OptShape, SeqShape, Split
+from glow_core.importer.onnx_importer import OnnxImporter
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
 from glow_sdk.backend import Backend, CompiledFunction
@@ -40,13 +41,16 @@ CACHE_SIZE = 16
 @dataclass
 class CompileTarget:
     """What programs compile for: the backend, the compile options and the memory budget (not a machine
-    target: the backend decides that)."""
+    target: the backend decides that), and ``weights``: the initializers of a model stripped of them
+    (``importer.weights.split_weights``), by name, which every stage and program of it imports instead of the
+    (empty) initializers its templates carry."""
 
     backend: Backend
     threads: int | None = None
     debug: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     budget: budget.Budget | None = None
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _onnx_type(a: np.ndarray, name: str) -> int:
@@ -206,7 +210,8 @@ class Stage:
         stats = CompileStats()
         with budget.using(target.budget or budget.current()):
             t0 = time.perf_counter()
-            fn, split = import_split(model, shapes, bind, checked)
+            imp = OnnxImporter(model, shapes, bind, split=True, checked=checked, weights=target.weights)
+            fn, split = imp.run(), imp.split
             stats.import_s = time.perf_counter() - t0
             input_types = {p.name: p.type for p in fn.inputs}
             net = None

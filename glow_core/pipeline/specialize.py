@@ -254,8 +254,9 @@ class Specializations(Generic[T]):
             self._close(net)
 
 
-#: what a CompiledNetwork has that belongs to one static shape (asked of a DynamicNetwork: ImportShapeError)
-STATIC_ONLY = frozenset({"input_types", "function", "executable", "backend", "check_feeds"})
+#: what a CompiledNetwork has that belongs to one static shape (asked of a DynamicNetwork: ImportShapeError;
+#: ``plan``: the partition plan of a network compiled on devices)
+STATIC_ONLY = frozenset({"input_types", "function", "executable", "backend", "check_feeds", "plan"})
 
 #: what a dynamic network calls to compile one specialization: (input shapes, bound input values) -> network
 Build = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], CompiledNetwork]
@@ -286,6 +287,8 @@ class DynamicNetwork:
         self.output_names = list(output_names)
         self.input_dims: dict[str, str] = {n: i.describe() for n, i in symbols.inputs.items()}
         self._build = build
+        #: imports the model at given input shapes (None: none given; batches are never split)
+        self.importer = importer
         self.cache: Specializations[CompiledNetwork] = Specializations(limits)
         self._last_stats = CompileStats()  # (not the network: an evicted one must be freed)
         #: decides which batches run one sample at a time (None without an importer: each batch size compiles)

@@ -17,7 +17,7 @@ from glow_core.ir.graph import Function
 from glow_core.ir.types import ElemKind
 from glow_core.quantization.config import QuantizationConfig
 from glow_core.quantization.convert import Conversion, calibrate_all, convert
-from glow_core.quantization.profile import Profile, load_profile, match_profile
+from glow_core.quantization.profile import Profile, load_profile, match_profile, read_profile
 from glow_core.quantization.qlower import QLOWERINGS, lower_quantized
 from glow_core.quantization.qpasses import optimize_quantized
 
@@ -49,6 +49,15 @@ def as_config(quantize: Any) -> QuantizationConfig:
         raise InputError("quantize needs a profile: QuantizationConfig(profile='profile.json', ...)",
                          hint="make one with `glow profile MODEL --data DATA -o profile.json`")
     return cfg
+
+
+def shape_free(quantize: Any) -> QuantizationConfig:
+    """``quantize`` (as :func:`as_config` takes it) for a model compiled per input shape: its profile read once and
+    made shape-free (``Profile.shape_free``: a value's range holds at every shape), so that each shape's graph
+    matches it by value name."""
+    cfg = as_config(quantize)
+    profile = cfg.profile if isinstance(cfg.profile, Profile) else read_profile(cfg.profile)
+    return dataclasses.replace(cfg, profile=profile.shape_free())
 
 
 def quantize_prepared(fn: Function, backend: Any, quantize: Any, expose: str | None = None) -> Conversion:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from glow_core.errors import InputError
-from glow_core.ir.types import TensorType
+from glow_core.ir.types import ElemKind, TensorType
 from glow_core.quantization.images import IMAGE_READERS, read_image, resize_bilinear
 
 ARRAY_SUFFIXES = (".npy", ".npz")
@@ -63,6 +63,28 @@ class ImageOptions:
             raise InputError("image mean and std need at least one value")
 
 
+@dataclass(frozen=True)
+class SampleType:
+    """What the samples of a model input with open symbols must be: its element kind, and its shape with -1 where
+    a symbol leaves the size open (None: an unknown rank). Samples of one input may then differ in shape."""
+
+    elem: ElemKind
+    shape: tuple[int, ...] | None
+    declared: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.elem.dtype
+
+    def __str__(self) -> str:
+        return self.declared
+
+
+def fits(want: tuple[int, ...] | None, shape: tuple[int, ...]) -> bool:
+    """Does ``shape`` conform to ``want`` (-1: any size; None: any shape)?"""
+    return want is None or (len(want) == len(shape) and all(w in (-1, n) for w, n in zip(want, shape)))
+
+
 class SampleSource:
     """An iterable of (label, feeds) with a known ``count`` (None when unknown)."""
 
@@ -74,18 +96,23 @@ class SampleSource:
         return iter(self._items())
 
 
-def _check(label: str, name: str, arr: Any, want: TensorType) -> np.ndarray:
+def _check(label: str, name: str, arr: Any, want: InputType) -> np.ndarray:
     a = np.asarray(arr)
     if a.dtype != want.dtype:
         raise InputError(f"{label}: input '{name}' has dtype {a.dtype}, the model expects {want.dtype} ({want})",
                          hint=f"save it with .astype(numpy.{want.dtype})")
-    if tuple(a.shape) != want.shape:
-        raise InputError(f"{label}: input '{name}' has shape {list(a.shape)}, the model expects {list(want.shape)}",
+    if not fits(want.shape, tuple(a.shape)):
+        expected = list(want.shape) if isinstance(want, TensorType) else str(want)
+        raise InputError(f"{label}: input '{name}' has shape {list(a.shape)}, the model expects {expected}",
                          hint="pass input shapes when profiling, or save samples of that shape")
     return a
 
 
-def _feeds_from(label: str, arrays: Mapping[str, Any], types: Mapping[str, TensorType]) -> dict[str, np.ndarray]:
+#: an input's type as samples see it (a static one, or one with open symbols)
+InputType = TensorType | SampleType
+
+
+def _feeds_from(label: str, arrays: Mapping[str, Any], types: Mapping[str, InputType]) -> dict[str, np.ndarray]:
     missing = [n for n in types if n not in arrays]
     if missing:
         raise InputError(f"{label}: no array for input(s) " + ", ".join(f"'{n}'" for n in missing),
@@ -97,7 +124,7 @@ def _feeds_from(label: str, arrays: Mapping[str, Any], types: Mapping[str, Tenso
     return {n: _check(label, n, arrays[n], t) for n, t in types.items()}
 
 
-def _only_input(label: str, types: Mapping[str, TensorType], what: str) -> str:
+def _only_input(label: str, types: Mapping[str, InputType], what: str) -> str:
     if len(types) != 1:
         raise InputError(f"{label}: {what} holds one array but the model has {len(types)} inputs "
                          f"({', '.join(types)})", hint="use .npz files with an array per input name")
@@ -119,16 +146,21 @@ def _load_npy(path: Path) -> np.ndarray:
         raise InputError(f"{path}: cannot read as .npy: {e}") from None
 
 
-def image_feed(path: Path, t: TensorType, opts: ImageOptions) -> np.ndarray:
+def image_feed(path: Path, t: InputType, opts: ImageOptions) -> np.ndarray:
     """Decode, resize and normalize one image for an input of type ``t``."""
     if not t.elem.is_float:
         raise InputError(f"{path}: image samples need a float input, the model's is {t}")
+    if t.shape is None:
+        raise InputError(f"{path}: image samples need an input of known rank, the model's is {t}")
     rank = len(t.shape)
     if rank not in (3, 4):
         raise InputError(f"{path}: image samples need an input of rank 3 or 4, the model's is {t}")
     chw = opts.layout == "NCHW"
     spatial = t.shape[-2:] if chw else t.shape[-3:-1]
     channels = t.shape[-3] if chw else t.shape[-1]
+    if channels < 0 or (opts.size is None and min(spatial) < 0):
+        raise InputError(f"{path}: the model's input {t} leaves the image's channels or size open",
+                         hint="give the size with --image-size H,W (ImageOptions(size=...)), or fix it with --dim")
     img = read_image(path)
     if img.shape[2] == 1 and channels == 3:
         img = np.repeat(img, 3, axis=2)
@@ -152,7 +184,7 @@ def image_feed(path: Path, t: TensorType, opts: ImageOptions) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=t.dtype)
 
 
-def _folder(root: Path, types: Mapping[str, TensorType], image: ImageOptions | None) -> SampleSource:
+def _folder(root: Path, types: Mapping[str, InputType], image: ImageOptions | None) -> SampleSource:
     known = ARRAY_SUFFIXES + tuple(IMAGE_READERS)
     files = sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")
                    and p.suffix.lower() in known)
@@ -176,7 +208,7 @@ def _folder(root: Path, types: Mapping[str, TensorType], image: ImageOptions | N
     return SampleSource(items, len(files))
 
 
-def _stacked(label: str, arrays: Mapping[str, Any], types: Mapping[str, TensorType]) -> SampleSource:
+def _stacked(label: str, arrays: Mapping[str, Any], types: Mapping[str, InputType]) -> SampleSource:
     """Samples along axis 0 of one array per input."""
     missing = [n for n in types if n not in arrays]
     if missing:
@@ -189,14 +221,16 @@ def _stacked(label: str, arrays: Mapping[str, Any], types: Mapping[str, TensorTy
     counts = set()
     for n, t in types.items():
         a = np.asarray(arrays[n])
-        if a.ndim == len(t.shape) + 1 and tuple(a.shape[1:]) == t.shape:
+        want = t.shape
+        if want is None or (a.ndim == len(want) + 1 and fits(want, tuple(a.shape[1:]))):
             keep_axis[n] = False
-        elif a.ndim == len(t.shape) and t.shape[:1] == (1,) and tuple(a.shape[1:]) == t.shape[1:]:
+        elif a.ndim == len(want) and want[:1] == (1,) and fits(want[1:], tuple(a.shape[1:])):
             keep_axis[n] = True
         else:
+            shown = [str(d) if d >= 0 else "?" for d in want]
             raise InputError(f"{label}: input '{n}' has shape {list(a.shape)}; with samples along axis 0 it should "
-                             f"be [N, {', '.join(map(str, t.shape))}]" + (
-                                 f" or [N, {', '.join(map(str, t.shape[1:]))}]" if t.shape[:1] == (1,) else ""))
+                             f"be [N, {', '.join(shown)}]" + (
+                                 f" or [N, {', '.join(shown[1:])}]" if want[:1] == (1,) else ""))
         counts.add(a.shape[0])
     if len(counts) > 1:
         raise InputError(f"{label}: the inputs hold different numbers of samples ({sorted(counts)})")
@@ -213,7 +247,7 @@ def _stacked(label: str, arrays: Mapping[str, Any], types: Mapping[str, TensorTy
     return SampleSource(items, count)
 
 
-def open_samples(data: Any, types: Mapping[str, TensorType], image: ImageOptions | None = None) -> SampleSource:
+def open_samples(data: Any, types: Mapping[str, InputType], image: ImageOptions | None = None) -> SampleSource:
     """A :class:`SampleSource` for any of the forms in the module docstring."""
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)

@@ -20,22 +20,32 @@ ranges on every backend whose lowering keeps those values.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
+import onnx
 
 from glow_core.errors import GlowError, GlowWarning, InputError
+from glow_core.importer import load_model
+from glow_core.importer.onnx_importer import OnnxImporter
+from glow_core.importer.symbols import InputShapes, ModelSymbols, dims_of
+from glow_core.importer.weights import split_weights
 from glow_core.ir.graph import Function, Placeholder, Value
-from glow_core.pipeline import check_support, check_threads, compile_prepared, import_function, prepare_function
+from glow_core.ir.types import ElemKind, TensorType
+from glow_core.pipeline import (CompiledNetwork, check_input_shapes, check_model_arg, check_support, check_threads,
+                                compile_prepared, import_function, prepare_function)
+from glow_core.pipeline.specialize import DynamicNetwork
 from glow_core.plugin_host import get_backend
 from glow_core.quantization.histogram import DEFAULT_BINS, ValueRecord
+from glow_sdk.backend import Backend
 
 FORMAT = "glow-quantization-profile"
 VERSION = 1
@@ -76,11 +86,22 @@ class Profile:
     model: str = ""
     bins: int = DEFAULT_BINS
     sources: list[str] = field(default_factory=list)
+    #: recorded over the shapes of a model with symbolic dims: one record per value whatever the shapes, each
+    #: value's shape with -1 on the axes that differed, the fingerprint without shapes (:func:`fingerprint`);
+    #: it quantizes the model at every shape
+    symbolic: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "model": self.model, "backend": self.backend,
                 "fingerprint": self.fingerprint, "samples": self.samples, "histogram_bins": self.bins,
+                **({"symbolic_dims": True} if self.symbolic else {}),
                 "values": {n: {**self.infos[n].to_json(), **self.records[n].to_json()} for n in self.infos}}
+
+    def shape_free(self) -> Profile:
+        """This profile for a network compiled per input shape: its ranges hold at every shape (a value's range
+        does not depend on the shapes it was recorded at), so every axis of every value's shape is left open."""
+        infos = {n: dataclasses.replace(i, shape=(-1,) * len(i.shape)) for n, i in self.infos.items()}
+        return dataclasses.replace(self, infos=infos, symbolic=True)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         with open(path, "w", encoding="utf-8") as f:
@@ -103,7 +124,7 @@ class Profile:
                                         str(v.get("key", "")))
                 records[name] = ValueRecord.from_json(v, bins, f"{where}: value '{name}'")
             return Profile(str(doc["backend"]), str(doc["fingerprint"]), infos, records, int(doc["samples"]),
-                           str(doc.get("model", "")), bins)
+                           str(doc.get("model", "")), bins, symbolic=bool(doc.get("symbolic_dims", False)))
         except (KeyError, TypeError, ValueError) as e:
             raise GlowError(f"{where} is malformed ({type(e).__name__}: {e})") from None
 
@@ -157,32 +178,47 @@ def _step(name: str, origin: str) -> str:
     return name[len(origin) + 1:] if origin and name.startswith(origin + ".") else ""
 
 
-def fingerprint(fn: Function, backend: str) -> str:
-    """sha256 over the backend name and the graph's inputs, nodes (kind, origin, names, types) and outputs."""
+def fingerprint(fn: Function, backend: str, shapes: bool = True) -> str:
+    """sha256 over the backend name and the graph's inputs, nodes (kind, origin, names, types) and outputs;
+    ``shapes=False``: element kinds and ranks instead of types (the fingerprint of a symbolic profile)."""
     h = hashlib.sha256()
 
     def put(*parts: object) -> None:
         h.update(("\x1f".join(str(p) for p in parts) + "\x1e").encode())
 
+    def typ(t: Any) -> object:
+        return t if shapes else f"{t.elem.value}/{len(t.shape)}"
+
     put("backend", backend)
     for p in fn.inputs:
-        put("input", p.name, p.type)
+        put("input", p.name, typ(p.type))
     for node in fn.nodes:
         put("node", node.kind.name, node.origin, node.name, *(v.name if v is not None else "-" for v in node.inputs),
-            *(f"{o.name}:{o.type}" for o in node.outputs))
+            *(f"{o.name}:{typ(o.type)}" for o in node.outputs))
     for name, v in fn.outputs:
         put("output", name, v.name)
     return h.hexdigest()
 
 
-def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo]) -> list[str]:
-    """What differs between the values a profile describes and those of a graph (first five of each)."""
+def shape_fits(had: ValueInfo, now: ValueInfo, symbolic: bool) -> bool:
+    """Does a value of a graph (``now``) have the element kind and shape the profile recorded (``had``; -1 on an
+    axis of a ``symbolic`` profile: any size)?"""
+    if had.elem != now.elem:
+        return False
+    if not symbolic:
+        return had.shape == now.shape
+    return len(had.shape) == len(now.shape) and all(h in (-1, n) for h, n in zip(had.shape, now.shape))
+
+
+def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo], symbolic: bool = False) -> list[str]:
+    """What differs between the values a profile describes and those of a graph (first five of each). A
+    ``symbolic`` profile holds the values of the graphs of every shape it saw: one graph need not have them all."""
     both = [n for n in now if n in had]
     found = {
         "values missing from the profile": [n for n in now if n not in had],
-        "values not in this graph": [n for n in had if n not in now],
+        "values not in this graph": [] if symbolic else [n for n in had if n not in now],
         "different shapes": [f"{n} {list(had[n].shape)} vs {list(now[n].shape)}" for n in both
-                             if (had[n].shape, had[n].elem) != (now[n].shape, now[n].elem)],
+                             if not shape_fits(had[n], now[n], symbolic)],
         "different kinds": [f"{n} {had[n].kind} vs {now[n].kind}" for n in both if had[n].kind != now[n].kind],
     }
     return [f"{label}: " + ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
@@ -192,9 +228,12 @@ def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo]) -> 
 def check_profile(profile: Profile, fn: Function, where: str = "profile") -> None:
     """Raise :class:`ProfileMismatchError` naming what differs when ``profile`` was not made on ``fn`` (the same
     graph, made for the same backend)."""
-    if profile.fingerprint == fingerprint(fn, profile.backend):
+    if profile.fingerprint == fingerprint(fn, profile.backend, shapes=not profile.symbolic):
         return
-    problems = _differences(profile.infos, {n: info for n, (_, info) in profiled_values(fn).items()})
+    problems = _differences(profile.infos, {n: info for n, (_, info) in profiled_values(fn).items()},
+                            profile.symbolic)
+    if profile.symbolic and not problems:
+        return  # (this shape's graph differs from the first one profiled, but every value of it was recorded)
     raise ProfileMismatchError(f"{where} does not match this graph: " + "; ".join(
         problems or ["the graph's structure (node order, operands or outputs) differs"]),
         hint="profile this model again with these input shapes")
@@ -232,7 +271,7 @@ def match_profile(profile: Profile, fn: Function, backend: str | None = None, wh
         if src is None:
             if values[name][0].users or info.output:  # (a result nothing reads needs no range)
                 unmatched.append(name)
-        elif (profile.infos[src].shape, profile.infos[src].elem) != (info.shape, info.elem):
+        elif not shape_fits(profile.infos[src], info, profile.symbolic):
             reshaped.append(f"{name} {list(profile.infos[src].shape)} vs {list(info.shape)}")
         else:
             infos[name] = info
@@ -262,6 +301,11 @@ def load_profile(path: str | os.PathLike[str], function: Function | Any, backend
     if not isinstance(function, Function) and hasattr(function, "executable"):  # a CompiledNetwork
         backend = backend or function.backend.name
         fn = function.function
+    return match_profile(read_profile(path), fn, backend, f"profile {os.fspath(path)}")
+
+
+def read_profile(path: str | os.PathLike[str]) -> Profile:
+    """The profile in the JSON file ``path``, as recorded (not matched to a graph)."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -269,8 +313,7 @@ def load_profile(path: str | os.PathLike[str], function: Function | Any, backend
         raise InputError(f"cannot read profile {os.fspath(path)}: {e.strerror or e}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise GlowError(f"profile {os.fspath(path)} is not JSON: {e}") from None
-    profile = Profile.from_json(doc, f"profile {os.fspath(path)}")
-    return match_profile(profile, fn, backend, f"profile {os.fspath(path)}")
+    return Profile.from_json(doc, f"profile {os.fspath(path)}")
 
 
 # -- the instrumented run --------------------------------------------------------------------------
@@ -318,29 +361,123 @@ def instrument(fn: Function) -> dict[str, str]:
     return read_from
 
 
-def run_profile(net: Any, fn_infos: dict[str, ValueInfo], read_from: Mapping[str, str],
-                samples: Iterable[tuple[str, Mapping[str, np.ndarray]]], progress: Progress,
-                bins: int = DEFAULT_BINS) -> tuple[dict[str, ValueRecord], int, list[str]]:
-    """Run ``net`` on every sample, accumulating a record per value."""
+#: what runs one sample: its feeds -> (the instrumented network for their shapes, its values, value -> output)
+Lookup = Callable[[Mapping[str, np.ndarray]], tuple[Any, dict[str, ValueInfo], Mapping[str, str]]]
+
+
+def merge_info(had: ValueInfo | None, now: ValueInfo) -> ValueInfo:
+    """One value seen in the graphs of two shapes: the same value, its shape -1 on the axes that differ."""
+    if had is None or had.shape == now.shape:
+        return now if had is None else had
+    if len(had.shape) != len(now.shape):
+        return dataclasses.replace(had, shape=(-1,) * len(now.shape))
+    return dataclasses.replace(had, shape=tuple(h if h == n else -1 for h, n in zip(had.shape, now.shape)))
+
+
+def run_profile(lookup: Lookup, samples: Iterable[tuple[str, Mapping[str, np.ndarray]]], progress: Progress,
+                bins: int = DEFAULT_BINS) -> tuple[dict[str, ValueInfo], dict[str, ValueRecord], int, list[str]]:
+    """Run every sample on the network ``lookup`` gives for it, accumulating one record per value name (whatever
+    the shapes the samples have: a value's range does not depend on them)."""
     from glow_core.quantization.histogram import Histogram
 
-    records = {n: ValueRecord(histogram=Histogram(bins)) for n in fn_infos}
+    infos: dict[str, ValueInfo] = {}
+    records: dict[str, ValueRecord] = {}
     labels: list[str] = []
     for label, feeds in samples:
         try:
+            net, fn_infos, read_from = lookup(feeds)
             checked = net.check_feeds(feeds)
         except InputError as e:
             raise InputError(f"sample {label}: {e}", hint=e.hint) from None
         outs = net.run(checked)
         for name, info in fn_infos.items():
-            arr = checked[name] if info.kind == "input" else outs[read_from[name]]
-            records[name].add(np.asarray(arr))
+            infos[name] = merge_info(infos.get(name), info)
+            if name not in records:
+                records[name] = ValueRecord(histogram=Histogram(bins))
+            records[name].add(np.asarray(checked[name] if info.kind == "input" else outs[read_from[name]]))
         labels.append(label)
         progress.step(label)
     progress.close()
     if not labels:
         raise InputError("no samples to profile", hint="give a folder of .npy/.npz/image files or an .npz file")
-    return records, len(labels), labels
+    return infos, records, len(labels), labels
+
+
+@dataclass
+class Instrumented:
+    """A prepared function compiled with every profiled value exposed: the network, those values, value -> the
+    output that exposes it, and the prepared graph's fingerprints with and without shapes."""
+
+    net: Any
+    infos: dict[str, ValueInfo]
+    read_from: dict[str, str]
+    fingerprint: str
+    shape_free: str
+
+    def parts(self) -> tuple[Any, dict[str, ValueInfo], Mapping[str, str]]:
+        """What a :data:`Lookup` returns."""
+        return self.net, self.infos, self.read_from
+
+
+def _instrumented(fn: Function, be: Backend, threads: int | None) -> Instrumented:
+    """``fn`` prepared for ``be`` (the graph the int8 conversion sees), instrumented and compiled."""
+    fn = prepare_function(fn, be, quantizable=True)
+    check_support(fn, be)
+    fps = fingerprint(fn, be.name), fingerprint(fn, be.name, shapes=False)
+    infos = {n: info for n, (_, info) in profiled_values(fn).items()}
+    read_from = instrument(fn)
+    return Instrumented(compile_prepared(fn, be, threads=threads), infos, read_from, *fps)
+
+
+def sample_types(symbols: ModelSymbols, shapes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the samples of each input must be: its type where ``shapes`` or the dims fix its shape, else a
+    :class:`~.data.SampleType` with -1 on the open axes (samples of different shapes then conform)."""
+    from glow_core.quantization.data import SampleType
+
+    fixed = symbols.resolve(shapes)
+    out: dict[str, Any] = {}
+    for name, inp in symbols.inputs.items():
+        try:
+            elem = ElemKind(inp.elem)
+        except ValueError:
+            raise InputError(f"input '{name}' has element type {inp.elem}, which glow cannot profile") from None
+        if name in fixed:
+            out[name] = TensorType(elem, fixed[name])
+            continue
+        dims = None if inp.dims is None else tuple(
+            d.size if d.size is not None else _size(symbols.dims.get(d.symbol or "")) for d in inp.dims)
+        out[name] = SampleType(elem, dims, inp.describe())
+    return out
+
+
+def _size(value: Any) -> int:
+    return value if isinstance(value, int) else -1
+
+
+def _symbolic_lookup(proto: onnx.ModelProto, symbols: ModelSymbols, shapes: Mapping[str, Any] | None, be: Backend,
+                     threads: int | None) -> tuple[Lookup, list[str]]:
+    """The lookup of a model with open symbols: an instrumented network per input signature, compiled when a
+    sample of that signature first comes, in the bounded LRU of a DynamicNetwork (glow_core/pipeline/specialize.py;
+    the weights read once); and the shape-free fingerprint of the first (filled in by the first compile)."""
+    stripped, weights = split_weights(proto)
+    given = dict(shapes or {})
+    first: list[str] = []
+
+    def build(spec: dict[str, tuple[int, ...]], bind: dict[str, np.ndarray]) -> CompiledNetwork:
+        fn = OnnxImporter(stripped, InputShapes({**given, **spec}, symbols.dims), bind or None, weights=weights).run()
+        made = _instrumented(fn, be, threads)
+        made.net.profiled = made  # (what the lookup reads back from the specialization the LRU gives)
+        if not first:
+            first.append(made.shape_free)
+        return made.net
+
+    dyn = DynamicNetwork(symbols, [o.name for o in proto.graph.output], build)
+
+    def lookup(feeds: Mapping[str, np.ndarray]) -> tuple[Any, dict[str, ValueInfo], Mapping[str, str]]:
+        made: Instrumented = dyn.specialization(feeds).profiled  # type: ignore[attr-defined]
+        return made.parts()
+
+    return lookup, first
 
 
 def profile(model: Any, data: Any, backend: str = "interpreter",
@@ -354,6 +491,10 @@ def profile(model: Any, data: Any, backend: str = "interpreter",
     0, or an iterable of feed dicts. ``image`` is an
     :class:`~glow_core.quantization.data.ImageOptions` for image folders.
     ``progress`` None draws the bar only when stderr is a terminal.
+
+    A model with symbolic dims that ``input_shapes`` (and its dims) leave open is profiled at the shapes of
+    the samples, which may differ: an instrumented network per shape, one record per value for all of them
+    (a :class:`Profile` with ``symbolic``), which quantizes the model at every shape.
     """
     from glow_core.quantization.data import open_samples
 
@@ -361,15 +502,22 @@ def profile(model: Any, data: Any, backend: str = "interpreter",
         raise InputError(f"bins must be an integer in [16, 65536], got {bins!r}")
     be = get_backend(backend)
     check_threads(threads)
-    probe = import_function(model, input_shapes)
-    source = open_samples(data, {p.name: p.type for p in probe.inputs}, image)
-    fn = prepare_function(probe, be, quantizable=True)  # the graph the int8 conversion sees
-    check_support(fn, be)
-    fp = fingerprint(fn, be.name)
-    infos = {n: info for n, (_, info) in profiled_values(fn).items()}
-    read_from = instrument(fn)
-    net = compile_prepared(fn, be, threads=threads)
+    shapes = check_input_shapes(input_shapes)
+    proto, _ = load_model(check_model_arg(model))
+    symbols = ModelSymbols(proto, dims_of(shapes))
+    symbolic = bool(symbols.open_inputs(shapes))
+    if symbolic:
+        lookup, first = _symbolic_lookup(proto, symbols, shapes, be, threads)
+        source = open_samples(data, sample_types(symbols, shapes), image)
+    else:
+        probe = import_function(proto, shapes)
+        source = open_samples(data, {p.name: p.type for p in probe.inputs}, image)
+        made = _instrumented(probe, be, threads)
+        first = [made.fingerprint]
+
+        def lookup(_: Mapping[str, np.ndarray]) -> tuple[Any, dict[str, ValueInfo], Mapping[str, str]]:
+            return made.parts()
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    records, n, labels = run_profile(net, infos, read_from, source, Progress(source.count, show), bins)
+    infos, records, n, labels = run_profile(lookup, source, Progress(source.count, show), bins)
     label = os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
-    return Profile(be.name, fp, infos, records, n, label, bins, labels)
+    return Profile(be.name, first[0], infos, records, n, label, bins, labels, symbolic=symbolic)

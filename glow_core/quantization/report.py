@@ -38,13 +38,15 @@ EXPOSE = "__quant__."
 
 @dataclass
 class OutputAgreement:
-    """Agreement of one output of the quantized network with the float one."""
+    """Agreement of one output of a network (int8, bf16) with the float32 one, over the samples ``add``-ed."""
 
     name: str
     samples: int = 0
     rows: int = 0
     top1_agree: int | None = None
     max_abs: float = 0.0
+    #: the float output's largest magnitude (the scale ``max_rel`` divides by)
+    ref_max: float = 0.0
     abs_sum: float = 0.0
     count: int = 0
     cosines: list[float] = field(default_factory=list)
@@ -52,6 +54,11 @@ class OutputAgreement:
     @property
     def top1(self) -> float | None:
         return None if self.top1_agree is None or not self.rows else self.top1_agree / self.rows
+
+    @property
+    def max_rel(self) -> float:
+        """The largest difference relative to the float output's largest magnitude."""
+        return self.max_abs / self.ref_max if self.ref_max > 0 else 0.0
 
     @property
     def mean_abs(self) -> float:
@@ -66,6 +73,7 @@ class OutputAgreement:
         diff = np.abs(f64 - q64)
         self.samples += 1
         self.max_abs = max(self.max_abs, float(diff.max()) if diff.size else 0.0)
+        self.ref_max = max(self.ref_max, float(np.abs(f64).max()) if f64.size else 0.0)
         self.abs_sum += float(diff.sum())
         self.count += diff.size
         nf, nq = np.linalg.norm(f64), np.linalg.norm(q64)

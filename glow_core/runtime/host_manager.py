@@ -35,7 +35,9 @@ import numpy as np
 
 from glow_core.errors import InputError
 from glow_core.ir.graph import Function
-from glow_core.pipeline import CompiledNetwork, CompileStats, import_function, prepare_function
+from glow_core.importer import import_model
+from glow_core.pipeline import (CompiledNetwork, CompileStats, check_input_shapes, check_model_arg, import_function,
+                                prepare_function)
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.assign import Claims, collect_claims, high_level_origins, lower_unclaimed
 from glow_core.runtime.cluster import Cluster, RayDeviceManager
@@ -102,12 +104,15 @@ class Stats:
 def prepare_claimed(model: Any, devices: Sequence[DeviceConfig],
                     input_shapes: Mapping[str, Sequence[int]] | None = None,
                     bind: Mapping[str, np.ndarray] | None = None,
-                    stats: CompileStats | None = None) -> tuple[Function, Claims]:
+                    stats: CompileStats | None = None,
+                    weights: Mapping[str, np.ndarray] | None = None) -> tuple[Function, Claims]:
     """Import, optimize and lower ``model`` for the devices' backends (the times go into ``stats``), and
-    the backends' claims on the prepared function (high-level claims are made before lowering)."""
+    the backends' claims on the prepared function (high-level claims are made before lowering). ``weights``:
+    the initializers of a model stripped of them, by name (glow_core/importer/weights.py)."""
     backends = [get_backend(n) for n in backend_order(list(devices))]
     t0 = time.perf_counter()
-    fn = import_function(model, input_shapes, bind)
+    fn = (import_model(check_model_arg(model), check_input_shapes(input_shapes), bind, weights) if weights
+          else import_function(model, input_shapes, bind))
     origins = high_level_origins(fn, backends)
     t1 = time.perf_counter()
     fn = prepare_function(fn, UnionBackend(backends))
@@ -120,13 +125,15 @@ def prepare_claimed(model: Any, devices: Sequence[DeviceConfig],
 
 def plan_network(model: Any, devices: Sequence[DeviceConfig], input_shapes: Mapping[str, Sequence[int]] | None = None,
                  *, assignment: Mapping[str, str] | None = None, bind: Mapping[str, np.ndarray] | None = None,
-                 stats: CompileStats | None = None, compiler: PartitionCompiler | None = None) -> PartitionPlan:
-    """Import, optimize and lower ``model`` for the devices' backends, and partition it.
+                 stats: CompileStats | None = None, compiler: PartitionCompiler | None = None,
+                 weights: Mapping[str, np.ndarray] | None = None) -> PartitionPlan:
+    """Import, optimize and lower ``model`` for the devices' backends, and partition it (``weights``: those of a
+    model stripped of them, :func:`prepare_claimed`).
 
     With ``compiler``, partitions are compiled as they are planned and those a backend refuses go to the
     next device (:func:`glow_core.runtime.refusal.settle`); the compiler keeps the executables.
     """
-    fn, claims = prepare_claimed(model, devices, input_shapes, bind, stats)
+    fn, claims = prepare_claimed(model, devices, input_shapes, bind, stats, weights)
     backends = [get_backend(n) for n in backend_order(list(devices))]
     if assignment is not None:
         return partition_user(fn, devices, backends, assignment)
@@ -229,9 +236,14 @@ class HostManager:
     def add_network(self, name: str, model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                     assignment: Mapping[str, str] | None = None, threads: int | None = None,
                     options: Mapping[str, Any] | None = None, bind: Mapping[str, np.ndarray] | None = None,
-                    replicas: int = 1, stats: CompileStats | None = None) -> PartitionPlan:
+                    replicas: int = 1, stats: CompileStats | None = None,
+                    weights: Mapping[str, np.ndarray] | None = None) -> PartitionPlan:
         """Partition, compile and load ``model`` under ``name`` (``replicas`` copies); return the first plan.
-        ``stats`` receives the import, optimize (+ lower) and backend (partition compile and load) times."""
+        ``stats`` receives the import, optimize (+ lower) and backend (partition compile and load) times;
+        ``weights``: the initializers of a model stripped of them (one copy only)."""
+        if weights and replicas != 1:
+            raise InputError("replicas of a model stripped of its weights are not supported",
+                             hint="pass the whole model with replicas=, or one copy with weights=")
         with self._lock:
             if name in self.networks:
                 raise NetworkError(f"a network named '{name}' is already added", hint="remove it first")
@@ -244,7 +256,7 @@ class HostManager:
                                      prepared_for=backend_order(self.devices)[0])
         try:
             plans = ([plan_network(model, self.devices, input_shapes, assignment=assignment, bind=bind, stats=stats,
-                                   compiler=compiler)] if replicas == 1
+                                   compiler=compiler, weights=weights)] if replicas == 1
                      else plan_replicas(model, self.devices, replicas, input_shapes, bind, stats))
         except BaseException:
             compiler.release()

@@ -33,13 +33,15 @@ class HostExecutable(CompiledFunction):
 
 def compile_on_devices(model: Any, devices: str, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
                        bind: Mapping[str, np.ndarray] | None = None, threads: int | None = None,
-                       options: Mapping[str, Any] | None = None, **host_options: Any) -> CompiledNetwork:
-    """Partition ``model`` over ``devices``, compile and load the partitions; ``net.plan`` is the partition plan."""
+                       options: Mapping[str, Any] | None = None,
+                       weights: Mapping[str, np.ndarray] | None = None, **host_options: Any) -> CompiledNetwork:
+    """Partition ``model`` over ``devices``, compile and load the partitions; ``net.plan`` is the partition plan.
+    ``weights``: the initializers of a model stripped of them (``importer.weights.split_weights``), by name."""
     host = HostManager(devices, **host_options)
     stats = CompileStats()
     try:
         plan = host.add_network(NETWORK, model, input_shapes, threads=threads, options=options, bind=bind,
-                                stats=stats)
+                                stats=stats, weights=weights)
     except BaseException:
         host.close()
         raise

@@ -164,6 +164,10 @@ class CpuBackend(Backend):
         """The kinds whose emitters read the run's sizes (``register_emitter(..., symbolic=True)``)."""
         return frozenset(SYMBOLIC_EMITTERS)
 
+    def symbolic_bundles(self) -> bool:
+        """Bundles of a model with open symbols take their sizes as entry arguments (``bundle_symbols.py``)."""
+        return True
+
     def supported_kinds(self) -> Mapping[str, frozenset[ElemKind]]:
         out: dict[str, frozenset[ElemKind]] = {}
         for cap in self.capabilities():

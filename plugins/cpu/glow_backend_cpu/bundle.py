@@ -14,6 +14,10 @@ nthreads, run)`` in one exported C function::
 - ``mutableWeight``: every input and output at its offset (``NAME_OFFSET_<io>``);
 - ``activations``: the arena of the memory plan, then each thread's scratch.
 
+A function compiled for symbolic dims gets one ``int64_t`` argument per symbol after the three areas; the
+entry checks the sizes, lays the caller's dense inputs out at the bounds and compacts the outputs
+(``bundle_symbols.py``).
+
 Every other symbol of the object is internal, so bundles link side by side.
 With ``threads > 1`` the entry starts threads 1..N-1 with ``pthread_create``
 (each runs the native worker loop ``glow_worker``), runs thread 0's share
@@ -40,6 +44,19 @@ import numpy as np
 from llvmlite import ir
 
 from glow_backend_cpu import __version__
+from glow_backend_cpu.bundle_symbols import (
+    AREA_PARAMS,
+    BAD_SYMBOLS,
+    EntrySymbol,
+    bundle_symbols,
+    dims_text,
+    emit_check,
+    emit_compact,
+    emit_expand,
+    emit_set,
+    header_lines,
+    io_types,
+)
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, Layout, align_up, generate
 from glow_backend_cpu.sync import MAX_SHARES
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS
@@ -47,15 +64,18 @@ from glow_backend_cpu.helpers import I8, I8P, I32, I64, for_range, i64, memset
 from glow_backend_cpu.target import EXTERNAL_SYMBOLS, Codegen, _init_llvm
 from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
+from glow_core.ir.types import TensorType
 from glow_sdk.backend import BundleOptions, CompileOptions
 
 ALIGN = 64
 #: symbols a bundle may leave undefined: C library, libm, pthreads
 ALLOWED_UNDEFINED = frozenset(EXTERNAL_SYMBOLS) | {"pthread_create", "pthread_join"}
 #: what the entry returns
-STATUS = {"OK": 0, "INDEX_OUT_OF_RANGE": 1, "THREAD_START_FAILED": 2, "MISALIGNED": 3}
+STATUS = {"OK": 0, "INDEX_OUT_OF_RANGE": 1, "THREAD_START_FAILED": 2, "MISALIGNED": 3, "BAD_SYMBOLS": BAD_SYMBOLS}
 #: the module's functions that become internal (the bundle exports only its entry)
 _INTERNAL = (ENTRY, "glow_worker", "glow_run", "glow_stop", "glow_get_error", "glow_clear_error")
+#: those of a function compiled for symbolic dims (``symbolic.py``)
+_INTERNAL_SYMBOLIC = ("glow_symbols", "glow_set_symbols")
 #: feature strings of targets whose LLVM default lacks what a Linux system has (RISC-V: rv64gc, not bare rv64i
 #: with soft floats and library atomics)
 DEFAULT_FEATURES = {"riscv64": "+m,+a,+f,+d,+c", "riscv32": "+m,+a,+f,+d,+c"}
@@ -206,14 +226,24 @@ def _emit_parallel(module: ir.Module, threads: int, ptr_bits: int) -> ir.Functio
     return fn
 
 
+@dataclass
+class SymbolicIo:
+    """A bundle of a function compiled for symbolic dims: its symbol arguments and each io region's type."""
+
+    symbols: list[EntrySymbol]
+    types: list[TensorType]  # per io region of the layout
+
+
 def emit_entry(module: ir.Module, name: str, layout: Layout, areas: Areas, threads: int,
-               embedded: ir.GlobalVariable | None, ptr_bits: int) -> ir.Function:
-    """``i32 NAME(i8* constantWeight, i8* mutableWeight, i8* activations)`` (see the module doc)."""
-    for sym in _INTERNAL:
+               embedded: ir.GlobalVariable | None, ptr_bits: int, symbolic: SymbolicIo | None = None) -> ir.Function:
+    """``i32 NAME(i8* constantWeight, i8* mutableWeight, i8* activations[, i64 symbol...])`` (see the module doc
+    and ``bundle_symbols.py``)."""
+    for sym in _INTERNAL + (_INTERNAL_SYMBOLIC if layout.symbols else ()):
         module.globals[sym].linkage = "internal"
     parallel = _emit_parallel(module, threads, ptr_bits) if threads > 1 else None
-    fn = ir.Function(module, ir.FunctionType(I32, [I8P, I8P, I8P]), name=name)
-    const, mutable, acts = fn.args
+    n_sym = len(symbolic.symbols) if symbolic is not None else 0
+    fn = ir.Function(module, ir.FunctionType(I32, [I8P, I8P, I8P] + [I64] * n_sym), name=name)
+    const, mutable, acts = fn.args[:3]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     intp = ir.IntType(ptr_bits)
     areas_in = [mutable, acts] + ([const] if embedded is None else [])
@@ -224,6 +254,11 @@ def emit_entry(module: ir.Module, name: str, layout: Layout, areas: Areas, threa
         bad = b.or_(bad, b.icmp_unsigned("==", v, ir.Constant(intp, 0)))
     with b.if_then(bad, likely=False):
         b.ret(ir.Constant(I32, STATUS["MISALIGNED"]))
+    env: dict[str, ir.Value] = {}
+    if symbolic is not None:  # no memory is touched before the sizes are checked
+        with b.if_then(emit_check(b, symbolic.symbols, fn.args[3:]), likely=False):
+            b.ret(ir.Constant(I32, STATUS["BAD_SYMBOLS"]))
+        env = emit_set(b, module, symbolic.symbols, fn.args[3:], layout.symbols)
     if embedded is not None:
         const = b.bitcast(embedded, I8P)
     n_regions = REGION_IO + len(layout.io)
@@ -232,6 +267,10 @@ def emit_entry(module: ir.Module, name: str, layout: Layout, areas: Areas, threa
     bases += [b.gep(mutable, [i64(off)]) for off in areas.io_offsets]
     for r, p in enumerate(bases):
         b.store(p, b.gep(regions, [i64(r)]))
+    io_regions = list(zip(layout.io, bases[REGION_IO:], symbolic.types if symbolic is not None else []))
+    for (role, _n, dtype, _shape), base, t in io_regions:
+        if role == "input":
+            emit_expand(b, base, t, _itemsize(dtype), env)
     b.call(module.globals["glow_clear_error"], [])
     if parallel is None:
         b.call(module.globals[ENTRY], [regions, i64(0), i64(1), ir.Constant(I32, 0)])
@@ -239,6 +278,9 @@ def emit_entry(module: ir.Module, name: str, layout: Layout, areas: Areas, threa
         rc = b.call(parallel, [regions])
         with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
             b.ret(rc)
+    for (role, _n, dtype, _shape), base, t in io_regions:
+        if role != "input":
+            emit_compact(b, base, t, _itemsize(dtype), env)
     err = b.call(module.globals["glow_get_error"], [])
     b.ret(b.select(b.icmp_signed("!=", err, ir.Constant(I32, 0)),
                    ir.Constant(I32, STATUS["INDEX_OUT_OF_RANGE"]), ir.Constant(I32, STATUS["OK"])))
@@ -320,7 +362,18 @@ typedef struct {
   int (*entry)(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations);
 } glow_bundle_config;
 #endif
+#ifndef GLOW_BUNDLE_BAD_SYMBOLS
+#define GLOW_BUNDLE_BAD_SYMBOLS 4          /* a symbol's size is out of its bounds or off its step: nothing was touched */
+#endif
 """
+
+
+_SYMBOLIC_ENTRY_DOC = [
+    "/* The symbols' sizes follow the areas (NUM_SYMBOLS of them, in the order above). Write each input",
+    "   densely (C order, at the run's shape: SIZE_<io>_AT bytes) at its offset; the outputs are dense at theirs.",
+    "   The entry rearranges the inputs in place: write them again before the next call. A size out of its",
+    "   bounds or off its step returns GLOW_BUNDLE_BAD_SYMBOLS before any memory is touched. */",
+]
 
 
 def index_checks(function: Function, layout: Layout) -> dict[str, str]:
@@ -358,13 +411,20 @@ def header_text(manifest: dict[str, Any]) -> str:
              f"#define {up}_NUM_INPUTS {sum(1 for io in manifest['io'] if io['role'] == 'input')}",
              f"#define {up}_NUM_OUTPUTS {sum(1 for io in manifest['io'] if io['role'] != 'input')}", ""]
     for io in manifest["io"]:
-        lines.append(f"/* {io['role']} {c_string(io['name'])}: {io['dtype']}{list(io['shape'])} */")
+        shape = list(io["shape"]) if "dims" not in io else \
+            "[" + ", ".join(str(d) for d in io["dims"]) + f"] (at most {list(io['shape'])}: SIZE is at the bounds)"
+        lines.append(f"/* {io['role']} {c_string(io['name'])}: {io['dtype']}{shape} */".replace("*/ */", "* / */"))
         lines.append(f"#define {up}_OFFSET_{io['c_name']} {io['offset']}ULL")
         lines.append(f"#define {up}_SIZE_{io['c_name']} {io['size']}ULL")
+    symbols = manifest.get("symbols")
+    if symbols:
+        lines += ["", *header_lines(manifest)]
+    params = "".join(f", int64_t {s['c_name']}" for s in symbols or ())
     lines += ["", "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
               "/* Runs one inference. The three areas must be MEM_ALIGN-aligned; constantWeight holds",
               f"   {name}.weights.bin (ignored when the weights are embedded). Calls must not overlap. */",
-              f"int {name}(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations);", "",
+              *(_SYMBOLIC_ENTRY_DOC if symbols else []),
+              f"int {name}(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations{params});", "",
               "/* After GLOW_BUNDLE_INDEX_OUT_OF_RANGE: which index check failed (0: none), one of:",
               *[f"   {code}: {text.replace('*/', '* /')}" for code, text in manifest.get("index_checks", {}).items()],
               "*/", f"int {name}_error_node(void);", ""]
@@ -375,10 +435,13 @@ def header_text(manifest: dict[str, Any]) -> str:
     for k, io in enumerate(manifest["io"]):
         lines.append(f"  {{{c_string(io['name'])}, \"{io['c_name']}\", {int(io['role'] == 'input')}, "
                      f"{io['offset']}ULL, {io['size']}ULL, \"{io['dtype']}\", {len(io['shape'])}, {name}_shape_{k}}},")
-    lines += ["};", f"static const glow_bundle_config {name}_config = {{",
-              f"  \"{name}\", {up}_CONSTANT_MEM_SIZE, {up}_MUTABLE_MEM_SIZE, {up}_ACTIVATIONS_MEM_SIZE, "
-              f"{up}_MEM_ALIGN,", f"  {up}_THREADS, {up}_WEIGHTS_EMBEDDED, {len(manifest['io'])}, {name}_io, {name}",
-              "};", "", "#ifdef __cplusplus", "}", "#endif", f"#endif /* GLOW_BUNDLE_{up}_H */", ""]
+    lines.append("};")
+    if not symbols:  # (the config's entry has the three-area signature)
+        lines += [f"static const glow_bundle_config {name}_config = {{",
+                  f"  \"{name}\", {up}_CONSTANT_MEM_SIZE, {up}_MUTABLE_MEM_SIZE, {up}_ACTIVATIONS_MEM_SIZE, "
+                  f"{up}_MEM_ALIGN,", f"  {up}_THREADS, {up}_WEIGHTS_EMBEDDED, {len(manifest['io'])}, {name}_io, {name}",
+                  "};"]
+    lines += ["", "#ifdef __cplusplus", "}", "#endif", f"#endif /* GLOW_BUNDLE_{up}_H */", ""]
     return "\n".join(lines)
 
 
@@ -394,6 +457,22 @@ def weights_c_array(name: str, data: bytes) -> str:
 
 
 # -- writing a bundle ------------------------------------------------------------------------------------
+def _symbolic_io(function: Function, layout: Layout, bundle: BundleOptions, name: str) -> SymbolicIo | None:
+    """The symbol arguments and io types of a function compiled for symbolic dims (None: a static one).
+    ``bundle.symbols`` lists the symbols (name, the symbol the dims name, min, max, step) in the entry's
+    order; without them a symbolic function cannot be bundled."""
+    spec = list(bundle.symbols)
+    if not layout.symbols and not spec:
+        return None
+    if not spec:
+        raise BackendError("the function has symbolic dims but the bundle options name no symbols",
+                           hint="bundle through glow_core.bundle.write_bundle (glow bundle)")
+    taken = set(AREA_PARAMS) | set(_C_KEYWORDS) | {name}
+    symbols = bundle_symbols(spec, layout.symbols, c_identifiers([s.name for s in spec]), taken)
+    types = io_types(function)
+    return SymbolicIo(symbols, [types[(role, n)] for role, n, _dt, _shape in layout.io])
+
+
 def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptions, out_dir: Path,
                 parallel: bool, solo_ns: float = DEFAULT_SOLO_NS) -> list[Path]:
     """Compile ``function`` into NAME.o / NAME.h / NAME.weights.bin (/ .txt) / NAME.json in ``out_dir``."""
@@ -415,14 +494,15 @@ def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptio
         embedded.initializer = ir.Constant(t, bytearray(image or b"\0"))
     m = re.search(r"(?:^|-)p:(\d+)", cg.data_layout)  # LLVM's default pointer is 64 bits
     ptr_bits = int(m.group(1)) if m else 64
-    emit_entry(module, name, layout, areas, run_threads, embedded, ptr_bits)
+    symbolic = _symbolic_io(function, layout, bundle, name)
+    emit_entry(module, name, layout, areas, run_threads, embedded, ptr_bits, symbolic)
     emit_error_node(module, name)
     add_support(module)
     lib = cg.compile_module(module)
     out_dir.mkdir(parents=True, exist_ok=True)
     c_names = c_identifiers([n for _, n, _, _ in layout.io])
     manifest: dict[str, Any] = {
-        "format": 1, "name": name, "backend": "cpu", "backend_version": __version__,
+        "format": 1 if symbolic is None else 2, "name": name, "backend": "cpu", "backend_version": __version__,
         "triple": cg.triple, "cpu": cg.cpu_name, "features": cg.features, "threads": run_threads,
         "weights_embedded": bool(bundle.embed_weights),
         "constant_mem_size": 0 if bundle.embed_weights else areas.constant_bytes,
@@ -432,6 +512,11 @@ def save_bundle(function: Function, options: CompileOptions, bundle: BundleOptio
         "io": [{"role": role, "name": n, "c_name": c, "dtype": dt if dt == "bfloat16" else np.dtype(dt).name, "shape": list(shape), "offset": off, "size": size}
                for (role, n, dt, shape), c, off, size in zip(layout.io, c_names, areas.io_offsets, areas.io_sizes)],
     }
+    if symbolic is not None:
+        manifest["symbols"] = [{"name": s.name, "c_name": s.c_name, "symbol": s.symbol, "min": s.min, "max": s.max,
+                                "step": s.step} for s in symbolic.symbols]
+        for io, t in zip(manifest["io"], symbolic.types):
+            io["dims"] = dims_text(t)
     files = [out_dir / f"{name}.o", out_dir / f"{name}.h", out_dir / f"{name}.json"]
     files[0].write_bytes(lib.object_code)
     files[1].write_text(header_text(manifest))

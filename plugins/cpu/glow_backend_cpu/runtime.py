@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 import os
 import threading
 import time
@@ -68,6 +69,13 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type, align: int = A
     raw = np.empty(nbytes + align, dtype=np.uint8)
     start = (-raw.ctypes.data) % align
     return raw[start:start + math.prod(shape) * dt.itemsize].view(dt).reshape(shape)
+
+
+def zero_pages(nbytes: int) -> np.ndarray:
+    """``nbytes`` of zeros in an anonymous private mapping (page aligned): the system supplies a page when it
+    is first written, so what a run never touches costs no memory (``np.zeros`` may instead reuse, and clear,
+    heap pages)."""
+    return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)[:nbytes]
 
 
 def is_aligned(a: np.ndarray, align: int = ALIGN) -> bool:
@@ -291,19 +299,32 @@ class CpuExecutable(CompiledFunction):
         self._finalizer = weakref.finalize(self, _close_pool, None)
 
     def _bind_small_io(self) -> None:
-        """Aligned buffers for the small inputs and outputs, bound to their regions once."""
+        """Aligned buffers for the small inputs and outputs, bound to their regions once; with symbolic dims,
+        every input and output, at its bound shape, carved from one anonymous mapping (``zero_pages``): its
+        pages read as zeros and become resident only where a run writes, so a buffer planned for the bound
+        (a KV cache of 1,024 positions) costs the memory of the positions a run holds."""
         #: (region, name, dtype, shape, bound buffer or None when the io is large)
         self._in_plan: list[tuple[int, str, np.dtype, tuple[int, ...], np.ndarray | None]] = []
         self._out_plan: list[tuple[int, str, np.dtype, tuple[int, ...], np.ndarray | None]] = []
-        for plan, ios in ((self._in_plan, self._inputs), (self._out_plan, self._outputs)):
-            for region, name, t in ios:
-                shape, dtype = tuple(t.shape), np.dtype(t.dtype)
-                buf = None
-                if t.nbytes <= SMALL_IO_BYTES or self._set_symbols is not None:
-                    buf = aligned_empty(shape, dtype)
-                    buf[...] = 0
-                    self._regions[region] = buf.ctypes.data
-                plan.append((region, name, dtype, shape, buf))
+        ios = [(plan, region, name, t) for plan, group in ((self._in_plan, self._inputs), (self._out_plan, self._outputs))
+               for region, name, t in group]
+        padded = self._set_symbols is not None
+        offsets, total = [], 0
+        for *_, t in ios:
+            offsets.append(total)
+            total += -(-t.nbytes // ALIGN) * ALIGN if padded else 0
+        area = zero_pages(total) if padded else None
+        for (plan, region, name, t), off in zip(ios, offsets):
+            shape, dtype = tuple(t.shape), np.dtype(t.dtype)
+            buf = None
+            if area is not None:
+                buf = area[off:off + t.nbytes].view(dtype).reshape(shape)
+            elif t.nbytes <= SMALL_IO_BYTES:
+                buf = aligned_empty(shape, dtype)
+                buf[...] = 0
+            if buf is not None:
+                self._regions[region] = buf.ctypes.data
+            plan.append((region, name, dtype, shape, buf))
 
     # -- threads -------------------------------------------------------------------------------------
     def _workers(self, n: int) -> WorkerPool | None:
