@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 
 import glow_core
 from glow_core import onnx_backend
-from glow_core.errors import GlowError, GlowWarning, ImportShapeError, InputError, ModelError
+from glow_core.errors import GlowError, GlowWarning, InputError, ModelError
 from tests.robustness.util import F, model
 
 pytestmark = pytest.mark.robustness
