@@ -11,7 +11,8 @@ and operators of the ``transformers`` exports, symbolic ``batch`` / ``sequence``
 under ``--cache`` (default ``~/.cache/glow-bench/transformers``; nothing is committed). Each task runs on
 each engine alone in a fresh process (``--worker``), at the engine's defaults but the thread count
 (OpenVINO: its latency hint, its CPU plugin's default; ``glow-bf16``, not a default engine, is glow with
-``precision="bf16"``), and reports:
+``precision="bf16"``; ``openvino-f32``, not a default either, is OpenVINO with ``INFERENCE_PRECISION_HINT`` f32,
+float32 on a CPU where its default is bfloat16), and reports:
 
 - ``bert-sweep``: for each length in order, in one process: the first run's time (what a new length costs,
   a compile included) and the median of ``--runs`` later runs; resident memory after the first length and
@@ -75,11 +76,13 @@ def _ort(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
     return (lambda feeds: dict(zip(names, sess.run(None, feeds)))), (lambda: None)
 
 
-def _openvino(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
+def _openvino(path: Path, threads: int, precision: str | None = None) -> tuple[Run, Callable[[], int | None]]:
     import openvino as ov
 
-    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                          "PERFORMANCE_HINT": "LATENCY"})
+    config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    compiled = ov.Core().compile_model(str(path), "CPU", config)
     req = compiled.create_infer_request()
     names = [o.get_any_name() for o in compiled.outputs]
 
@@ -94,8 +97,15 @@ def _glow_bf16(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]
     return _glow(path, threads, "bf16")
 
 
+def _openvino_f32(path: Path, threads: int) -> tuple[Run, Callable[[], int | None]]:
+    """OpenVINO with ``INFERENCE_PRECISION_HINT`` f32 (float32 beside glow's float32, on a CPU where its default
+    is bfloat16: not a default engine; ``--engines``)."""
+    return _openvino(path, threads, "f32")
+
+
 OPEN: Mapping[str, Callable[[Path, int], tuple[Run, Callable[[], int | None]]]] = {
-    "glow": _glow, "glow-bf16": _glow_bf16, "onnxruntime": _ort, "openvino": _openvino}
+    "glow": _glow, "glow-bf16": _glow_bf16, "onnxruntime": _ort, "openvino": _openvino,
+    "openvino-f32": _openvino_f32}
 
 
 def rss_mb() -> float:
@@ -278,8 +288,10 @@ def _ratio(a: Any, b: Any) -> str:
 
 
 def table_sweep(res: Mapping[str, dict], engines: Sequence[str]) -> list[str]:
-    lines = ["| length | " + " | ".join(f"{e} first ms | {e} steady ms" for e in engines) + " | glow/ort | glow/ov |",
-             "|---:|" + "---:|" * (2 * len(engines) + 2)]
+    peers = [p for p in ("onnxruntime", "openvino", "openvino-f32") if p in engines]
+    lines = ["| length | " + " | ".join(f"{e} first ms | {e} steady ms" for e in engines)
+             + "".join(f" | glow/{p}" for p in peers) + " |",
+             "|---:|" + "---:|" * (2 * len(engines) + len(peers))]
     lengths = [r["length"] for r in next((v["rows"] for v in res.values() if "rows" in v), [])]
     for i, n in enumerate(lengths):
         cells = []
@@ -288,8 +300,8 @@ def table_sweep(res: Mapping[str, dict], engines: Sequence[str]) -> list[str]:
             row = res.get(e, {}).get("rows", [None] * len(lengths))[i] or {}
             steady[e] = row.get("steady_ms")
             cells += [_f(row.get("first_ms")), _f(row.get("steady_ms"))]
-        lines.append(f"| {n} | " + " | ".join(cells) + f" | {_ratio(steady.get('glow'), steady.get('onnxruntime'))}"
-                     f" | {_ratio(steady.get('glow'), steady.get('openvino'))} |")
+        lines.append(f"| {n} | " + " | ".join(cells) + "".join(f" | {_ratio(steady.get('glow'), steady.get(p))}"
+                                                             for p in peers) + " |")
     lines += ["", "| engine | load s | RSS after the first length MB | after the sweep MB | peak MB | compiles |",
               "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {e} | {_f(r.get('open_s'), '.2f')} | {_f(r.get('rss_first_mb'), '.0f')} | "

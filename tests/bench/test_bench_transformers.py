@@ -52,6 +52,7 @@ def test_every_task_runs_on_each_engine_in_its_own_process(tmp_path: Path) -> No
     assert "not run" not in text, text
     sweep = text.split("### bert-sweep")[1].split("###")[0]
     assert "| 4 |" in sweep and "| 8 |" in sweep
+    assert "| glow/onnxruntime |" in sweep and "glow/openvino" not in sweep  # (a ratio per peer run)
     glow_row = next(line for line in sweep.splitlines() if line.startswith("| glow |"))
     # glow compiles once for every sequence length (symbolic dims: docs/dynamic-shapes.md)
     assert glow_row.split("|")[-2].strip() == "1"

@@ -45,6 +45,10 @@ TIMEOUT = 900.0
 SAMPLE = 20
 
 
+#: the tests that use ``site`` run on one worker (--dist loadgroup), which installs it once
+ON_SITE = pytest.mark.xdist_group("conformance-site")
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A --target directory holding glow-backend-example and the broken glow-backend-wrongadd."""
@@ -154,6 +158,7 @@ def test_cpu_passes_full_with_its_waivers_listed(tmp_path: Path, record_property
     record_property("seconds", data["seconds"])
 
 
+@ON_SITE
 def test_example_backend_installed_from_its_pyproject_passes_core(site: Path, tmp_path: Path) -> None:
     where = subprocess.run([sys.executable, "-c", "import glow_backend_example as m; print(m.__file__)"],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, check=True)
@@ -171,6 +176,7 @@ def test_example_backend_installed_from_its_pyproject_passes_core(site: Path, tm
     assert data["categories"]["model"]["pass"] >= 6
 
 
+@ON_SITE
 def test_broken_backend_fails_and_the_reports_name_the_primitive_case_and_error(site: Path, tmp_path: Path) -> None:
     r = conformance(["--backend", "wrongadd", "-k", "primitive/Add/", "-k", "primitive/Mul/"], tmp_path, site)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -193,6 +199,7 @@ def test_broken_backend_fails_and_the_reports_name_the_primitive_case_and_error(
     assert not (tmp_path / "report" / "report.json").exists()  # a partial run never writes the full report
 
 
+@ON_SITE
 def test_mandatory_cases_cannot_be_waived_others_can(site: Path, tmp_path: Path) -> None:
     waivers = tmp_path / "waivers.txt"
     waivers.write_text("# known problems\nprimitive/Add/*: our adder is approximate\n"
@@ -215,6 +222,7 @@ def test_mandatory_cases_cannot_be_waived_others_can(site: Path, tmp_path: Path)
     assert load_report(tmp_path, partial=True)["summary"]["waived"] >= 1
 
 
+@ON_SITE
 def test_a_backend_that_crashes_the_process_fails_the_case_not_the_suite(site: Path, tmp_path: Path) -> None:
     r = conformance(["--backend", "wrongadd", "-k", "primitive/Sub/float32"], tmp_path, site,
                     env={"GLOW_FIXTURE_CRASH": "1"})
@@ -232,6 +240,7 @@ def _pytest(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProce
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=TIMEOUT, check=False)
 
 
+@ON_SITE
 def test_pytest_plugin_runs_one_test_per_case(site: Path, tmp_path: Path) -> None:
     bad = _pytest(["--glow-backend", "wrongadd", "--pyargs", "glow_conformance", "-k", "Add and float32"],
                   site, tmp_path)
@@ -257,6 +266,7 @@ def _affine_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+@ON_SITE
 def test_compare_names_the_first_diverging_node(site: Path, tmp_path: Path) -> None:
     model = save(_affine_model(), tmp_path / "affine.onnx")
     r = glow(["compare", str(model), "--backend", "wrongadd", "--reference", "interpreter"], pythonpath=[site],

@@ -23,7 +23,9 @@ from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requiremen
 from .test_metadata import DISTRIBUTIONS, HOME, REPO
 from .wheelhouse import _run, build_artefacts, build_wheels
 
-pytestmark = pytest.mark.slow
+#: one worker builds and installs the wheels once (with --dist loadgroup; spread over both workers, each built
+#: them: 2 x 25 s in CI)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheels")]
 
 class Installed:
     def __init__(self, base: Path, wheels: list[Path], python: Path, env: dict[str, str], before: list[Path]):
