@@ -27,8 +27,7 @@ from glow_core.pipeline.specialize import Specializations
 from glow_core.controlflow.hostops import CHECKS, HOST_OPS, WARMERS
 from glow_core.controlflow.hostvalues import HostOpt, HostSeq, coerce, declare, from_flat, hoist_appends, to_user
 from glow_core.errors import GlowError, ModelError, UnsupportedError
-from glow_core.importer import OptShape, SeqShape, Split
-from glow_core.importer.onnx_importer import OnnxImporter
+from glow_core.importer import OptShape, SeqShape, Split, import_split
 from glow_core.importer.subgraphs import captured_names, node_uses
 from glow_core.ir.graph import Function
 from glow_sdk.backend import Backend, CompiledFunction
@@ -210,8 +209,7 @@ class Stage:
         stats = CompileStats()
         with budget.using(target.budget or budget.current()):
             t0 = time.perf_counter()
-            imp = OnnxImporter(model, shapes, bind, split=True, checked=checked, weights=target.weights)
-            fn, split = imp.run(), imp.split
+            fn, split = import_split(model, shapes, bind, checked, target.weights)
             stats.import_s = time.perf_counter() - t0
             input_types = {p.name: p.type for p in fn.inputs}
             net = None

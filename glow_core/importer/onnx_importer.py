@@ -602,14 +602,16 @@ def import_split(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     bind: Mapping[str, np.ndarray] | None = None,
     checked: bool = False,
+    weights: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Function, Split | None]:
     """Import up to the first control-flow node that must run at run time (docs/control-flow.md).
 
     Returns the function of the nodes before it and where it stopped (None: the whole graph).
     ``checked``: ``proto`` is made of parts of a model the onnx checker accepted (a subgraph, the
-    rest of a graph), whose outputs need not declare types: the checker is not run again.
+    rest of a graph), whose outputs need not declare types: the checker is not run again. ``weights``: the
+    initializers of a model stripped of them, by name.
     """
-    imp = OnnxImporter(proto, input_shapes, bind, split=True, checked=checked)
+    imp = OnnxImporter(proto, input_shapes, bind, split=True, checked=checked, weights=weights)
     fn = imp.run()
     return fn, imp.split
 

@@ -61,12 +61,13 @@ def compile_options(*, threads: int | None = None, debug: bool = False,
     return CompileOptions(threads=threads, debug=debug, extra=dict(extra or {}), lir_builder=build_lir)
 
 
-def import_function(model: Any, input_shapes: Any = None, bind: Mapping[str, np.ndarray] | None = None) -> Function:
+def import_function(model: Any, input_shapes: Any = None, bind: Mapping[str, np.ndarray] | None = None,
+                    weights: Mapping[str, np.ndarray] | None = None) -> Function:
     """Check the model argument and the input shapes (:mod:`.args`) and import the model into a verified
-    function."""
+    function (``weights``: the initializers of a model stripped of them, by name)."""
     model, shapes = check_model_arg(model), check_input_shapes(input_shapes)
     with progress.stage("import"):
-        return import_model(model, shapes, bind)
+        return import_model(model, shapes, bind, weights)
 
 
 def optimization_level(options: Mapping[str, Any] | None) -> int:

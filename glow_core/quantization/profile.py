@@ -44,6 +44,7 @@ from glow_core.pipeline import (CompiledNetwork, check_input_shapes, check_model
                                 compile_prepared, import_function, prepare_function)
 from glow_core.pipeline.specialize import DynamicNetwork
 from glow_core.plugin_host import get_backend
+from glow_core.quantization.data import fits
 from glow_core.quantization.histogram import DEFAULT_BINS, ValueRecord
 from glow_sdk.backend import Backend
 
@@ -203,11 +204,7 @@ def fingerprint(fn: Function, backend: str, shapes: bool = True) -> str:
 def shape_fits(had: ValueInfo, now: ValueInfo, symbolic: bool) -> bool:
     """Does a value of a graph (``now``) have the element kind and shape the profile recorded (``had``; -1 on an
     axis of a ``symbolic`` profile: any size)?"""
-    if had.elem != now.elem:
-        return False
-    if not symbolic:
-        return had.shape == now.shape
-    return len(had.shape) == len(now.shape) and all(h in (-1, n) for h, n in zip(had.shape, now.shape))
+    return had.elem == now.elem and (fits(had.shape, now.shape) if symbolic else had.shape == now.shape)
 
 
 def _differences(had: Mapping[str, ValueInfo], now: Mapping[str, ValueInfo], symbolic: bool = False) -> list[str]:

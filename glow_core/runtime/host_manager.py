@@ -35,9 +35,7 @@ import numpy as np
 
 from glow_core.errors import InputError
 from glow_core.ir.graph import Function
-from glow_core.importer import import_model
-from glow_core.pipeline import (CompiledNetwork, CompileStats, check_input_shapes, check_model_arg, import_function,
-                                prepare_function)
+from glow_core.pipeline import CompiledNetwork, CompileStats, import_function, prepare_function
 from glow_core.plugin_host import get_backend
 from glow_core.runtime.assign import Claims, collect_claims, high_level_origins, lower_unclaimed
 from glow_core.runtime.cluster import Cluster, RayDeviceManager
@@ -111,8 +109,7 @@ def prepare_claimed(model: Any, devices: Sequence[DeviceConfig],
     the initializers of a model stripped of them, by name (glow_core/importer/weights.py)."""
     backends = [get_backend(n) for n in backend_order(list(devices))]
     t0 = time.perf_counter()
-    fn = (import_model(check_model_arg(model), check_input_shapes(input_shapes), bind, weights) if weights
-          else import_function(model, input_shapes, bind))
+    fn = import_function(model, input_shapes, bind, weights)
     origins = high_level_origins(fn, backends)
     t1 = time.perf_counter()
     fn = prepare_function(fn, UnionBackend(backends))
