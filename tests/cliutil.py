@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -100,13 +101,24 @@ def glow(
     if pythonpath:
         old = full_env.get("PYTHONPATH", "")
         full_env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), *([old] if old else [])])
-    proc = subprocess.run(
-        [sys.executable, "-m", "glow_cli", *args],
-        cwd=str(cwd) if cwd is not None else None,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    full_env.setdefault("PYTHONFAULTHANDLER", "1")  # a hung run's thread stacks, when it is aborted below
+    with subprocess.Popen([sys.executable, "-m", "glow_cli", *args], cwd=str(cwd) if cwd is not None else None,
+                          env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(_hung(proc, args, timeout)) from None
+    return Result(proc.returncode, stdout, stderr)
+
+
+def _hung(proc: subprocess.Popen[str], args: Sequence[str], timeout: float) -> str:
+    """Abort a ``glow`` that did not finish in time; the message holds what it printed and, from
+    faulthandler, where every one of its Python threads was."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    return (f"glow {' '.join(args)} did not finish within {timeout:.0f} s\n--- stdout:\n{stdout}\n"
+            f"--- stderr (with the thread stacks at the abort):\n{stderr}")

@@ -10,9 +10,11 @@ part before it, and the returned future completes from OpenVINO's callback of th
 from __future__ import annotations
 
 import atexit
+import ctypes
 import functools
-import gc
 import queue
+import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -53,12 +55,43 @@ class OvPart:
         self.idle: queue.Queue[Any] = queue.Queue()
         for _ in range(max(1, requests)):
             self.idle.put(compiled.create_infer_request())
+        #: runs started whose completion callback has not returned yet (``release`` waits for none)
+        self._inflight = 0
+        self._settled = threading.Condition()
 
-    def release(self) -> None:
-        """Drop the infer requests (after waiting for each) and the compiled model."""
+    def _started(self) -> None:
+        with self._settled:
+            self._inflight += 1
+
+    def _finished(self) -> None:
+        with self._settled:
+            self._inflight -= 1
+            self._settled.notify_all()
+
+    def settle(self, timeout: float = 60.0) -> bool:
+        """Wait, without the GIL, until no run is in progress and no completion callback is running; False
+        when that did not happen within ``timeout``."""
+        with self._settled:
+            if not self._settled.wait_for(lambda: self._inflight == 0, timeout=timeout):
+                return False
+        time.sleep(0.001)  # the last callback's few remaining bytecodes run while this thread waits
+        for request in list(self.idle.queue):
+            request.wait()
+        return True
+
+    def release(self, timeout: float = 60.0) -> None:
+        """Drop the infer requests and the compiled model once no completion callback is running.
+
+        A callback runs Python on one of OpenVINO's threads and so needs the GIL; destroying the compiled
+        model joins those threads while this thread holds it, so this first waits for every callback to
+        return (``settle``). Parts still busy after ``timeout`` are kept alive rather than destroyed (a
+        leak, not a hang)."""
+        if not self.settle(timeout):
+            _KEPT.append(self)
+            return
         while True:
             try:
-                self.idle.get_nowait().wait()
+                self.idle.get_nowait()
             except queue.Empty:
                 break
         self.compiled = None
@@ -73,13 +106,23 @@ class OvPart:
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One run: an idle infer request started asynchronously, then waited for."""
         request = self.idle.get()
+        self._started()
         try:
-            request.set_callback(_ignore, None)
+            request.set_callback(self._settle, None)
             request.start_async(self._inputs(feeds))
+        except BaseException:
+            self._finished()
+            self.idle.put(request)
+            raise
+        try:
             request.wait()
             return self._outputs(request)
         finally:
             self.idle.put(request)
+
+    def _settle(self, _: Any) -> None:
+        """The completion callback of a run that is waited for."""
+        self._finished()
 
     def start(self, feeds: Mapping[str, np.ndarray], finish: Callable[[dict[str, np.ndarray] | None,
                                                                         BaseException | None], None]) -> None:
@@ -89,22 +132,23 @@ class OvPart:
 
         def completed(_: Any) -> None:
             try:
-                outputs, error = self._outputs(request), None
-            except BaseException as e:  # noqa: BLE001 -- handed to finish
-                outputs, error = None, e
-            self.idle.put(request)
-            finish(outputs, error)
+                try:
+                    outputs, error = self._outputs(request), None
+                except BaseException as e:  # noqa: BLE001 -- handed to finish
+                    outputs, error = None, e
+                self.idle.put(request)
+                finish(outputs, error)
+            finally:
+                self._finished()
 
+        self._started()
         try:
             request.set_callback(completed, None)
             request.start_async(self._inputs(feeds))
         except BaseException as e:  # noqa: BLE001 -- handed to finish
+            self._finished()
             self.idle.put(request)
             finish(None, e)
-
-
-def _ignore(_: Any) -> None:
-    """The completion callback of a run that is waited for."""
 
 
 def compile_part(part: OnnxPart, device: str, requests: int, threads: int | None) -> OvPart:
@@ -182,14 +226,24 @@ class OpenVinoExecutable(CompiledFunction):
 
 #: the executables alive, closed at exit (below)
 _LIVE: weakref.WeakSet[OpenVinoExecutable] = weakref.WeakSet()
+#: parts whose completion callbacks did not return in time: never destroyed (see ``OvPart.release``)
+_KEPT: list[Any] = []
 
 
 @atexit.register
-def _release_at_exit() -> None:
-    """Drop every infer request, compiled model and the core before the interpreter tears modules down:
-    OpenVINO objects destroyed during that teardown, while its worker threads still run, could abort the
-    process ("terminate called without an active exception") after a successful run."""
+def _settle_at_exit() -> None:
+    """At exit, wait for every run to finish, then keep every OpenVINO object alive to the end of the process.
+
+    Destroying a compiled model joins OpenVINO's stream threads: during the interpreter's module teardown
+    that aborted the process ("terminate called without an active exception"), and from an exit handler
+    it hung a CI run for 20 minutes (``glow run --devices openvino:1,cpu:1``: all output printed, then
+    no exit). The process ending frees them all anyway, so nothing is destroyed here: the objects are
+    held by a list the interpreter never frees."""
     for exe in list(_LIVE):
-        exe.close()
-    ov_core.cache_clear()
-    gc.collect()
+        for part in exe.parts:
+            if isinstance(part, OvPart):
+                part.settle()
+        _KEPT.append(exe)
+    if ov_core.cache_info().currsize:  # (no core made, none to keep: calling it would import openvino)
+        _KEPT.append(ov_core())
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_KEPT))  # never freed, not even by module teardown
