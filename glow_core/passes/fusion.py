@@ -15,7 +15,8 @@ before or after lowering:
 (clip; the last one only when lo <= hi, where both orders agree), and, for float32 results,
 ``HardSwish`` and its lowering ``Mul(y, Max(Min(Div(Add(y, 3), 6), 1), 0))`` (hardswish: y read by
 the Add and the Mul alone, the constants exactly 3, 6, 1 and +0, Add / Min / Max / Mul in either
-operand order).
+operand order), and the ReLU6 form exporters write, ``Div(Mul(y, Clip(Add(y, 3), 0, 6)), 6)`` with the
+Clip as a node or as ``Min(Max(., 0), 6)`` (hardswish6: the same conditions, the Div's 6 its divisor).
 
 It fuses only
 
@@ -157,12 +158,47 @@ def _hardswish(fn: Function, y: Value) -> Activation | None:
     return Activation(0.0, 0.0, (*steps, mul), "hardswish")
 
 
+def _clip_0_6(fn: Function, v: Value) -> list[Node] | None:
+    """``Clip(v, 0, 6)`` or ``Min(Max(v, 0), 6)`` reading ``v`` alone (float32 constants, bitwise)."""
+    clip = _reader(fn, v, ("Clip",))
+    if clip is not None:
+        bounds = clip.inputs[1:]
+        if clip.inputs[0] is v and len(bounds) == 2 and all(
+                isinstance(c, Constant) and c.type.elem is ElemKind.FLOAT32 and splat(c) is not None
+                and np.asarray(splat(c), np.float32).tobytes() == np.float32(want).tobytes()
+                for c, want in zip(bounds, (0.0, 6.0))):
+            return [clip]
+        return None
+    mx = _const_step(fn, v, "Max", 0.0)
+    mn = _const_step(fn, mx.result, "Min", 6.0) if mx is not None else None
+    return [mx, mn] if mx is not None and mn is not None else None
+
+
+def _hardswish6(fn: Function, y: Value) -> Activation | None:
+    """Hard swish in its ReLU6 form ``Div(Mul(y, Clip(Add(y, 3), 0, 6)), 6)`` reading ``y`` alone (the Add
+    and the Mul read it; float32 only; the Clip may be lowered to Max then Min)."""
+    if y.type.elem is not ElemKind.FLOAT32:
+        return None
+    users = y.user_nodes()
+    if len(users) != 2 or len(y.users) != 2 or fn.is_output(y):
+        return None
+    add = next((u for u in users if u.kind.name == "Add" and _const_is(u, y, 3.0, True)), None)
+    clip = _clip_0_6(fn, add.result) if add is not None else None
+    if add is None or clip is None:
+        return None
+    mul = _reader(fn, clip[-1].result, ("Mul",))
+    if mul is None or not any(u is mul for u in users) or _other(mul, clip[-1].result) is not y:
+        return None
+    div = _const_step(fn, mul.result, "Div", 6.0, commutes=False)
+    return Activation(0.0, 0.0, (add, *clip, mul, div), "hardswish6") if div is not None else None
+
+
 def match_activation(fn: Function, y: Value) -> Activation | None:
     """The activation applied to ``y`` (read by it alone), in any of its forms, or None."""
     relu = _reader(fn, y, ("Relu",))
     if relu is not None:
         return Activation(0.0, math.inf, (relu,))
-    hswish = _hardswish(fn, y)
+    hswish = _hardswish(fn, y) or _hardswish6(fn, y)
     if hswish is not None:
         return hswish
     clip = _reader(fn, y, ("Clip",))

@@ -21,6 +21,9 @@ the lowering table turns them back into) the unfused kinds::
   integer results take the bounds exactly, the pass only fuses bounds a float64 holds exactly),
 - ``hardswish``: ``y * max(min((y + 3) / 6, 1), 0)``, HardSwish as it is lowered (a true
   division; NaN propagates); float32 results only.
+- ``hardswish6``: ``(y * min(max(y + 3, 0), 6)) / 6``, the ReLU6 form of hard swish that exporters
+  write as nodes (paddle2onnx's PP-LCNet and MobileNetV3: Add, Clip, Mul, Div), in that order; float32
+  results only.
 
 Each is applied to the unfused result in its element kind, so the fused kinds
 compute exactly what the separate nodes compute.
@@ -55,9 +58,9 @@ from glow_core.ir.kinds import attr, define_kind
 from glow_core.ir.types import FLOAT_KINDS, ElemKind, TensorType, broadcast_shapes
 
 #: the activations a fused kind may apply
-ACTIVATIONS = ("none", "relu", "clip", "hardswish")
+ACTIVATIONS = ("none", "relu", "clip", "hardswish", "hardswish6")
 #: the activations that need a float32 result (the backends compute them as float32 operations)
-_FLOAT32_ACTIVATIONS = frozenset({"hardswish"})
+_FLOAT32_ACTIVATIONS = frozenset({"hardswish", "hardswish6"})
 
 _ACT_ATTRS = (
     attr("activation", A.STRING, "none", doc=" / ".join(ACTIVATIONS)),

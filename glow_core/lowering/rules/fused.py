@@ -3,8 +3,8 @@
 ``FusedConv`` -> Conv, Add of the residual, then the activation; ``FusedMatMul`` -> MatMul, Add of
 the bias, then the activation; ``DequantMatMul`` -> Cast of the weight to float32, Mul by its scale,
 then as FusedMatMul. The activation ``relu`` becomes a Relu node and
-``clip`` a Clip with constant bounds, ``hardswish`` a HardSwish node (each lowered further when
-needed).
+``clip`` a Clip with constant bounds, ``hardswish`` a HardSwish node, ``hardswish6`` its nodes
+(Add 3, Clip 0..6, Mul, Div 6; each lowered further when needed).
 ``FusedLayerNorm`` -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul,
 Add (the exporters' pattern); ``FusedAttention`` -> MatMul, Mul / Div by the
 scale, Add of the mask, Softmax over the last axis (masked_rows zero: the
@@ -56,9 +56,16 @@ def _hardswish(b: Builder, node: Node, y: Value) -> Value:
     return b.unary("HardSwish", y)
 
 
+def _hardswish6(b: Builder, node: Node, y: Value) -> Value:
+    def c(v: float) -> Value:
+        return b.const(np.asarray(v, dtype=y.type.dtype))
+    t = b.emit1("Clip", [b.emit1("Add", [y, c(3.0)]), c(0.0), c(6.0)])
+    return b.emit1("Div", [b.emit1("Mul", [y, t]), c(6.0)])
+
+
 #: activation name -> emits it on the unfused result
 ACTIVATIONS: dict[str, Callable[[Builder, Node, Value], Value]] = {
-    "none": _none, "relu": _relu, "clip": _clip, "hardswish": _hardswish}
+    "none": _none, "relu": _relu, "clip": _clip, "hardswish": _hardswish, "hardswish6": _hardswish6}
 
 _CONV_ATTRS = ("strides", "pads", "dilations", "group")
 

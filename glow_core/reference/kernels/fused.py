@@ -44,12 +44,23 @@ def _hardswish(attrs: Attrs, out: Types, y: np.ndarray) -> np.ndarray:
     return np.asarray(KERNELS["HardSwish"]({}, out, y))
 
 
+def _hardswish6(attrs: Attrs, out: Types, y: np.ndarray) -> np.ndarray:
+    """``(y * min(max(y + 3, 0), 6)) / 6``: the Add, Clip, Mul and Div kernels in turn, in float32."""
+    def c(v: float) -> np.ndarray:
+        return np.asarray(v, np.float32)
+    t = np.asarray(KERNELS["Add"]({}, out, y, c(3.0)))
+    t = np.asarray(KERNELS["Clip"]({}, out, t, c(0.0), c(6.0)))
+    t = np.asarray(KERNELS["Mul"]({}, out, y, t))
+    return np.asarray(KERNELS["Div"]({}, out, t, c(6.0)))
+
+
 #: activation name -> applies it to the unfused result
 ACTIVATION_KERNELS: dict[str, Callable[[Attrs, Types, np.ndarray], np.ndarray]] = {
     "none": _none,
     "relu": _relu,
     "clip": _clip,
     "hardswish": _hardswish,
+    "hardswish6": _hardswish6,
 }
 
 

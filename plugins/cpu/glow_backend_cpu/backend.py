@@ -133,7 +133,7 @@ def precision_of(extra: Mapping[str, Any]) -> str:
 
 
 class CpuBackend(Backend):
-    fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
+    fused_activations = frozenset({"none", "relu", "clip", "hardswish", "hardswish6"})
     name = "cpu"
     version = __version__
     sdk_api_version = 1

@@ -105,7 +105,7 @@ class SymbolicGraphExecutable(GraphExecutable):
 
 
 class InterpreterBackend(Backend):
-    fused_activations = frozenset({"none", "relu", "clip", "hardswish"})
+    fused_activations = frozenset({"none", "relu", "clip", "hardswish", "hardswish6"})
     name = "interpreter"
     version = __version__
 

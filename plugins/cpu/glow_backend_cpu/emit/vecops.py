@@ -137,9 +137,15 @@ def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
 
 def activation(b: ir.IRBuilder, v: ir.Value, act: str, lo: float, hi: float) -> ir.Value:
     """relu: ``max(v, 0)``; clip: ``min(max(v, lo), hi)`` as numpy does them (NaN stays NaN, ties keep v);
-    hardswish: ``v * max(min((v + 3) / 6, 1), 0)``, the lowered nodes' operations in their order."""
+    hardswish: ``v * max(min((v + 3) / 6, 1), 0)``, the lowered nodes' operations in their order;
+    hardswish6: ``(v * clip(v + 3, 0, 6)) / 6``, likewise."""
     if act == "none":
         return v
+    if act == "hardswish6":
+        def k(x: float) -> ir.Constant:
+            return ir.Constant(v.type, [x] * v.type.count) if isinstance(v.type, ir.VectorType) else cf(x)
+        t = activation(b, b.fadd(v, k(3.0)), "clip", 0.0, 6.0)
+        return b.fdiv(b.fmul(v, t), k(6.0))
     zero = ir.Constant(v.type, None)
     if act == "relu":
         return b.select(b.fcmp_ordered("<", v, zero), zero, v)
