@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import glow_core
 from glow_core.pipeline import prepare_function
 from glow_core.errors import GlowTypeError
-from glow_core.ir.graph import Function, Value
+from glow_core.ir.graph import Function, Node, Value
 from glow_core.ir.types import ElemKind, TensorType
 from glow_core.quantization import QuantizationConfig
 from glow_core.quantization.calibration import QuantParams
@@ -108,9 +108,14 @@ def test_hardswish_chain_not_fused(case: str) -> None:
     values = {"add_3_inexact": {"Add": float(np.nextafter(np.float32(3), np.float32(4)))},
               "min_1_other": {"Min": 2.0}, "max_negative_zero": {"Max": -0.0}}.get(case)
     out = lowered_hswish(fn, y, values=values)
-    mul = out.producer
     div = [n for n in fn.nodes if n.kind.name == "Div"][0]
-    if case == "div_6_swapped":  # 6 / (y + 3)
+    assert_not_fused(fn, y, out, case, div, out.producer, div)  # (div_6_swapped: 6 / (y + 3))
+
+
+def assert_not_fused(fn: Function, y: Value, out: Value, case: str, div: Node, mul: Node, step: Node) -> None:
+    """Apply ``case``'s change to a hard swish chain ``out`` of ``y`` (its Div and Mul given; ``step``: the
+    node whose result becomes an output in step_is_output) and check that the pass fuses nothing."""
+    if case == "div_6_swapped":
         a, b = div.inputs
         div.set_input(0, b)
         div.set_input(1, a)
@@ -119,7 +124,7 @@ def test_hardswish_chain_not_fused(case: str) -> None:
     elif case == "y_read_thrice":
         fn.set_output("n", fn.create("Neg", [y]).result)
     elif case == "step_is_output":
-        fn.set_output("d", div.result)
+        fn.set_output("s", step.result)
     elif case == "y_is_output":
         fn.set_output("c", y)
     fn.set_output("y", out)

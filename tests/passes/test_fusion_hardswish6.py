@@ -18,7 +18,7 @@ from glow_core.pipeline import prepare_function
 from glow_backend_interpreter.backend import InterpreterBackend
 from tests.passes.passutil import FusingPrimitivesBackend, check, kinds
 from tests.passes.test_fusion import CONV_ATTRS, FUSE, conv, matmul, scalar
-from tests.passes.test_fusion_hardswish import same_bits, special_values
+from tests.passes.test_fusion_hardswish import assert_not_fused, same_bits, special_values
 
 
 def hswish6(fn: Function, y: Value, *, clip_node: bool = True, const_first: bool = False,
@@ -65,20 +65,7 @@ def test_other_chains_are_not_fused(case: str) -> None:
     out = hswish6(fn, y, values=values)
     div = out.producer
     mul = div.inputs[0].producer
-    if case == "div_6_swapped":  # 6 / (y * clip)
-        a, b = div.inputs
-        div.set_input(0, b)
-        div.set_input(1, a)
-    elif case == "mul_by_other":
-        mul.set_input(0, fn.add_input("z", y.type))
-    elif case == "y_read_thrice":
-        fn.set_output("n", fn.create("Neg", [y]).result)
-    elif case == "step_is_output":
-        fn.set_output("m", mul.result)
-    fn.set_output("y", out)
-    before = kinds(fn)
-    assert not check(fn, *FUSE, backend=FusingPrimitivesBackend(), exact=True)
-    assert kinds(fn) == before
+    assert_not_fused(fn, y, out, case, div, mul, mul)  # (div_6_swapped: 6 / (y * clip))
 
 
 def test_not_fused_for_the_int8_conversion() -> None:
