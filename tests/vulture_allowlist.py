@@ -66,6 +66,3 @@ _.set_cache_limits  # unused method (glow_core/pipeline/specialize.py): DynamicN
 _.add_free_dimension_override_by_name  # unused method (glow_core/session/session.py): onnxruntime's SessionOptions
 _.specialization  # unused method (glow_core/pipeline/specialize.py): one shape's network, named in the STATIC_ONLY error
 _.precompile  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork.precompile, called by user code and scripts/bench_transformers.py
-
-# -- cpu runtime: introspection the tests read (tests/cpu/test_symbolic_io.py)
-_.pooled  # unused method (plugins/cpu/glow_backend_cpu/symio.py): how many handed buffers the pools keep

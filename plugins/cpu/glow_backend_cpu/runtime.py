@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from glow_backend_cpu import profiling, regions
-from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, copy_feeds, handed_view
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.symbolic import SET_SYMBOLS, actual_shape, bind_symbols, prefix, symbol_array
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
@@ -310,20 +309,15 @@ class CpuExecutable(CompiledFunction):
         ios = [(plan, region, name, t) for plan, group in ((self._in_plan, self._inputs), (self._out_plan, self._outputs))
                for region, name, t in group]
         padded = self._set_symbols is not None
-        #: large outputs of a symbolic function: written into buffers handed to the caller (``symio.py``)
-        self._handed = HandedBuffers()
-        handed = {id(t) for plan, _, _, t in ios if padded and plan is self._out_plan and t.nbytes >= HANDED_BYTES}
         offsets, total = [], 0
         for *_, t in ios:
             offsets.append(total)
-            total += -(-t.nbytes // ALIGN) * ALIGN if padded and id(t) not in handed else 0
+            total += -(-t.nbytes // ALIGN) * ALIGN if padded else 0
         area = zero_pages(total) if padded else None
         for (plan, region, name, t), off in zip(ios, offsets):
             shape, dtype = tuple(t.shape), np.dtype(t.dtype)
             buf = None
-            if id(t) in handed:
-                pass  # bound to a handed buffer at each run
-            elif area is not None:
+            if area is not None:
                 buf = area[off:off + t.nbytes].view(dtype).reshape(shape)
             elif t.nbytes <= SMALL_IO_BYTES:
                 buf = aligned_empty(shape, dtype)
@@ -408,26 +402,15 @@ class CpuExecutable(CompiledFunction):
         values = symbol_array(self.layout.symbols, env)
         with self._lock:
             self._set_symbols(values.ctypes.data)
-            pairs = []
             for _region, name, dtype, _shape, buf in self._in_plan:
                 a = feeds[name]
                 if dtype.kind in "iub" and self._fed_shapes.get(name) != a.shape:
                     buf[...] = 0  # index inputs: the padding holds no stale (possibly out-of-range) values
                     self._fed_shapes[name] = a.shape
-                pairs.append((buf, prefix(a.shape), a))
-            copy_feeds(pairs, parallel=self.parallel and self.threads > 1)
-            owners = []
-            for region, _name, dtype, shape, buf in self._out_plan:
-                owner = None if buf is not None else self._handed.take(region, math.prod(shape) * dtype.itemsize)
-                if owner is not None:
-                    self._regions[region] = owner.ctypes.data
-                owners.append(owner)
+                buf[prefix(a.shape)] = a
             self._run()
-            outs: dict[str, np.ndarray] = {}
-            for (_region, name, dtype, shape, buf), owner in zip(self._out_plan, owners):
-                corner = prefix(actual_shape(self.output_types[name], env))
-                outs[name] = buf[corner].copy() if owner is None else handed_view(owner, dtype, shape, corner)
-            return outs
+            return {name: buf[prefix(actual_shape(self.output_types[name], env))].copy()
+                    for _region, name, _dtype, _shape, buf in self._out_plan}
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._set_symbols is not None:
@@ -435,7 +418,6 @@ class CpuExecutable(CompiledFunction):
         self._check(feeds)
         with self._lock:
             keep: list[np.ndarray] = []
-            staging = []
             for region, name, _dtype, shape, buf in self._in_plan:
                 if buf is not None:  # small: copied into the buffer bound at construction
                     np.copyto(buf, feeds[name], casting="no")
@@ -445,20 +427,16 @@ class CpuExecutable(CompiledFunction):
                     staged = self._staging.get(name)
                     if staged is None:
                         staged = self._staging[name] = aligned_empty(shape, a.dtype)
-                    staging.append((staged, prefix(shape), a))
+                    np.copyto(staged, a, casting="no")
                     a = staged
                 keep.append(a)
                 self._regions[region] = a.ctypes.data
-            copy_feeds(staging, parallel=self.parallel and self.threads > 1)
             large: list[tuple[str, np.ndarray]] = []
             for region, name, dtype, shape, buf in self._out_plan:
                 if buf is None:
                     # a graph output listed twice has two regions: every buffer must outlive the native run
-                    # (a dict entry replaced here would free the first buffer while the kernels still write it).
-                    # A pooled page-aligned buffer no earlier result still holds (``symio.py``): no fresh
-                    # pages per run, and fed back to a network it is bound without staging
-                    owner = self._handed.take(region, math.prod(shape) * dtype.itemsize)
-                    o = handed_view(owner, dtype, shape, prefix(shape))
+                    # (a dict entry replaced here would free the first buffer while the kernels still write it)
+                    o = aligned_empty(shape, dtype)
                     large.append((name, o))
                     self._regions[region] = o.ctypes.data
             self._run()
