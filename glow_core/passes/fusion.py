@@ -118,9 +118,13 @@ def _const_is(n: Node, v: Value, value: float, commutes: bool) -> bool:
     constant that is bitwise ``value`` everywhere."""
     if n.inputs[0] is n.inputs[1] or (not commutes and n.inputs[0] is not v) or n.result.type != v.type:
         return False
-    other = _other(n, v)
-    s = splat(other) if isinstance(other, Constant) else None
-    if s is None or other is None or other.type.elem is not ElemKind.FLOAT32:
+    return _is_f32(_other(n, v), value)
+
+
+def _is_f32(c: Value | None, value: float) -> bool:
+    """``c`` is a float32 constant that is bitwise ``value`` everywhere."""
+    s = splat(c) if isinstance(c, Constant) else None
+    if s is None or c is None or c.type.elem is not ElemKind.FLOAT32:
         return False
     return np.asarray(s, np.float32).tobytes() == np.float32(value).tobytes()
 
@@ -131,6 +135,18 @@ def _const_step(fn: Function, v: Value, kind: str, value: float, commutes: bool 
     return n if n is not None and _const_is(n, v, value, commutes) else None
 
 
+def _add_3(fn: Function, y: Value) -> tuple[list[Node], Node] | None:
+    """(y's two readers, the ``Add(y, 3)`` among them) when ``y`` is float32, not an output, and read once
+    by that Add and once by one other node (the Mul of a hard swish chain), else None."""
+    if y.type.elem is not ElemKind.FLOAT32:
+        return None
+    users = y.user_nodes()
+    if len(users) != 2 or len(y.users) != 2 or fn.is_output(y):
+        return None
+    add = next((u for u in users if u.kind.name == "Add" and _const_is(u, y, 3.0, True)), None)
+    return (users, add) if add is not None else None
+
+
 def _hardswish(fn: Function, y: Value) -> Activation | None:
     """HardSwish reading ``y`` alone, as a node or as its lowering
     ``Mul(y, Max(Min(Div(Add(y, 3), 6), 1), 0))`` (float32 only)."""
@@ -139,12 +155,10 @@ def _hardswish(fn: Function, y: Value) -> Activation | None:
     node = _reader(fn, y, ("HardSwish",))
     if node is not None:
         return Activation(0.0, 0.0, (node,), "hardswish")
-    users = y.user_nodes()
-    if len(users) != 2 or len(y.users) != 2 or fn.is_output(y):
-        return None  # y is read once by the Add and once by the Mul, by nothing else
-    add = next((u for u in users if u.kind.name == "Add" and _const_is(u, y, 3.0, True)), None)
-    if add is None:
+    found = _add_3(fn, y)
+    if found is None:
         return None
+    users, add = found
     steps, v = [add], add.result
     for kind, value, commutes in (("Div", 6.0, False), ("Min", 1.0, True), ("Max", 0.0, True)):
         n = _const_step(fn, v, kind, value, commutes)
@@ -163,10 +177,7 @@ def _clip_0_6(fn: Function, v: Value) -> list[Node] | None:
     clip = _reader(fn, v, ("Clip",))
     if clip is not None:
         bounds = clip.inputs[1:]
-        if clip.inputs[0] is v and len(bounds) == 2 and all(
-                isinstance(c, Constant) and c.type.elem is ElemKind.FLOAT32 and splat(c) is not None
-                and np.asarray(splat(c), np.float32).tobytes() == np.float32(want).tobytes()
-                for c, want in zip(bounds, (0.0, 6.0))):
+        if clip.inputs[0] is v and len(bounds) == 2 and _is_f32(bounds[0], 0.0) and _is_f32(bounds[1], 6.0):
             return [clip]
         return None
     mx = _const_step(fn, v, "Max", 0.0)
@@ -177,15 +188,11 @@ def _clip_0_6(fn: Function, v: Value) -> list[Node] | None:
 def _hardswish6(fn: Function, y: Value) -> Activation | None:
     """Hard swish in its ReLU6 form ``Div(Mul(y, Clip(Add(y, 3), 0, 6)), 6)`` reading ``y`` alone (the Add
     and the Mul read it; float32 only; the Clip may be lowered to Max then Min)."""
-    if y.type.elem is not ElemKind.FLOAT32:
+    found = _add_3(fn, y)
+    clip = _clip_0_6(fn, found[1].result) if found is not None else None
+    if found is None or clip is None:
         return None
-    users = y.user_nodes()
-    if len(users) != 2 or len(y.users) != 2 or fn.is_output(y):
-        return None
-    add = next((u for u in users if u.kind.name == "Add" and _const_is(u, y, 3.0, True)), None)
-    clip = _clip_0_6(fn, add.result) if add is not None else None
-    if add is None or clip is None:
-        return None
+    users, add = found
     mul = _reader(fn, clip[-1].result, ("Mul",))
     if mul is None or not any(u is mul for u in users) or _other(mul, clip[-1].result) is not y:
         return None
