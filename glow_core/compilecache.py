@@ -5,7 +5,8 @@ The backend's object cache (``glow_backend_cpu/cache.py``) is keyed by the
 passes and lowering. This level sits in front of all of that: its key is a
 SHA-256 over
 
-- the bytes of the model file;
+- the bytes of the model file (their SHA-256, which is remembered by the file's stat signature: see
+  :func:`file_digest`);
 - the compile options (``input_shapes``, ``debug``, the backend ``options``);
 - the core: glow's version, onnx's and numpy's versions, and a digest of the
   sources of ``glow_core`` and ``glow_sdk`` (an edited pass never serves a stale
@@ -35,6 +36,8 @@ import hashlib
 import json
 import mmap
 import os
+import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,7 @@ import onnx
 
 from glow_core.ir.graph import Function, Value
 from glow_core.ir.types import ElemKind, TensorType
-from glow_sdk.backend import Backend, CompiledFunction, CompileOptions
+from glow_sdk.backend import Backend, CompiledFunction, CompileOptions, cache_root
 
 ENV = "GLOW_PROGRAM_CACHE"
 #: the layout of ``info``; part of the key
@@ -69,11 +72,8 @@ def core_digest() -> str:
     h = hashlib.sha256(f"glow {glow_core.version.__version__}|onnx {onnx.__version__}|numpy {np.__version__}|"
                        f"info {INFO_FORMAT}|".encode())
     # the package folders (found from modules that import nothing above this layer)
-    for anchor in (glow_core.version, glow_sdk):
-        root = Path(str(anchor.__file__)).resolve().parent
-        for p in sorted(root.rglob("*.py")):
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
+    h.update(glow_core.version.sources_digest(*(Path(str(m.__file__)).resolve().parent
+                                                for m in (glow_core.version, glow_sdk))).encode())
     return h.hexdigest()
 
 
@@ -94,10 +94,70 @@ def program_key(model: Any, be: Backend, options: CompileOptions,
         h.update(json.dumps({"shapes": {k: list(v) for k, v in sorted((shapes or {}).items())},
                              "debug": options.debug,
                              "options": {k: repr(v) for k, v in sorted(options.extra.items())}}).encode())
-        data = _hash_file(Path(model), h)
+        digest, data = file_digest(Path(model))
+        h.update(f"|model {digest}".encode())
     except (OSError, ValueError):
         return None, None
     return h.hexdigest(), data
+
+
+#: the cache root's folder of model-file digests, one file per stat signature
+DIGESTS_DIR = "digests"
+#: digests kept; past this the older half goes
+MAX_DIGESTS = 4096
+#: a file whose status changed less than this long ago is hashed every time and not remembered: a write in the
+#: same tick of the file system's clock would leave its change time as it was
+SETTLE_NS = 2_000_000_000
+
+
+def file_digest(path: Path) -> tuple[str, bytes | None]:
+    """The SHA-256 of the file's bytes, and the bytes when they were read for it (small files; see
+    :func:`_hash_file`).
+
+    Hashing a large model took most of a fresh process's cache hit, so the digest is remembered under the
+    file's stat signature: its path, device, inode, size, modification and change times. Writing the file
+    (in place or by replacing it) changes its change time, which no program can set back, so an edited model
+    never matches a digest taken before the edit; a file changed in the last :data:`SETTLE_NS` is hashed
+    every time.
+    """
+    st = path.stat()
+    sig = f"{path.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+    memo = cache_root() / DIGESTS_DIR / hashlib.sha256(sig.encode()).hexdigest()
+    settled = time.time_ns() - st.st_ctime_ns > SETTLE_NS
+    if settled:
+        try:
+            text = memo.read_text("ascii")
+            if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
+                return text, None
+        except (OSError, ValueError):
+            pass
+    h = hashlib.sha256()
+    data = _hash_file(path, h)
+    if settled:
+        _remember(memo, h.hexdigest())
+    return h.hexdigest(), data
+
+
+def _remember(memo: Path, digest: str) -> None:
+    """Write ``digest`` to ``memo`` (a temporary name, then renamed); past :data:`MAX_DIGESTS` files the
+    older half goes. A folder that cannot be written is no error: the next compile hashes again."""
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=memo.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(digest)
+        os.replace(tmp, memo)
+        names = os.listdir(memo.parent)
+        if len(names) > MAX_DIGESTS:
+            def age(name: str) -> float:
+                try:
+                    return os.stat(memo.parent / name).st_mtime
+                except OSError:
+                    return 0.0
+            for name in sorted(names, key=age)[:len(names) // 2]:
+                os.unlink(memo.parent / name)
+    except OSError:
+        pass
 
 
 def _hash_file(path: Path, h: Any) -> bytes | None:
@@ -187,4 +247,4 @@ def store(key: str, be: Backend, fn: Function, exe: CompiledFunction, nodes_by_k
         return False
 
 
-__all__ = ["ENV", "core_digest", "enabled", "function_from_info", "interface_info", "load", "program_key", "store"]
+__all__ = ["ENV", "core_digest", "enabled", "file_digest", "function_from_info", "interface_info", "load", "program_key", "store"]

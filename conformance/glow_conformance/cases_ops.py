@@ -168,12 +168,14 @@ def node_cases(backend: Backend, level: Level, missing: list[str]) -> list[Case]
                             cases.append(_node_case("primitive", kind, elem, variant, build, Level.FULL, False,
                                                     False))
         elif level is Level.FULL:
-            if kind in TYPED_QUANT_KINDS and kind not in declared:
-                # a typed quantized kind: a backend that does not run it natively never sees it, since
-                # quantization rewrites the whole function onto QuantizeLinear / QLinearConv / ... (their
-                # cases are above); typed operands cannot cross a single node's lowering
-                continue
-            elems = gen.elems & (declared_any | declared.get(kind, frozenset()))
+            if kind in TYPED_QUANT_KINDS:
+                # a typed quantized kind, for the typed element kinds the backend runs natively only: a
+                # backend never sees it otherwise, since quantization rewrites the whole function onto
+                # QuantizeLinear / QLinearConv / ... (their cases are above), and typed operands cannot cross
+                # a single node's lowering (the cpu backend declares QLookup on plain int8 codes only)
+                elems = gen.elems & declared.get(kind, frozenset())
+            else:
+                elems = gen.elems & (declared_any | declared.get(kind, frozenset()))
             for elem in sorted(elems, key=lambda e: e.value):
                 for variant, build in gen.variants(elem, declared_any).items():
                     cases.append(_node_case("high-level", kind, elem, variant, build, Level.FULL, False, True))

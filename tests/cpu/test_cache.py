@@ -163,3 +163,51 @@ def test_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GLOW_CACHE_MAX_BYTES", "2G")
     assert cache_max_bytes() == 2 << 30
 
+
+
+_HALF_PROGRAM = """
+import numpy as np
+from onnx import TensorProto, helper
+import glow_core
+g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "half",
+                      [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [5])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [5])])
+x = np.array([1e-8, 0.1, 65519.0, -3.3333333333, 1e6])
+y = glow_core.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)]), "cpu",
+                      options={"cache": False}).run({"x": x})["y"]
+assert y.tobytes() == x.astype(np.float16).tobytes(), (y, x.astype(np.float16))
+"""
+
+
+def test_the_support_object_is_cached_checked_and_cleared(cdir: Path) -> None:
+    """The run-time support (double -> half and friends, support.py) is compiled once per host and kept in
+    support/; a fresh process loads it, a damaged copy is compiled again, and clear_cache() removes it."""
+    import hashlib
+    import subprocess
+    import sys
+
+    def run() -> None:
+        done = subprocess.run([sys.executable, "-c", _HALF_PROGRAM], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "GLOW_CACHE_DIR": str(cdir.parent)})
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    def intact(p: Path) -> bool:
+        data = p.read_bytes()
+        return hashlib.sha256(data[32:]).digest() == data[:32]
+
+    run()
+    [obj] = list((cdir / "support").iterdir())
+    assert intact(obj)
+    os.utime(obj, (1.0, 1.0))
+    run()
+    assert obj.stat().st_mtime == 1.0  # read, not written again
+    data = bytearray(obj.read_bytes())
+    data[-1] ^= 0xFF
+    obj.write_bytes(bytes(data))
+    run()
+    assert intact(obj)
+    from glow_core.plugin_host import get_backend
+
+    size = obj.stat().st_size
+    assert get_backend("cpu").clear_cache() == (0, size)
+    assert not (cdir / "support").exists()

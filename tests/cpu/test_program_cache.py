@@ -232,3 +232,35 @@ def test_a_miss_reads_the_model_file_once(env: Path, monkeypatch: pytest.MonkeyP
     assert not _served(net) and reads == ["read_bytes"]
     want = glow_core.compile(_model(), "interpreter").run({"x": _x()})["y"]
     np.testing.assert_allclose(net.run({"x": _x()})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_model_digest_is_remembered_by_the_files_stat_and_an_edit_is_seen(
+        env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A settled file's SHA-256 is read back from its memo (no read of the model); rewriting the file with the
+    same size and modification time still changes its change time, so the edit is hashed, never missed."""
+    import hashlib
+    import time
+
+    monkeypatch.setattr(compilecache, "SETTLE_NS", 0)
+    first, data = compilecache.file_digest(env)
+    assert first == hashlib.sha256(env.read_bytes()).hexdigest() and data is not None
+    again, data = compilecache.file_digest(env)
+    assert (again, data) == (first, None)  # from the memo: the file was not read
+    st = env.stat()
+    time.sleep(0.05)  # (past a tick of the file system's clock)
+    onnx.save(_model(seed=5), str(env))
+    assert env.stat().st_size == st.st_size
+    os.utime(env, ns=(st.st_atime_ns, st.st_mtime_ns))
+    edited, data = compilecache.file_digest(env)
+    assert edited == hashlib.sha256(env.read_bytes()).hexdigest() != first and data is not None
+    assert glow_core.compile(str(env), "cpu").run({"x": _x()})["y"].tolist() == \
+        glow_core.compile(_model(seed=5), "cpu", options={"cache": False}).run({"x": _x()})["y"].tolist()
+    for memo in (env.parent / "cache" / compilecache.DIGESTS_DIR).iterdir():
+        memo.write_text("not a digest")  # a damaged memo is hashed again
+    assert compilecache.file_digest(env) == (edited, env.read_bytes())
+
+
+def test_a_file_changed_just_now_is_hashed_every_time(env: Path) -> None:
+    """(the default settling time: the file was written by the fixture a moment ago)"""
+    assert compilecache.file_digest(env)[1] is not None and compilecache.file_digest(env)[1] is not None
+    assert not (env.parent / "cache" / compilecache.DIGESTS_DIR).exists()

@@ -54,7 +54,7 @@ import numpy as np
 
 from glow_backend_cpu import regions
 from glow_backend_cpu.codegen import RELEASE_EVERY, Layout
-from glow_core import budget
+from glow_core import budget, version
 from glow_core.ir.graph import Function
 
 from glow_sdk.backend import CACHE_DIR_ENV, CacheInfo, cache_max_bytes, cache_root
@@ -96,14 +96,10 @@ def sources_digest() -> str:
     import glow_backend_cpu
     import glow_core.lir
 
-    h = hashlib.sha256()
     lir_root = Path(str(glow_core.lir.__file__)).resolve().parent
     # the LIR compiler (glow_core/lircompiler, beside glow_core/lir) is read as files: backends do not import it
-    for root in (Path(str(glow_backend_cpu.__file__)).resolve().parent, lir_root, lir_root.parent / "lircompiler"):
-        for p in sorted(root.rglob("*.py")):
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()
+    return version.sources_digest(Path(str(glow_backend_cpu.__file__)).resolve().parent, lir_root,
+                                  lir_root.parent / "lircompiler")
 
 
 def key(function: Function, options: Mapping[str, Any], identity: str) -> str:
@@ -360,12 +356,28 @@ def info() -> CacheInfo:
     """The folder, its complete entries, its bytes (everything in it) and the limit."""
     d = cache_dir()
     entries, temps = _scan(d)
-    total = sum(e.size for e in entries.values()) + sum(sz for _, sz, _ in temps)
+    total = sum(e.size for e in entries.values()) + sum(sz for _, sz, _ in temps) + \
+        sum(sz for _, sz in _support_files(d))
     return CacheInfo(d, sum(1 for e in entries.values() if e.complete), total, max_bytes())
 
 
+def _support_files(d: Path) -> list[tuple[Path, int]]:
+    """The run-time support's cached object code (``support.py``: no entry, a few KiB per host), with sizes."""
+    out = []
+    try:
+        listing = list(os.scandir(d / "support"))
+    except OSError:
+        return out
+    for item in listing:
+        try:
+            out.append((Path(item.path), item.stat(follow_symlinks=False).st_size))
+        except OSError:
+            continue
+    return out
+
+
 def clear() -> tuple[int, int]:
-    """Remove every entry and temporary file; (complete entries, bytes) removed."""
+    """Remove every entry, temporary file and cached support object; (complete entries, bytes) removed."""
     d = cache_dir()
     entries, temps = _scan(d)
     removed = sum(1 for e in entries.values() if e.complete)
@@ -376,4 +388,11 @@ def clear() -> tuple[int, int]:
     for path, sz, _ in temps:
         if _unlink(path):
             freed += sz
+    for path, sz in _support_files(d):
+        if _unlink(path):
+            freed += sz
+    try:
+        os.rmdir(d / "support")
+    except OSError:
+        pass
     return removed, freed

@@ -12,14 +12,27 @@ loaded:
 - ``__truncsfhf2`` (float -> half, round to nearest even),
 - ``__truncdfhf2`` (double -> half: round to odd into float, then to nearest
   even, which is the correctly rounded result; numpy rounds the same way).
+
+Their object code is kept in the cache folder (``support/KEY.o``, the key a digest of this file and of
+``Codegen.identity``; the file holds a SHA-256 of the object code, then the code, and a copy whose digest
+does not match is compiled again): generating it took most of a fresh process's cache hit.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from glow_backend_cpu.helpers import F16, F32, F64, I16, I32, I64
+
+#: the layout of a cached support object (part of its key), and the cache folder's subfolder of them
+OBJECT_FORMAT = 1
+SUPPORT_DIR = "support"
 
 SYMBOLS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee")
 
@@ -100,11 +113,48 @@ def build_module(triple: str, data_layout: str, into: ir.Module | None = None, l
     return m
 
 
-def install(target_machine: llvm.TargetMachine, triple: str, data_layout: str) -> llvm.ExecutionEngine:
-    """Compile the support functions and register their addresses (keep the returned engine alive)."""
+def _cached_path(identity: str) -> Path | None:
+    from glow_backend_cpu import cache
+
+    if not cache.enabled():
+        return None
+    key = hashlib.sha256(f"support {OBJECT_FORMAT}|{identity}|".encode() + Path(__file__).read_bytes())
+    return cache.cache_dir() / SUPPORT_DIR / f"{key.hexdigest()}.o"
+
+
+def object_code(target_machine: llvm.TargetMachine, triple: str, data_layout: str, identity: str) -> bytes:
+    """The support functions' object code for the code generator ``identity``: an intact cached copy, or
+    compiled now (and stored, when the cache is on; a folder that cannot be written is no error)."""
+    path = _cached_path(identity)
+    if path is not None:
+        try:
+            data = path.read_bytes()
+            if len(data) > 32 and hashlib.sha256(data[32:]).digest() == data[:32]:
+                return data[32:]
+        except OSError:
+            pass
     mod = llvm.parse_assembly(str(build_module(triple, data_layout)))
     mod.verify()
-    ee = llvm.create_mcjit_compiler(mod, target_machine)
+    obj = bytes(target_machine.emit_object(mod))
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(hashlib.sha256(obj).digest() + obj)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return obj
+
+
+def install(target_machine: llvm.TargetMachine, triple: str, data_layout: str,
+            identity: str) -> llvm.ExecutionEngine:
+    """Load the support functions' object code and register their addresses (keep the returned engine
+    alive); ``identity``: the code generator's (``Codegen.identity``)."""
+    empty = llvm.parse_assembly(f'target triple = "{triple}"\ntarget datalayout = "{data_layout}"\n')
+    ee = llvm.create_mcjit_compiler(empty, target_machine)
+    ee.add_object_file(llvm.ObjectFileRef.from_data(object_code(target_machine, triple, data_layout, identity)))
     ee.finalize_object()
     for name in SYMBOLS:
         llvm.add_symbol(name, ee.get_function_address(name))

@@ -69,12 +69,21 @@ def _init_llvm() -> None:
         _initialized = True
 
 
+def _open_library(lib: str) -> ctypes.CDLL:
+    """The C library ``lib`` (``m``, ``c``): glibc's soname first (``find_library`` runs ``ldconfig``, a
+    process of its own), then whatever ``find_library`` finds, then this process's own symbols."""
+    try:
+        return ctypes.CDLL(f"lib{lib}.so.6")
+    except OSError:
+        path = ctypes.util.find_library(lib)
+        return ctypes.CDLL(path) if path else ctypes.CDLL(None)
+
+
 def _register_externals() -> None:
     libs: dict[str, ctypes.CDLL] = {}
     for name, lib in EXTERNAL_SYMBOLS.items():
         if lib not in libs:
-            path = ctypes.util.find_library(lib)
-            libs[lib] = ctypes.CDLL(path) if path else ctypes.CDLL(None)
+            libs[lib] = _open_library(lib)
         try:
             fn = getattr(libs[lib], name)
         except AttributeError:
@@ -299,7 +308,7 @@ def _install_support(cg: Codegen) -> None:
         if _support_engine is None:
             from glow_backend_cpu import support
 
-            _support_engine = support.install(cg._target_machine(), cg.triple, cg.data_layout)
+            _support_engine = support.install(cg._target_machine(), cg.triple, cg.data_layout, cg.identity)
 
 
 _codegen: Codegen | None = None
