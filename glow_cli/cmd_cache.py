@@ -6,7 +6,9 @@ The core owns the cache root (``glow_sdk.backend.cache_root()``:
 contract only: ``Backend.cache_info()`` and ``Backend.clear_cache()`` (whose
 defaults measure / empty that folder; the cpu backend reports its entries and
 LRU limit). Folders under the root that belong to no installed backend are
-listed by ``info`` and left alone by ``clear``.
+listed by ``info`` and left alone by ``clear``. The core's own folder, the program
+cache's remembered model digests (``ROOT/.model-digests``, glow_core/compilecache.py),
+is listed by ``info`` and emptied by ``clear`` without ``--backend``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 from pathlib import Path
 
 from glow_cli.common import Command
+from glow_core import compilecache
 from glow_core.errors import GlowError
 from glow_core.plugin_host import describe_exception, registry
 from glow_sdk.backend import CACHE_DIR_ENV, CACHE_MAX_ENV, CacheInfo, cache_root, measure_cache_dir
@@ -58,7 +61,8 @@ def _info(name: str) -> CacheInfo:
 def _others(root: Path, names: set[str]) -> list[Path]:
     """Folders under the root that no installed backend owns."""
     try:
-        return sorted(p for p in root.iterdir() if p.is_dir() and p.name not in names)
+        return sorted(p for p in root.iterdir()
+                      if p.is_dir() and p.name not in names and p.name != compilecache.DIGESTS_DIR)
     except OSError:
         return []
 
@@ -80,6 +84,9 @@ def info(backend: str | None) -> int:
         print("  ".join(c.rjust(w) if i in (1, 2) else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
               .rstrip())
     if backend is None:
+        if compilecache.digests_dir().is_dir():
+            files, size = measure_cache_dir(compilecache.digests_dir())
+            print(f"model digests (the program cache's): {compilecache.digests_dir()}  {files} files, {size} bytes")
         others = _others(root, set(registry().names()))
         if others:
             print("other folders (no installed backend owns them; 'glow cache clear' leaves them alone):")
@@ -104,6 +111,10 @@ def clear(backend: str | None) -> int:
         entries += n
         freed += size
     if backend is None:
+        files, size = compilecache.clear_digests()
+        if files:
+            print(f"model digests: removed {files} files, {size} bytes")
+        freed += size
         print(f"all: removed {entries} entries, {freed} bytes ({human(freed)})")
     return 0
 

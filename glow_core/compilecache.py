@@ -101,8 +101,9 @@ def program_key(model: Any, be: Backend, options: CompileOptions,
     return h.hexdigest(), data
 
 
-#: the cache root's folder of model-file digests, one file per stat signature
-DIGESTS_DIR = "digests"
+#: the cache root's folder of model-file digests, one file per stat signature (a leading dot: no backend's
+#: folder, whose names never start with one, can be it)
+DIGESTS_DIR = ".model-digests"
 #: digests kept; past this the older half goes
 MAX_DIGESTS = 4096
 #: a file whose status changed less than this long ago is hashed every time and not remembered: a write in the
@@ -122,7 +123,7 @@ def file_digest(path: Path) -> tuple[str, bytes | None]:
     """
     st = path.stat()
     sig = f"{path.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
-    memo = cache_root() / DIGESTS_DIR / hashlib.sha256(sig.encode()).hexdigest()
+    memo = digests_dir() / hashlib.sha256(sig.encode()).hexdigest()
     settled = time.time_ns() - st.st_ctime_ns > SETTLE_NS
     if settled:
         try:
@@ -136,6 +137,32 @@ def file_digest(path: Path) -> tuple[str, bytes | None]:
     if settled:
         _remember(memo, h.hexdigest())
     return h.hexdigest(), data
+
+
+def digests_dir() -> Path:
+    return cache_root() / DIGESTS_DIR
+
+
+def clear_digests() -> tuple[int, int]:
+    """Remove every remembered model digest (``glow cache clear``); (files, bytes) removed."""
+    files = freed = 0
+    try:
+        listing = list(os.scandir(digests_dir()))
+    except OSError:
+        return 0, 0
+    for item in listing:
+        try:
+            size = item.stat(follow_symlinks=False).st_size
+            os.unlink(item.path)
+        except OSError:
+            continue
+        files += 1
+        freed += size
+    try:
+        os.rmdir(digests_dir())
+    except OSError:
+        pass
+    return files, freed
 
 
 def _remember(memo: Path, digest: str) -> None:
@@ -247,4 +274,4 @@ def store(key: str, be: Backend, fn: Function, exe: CompiledFunction, nodes_by_k
         return False
 
 
-__all__ = ["ENV", "core_digest", "enabled", "file_digest", "function_from_info", "interface_info", "load", "program_key", "store"]
+__all__ = ["ENV", "clear_digests", "core_digest", "digests_dir", "enabled", "file_digest", "function_from_info", "interface_info", "load", "program_key", "store"]

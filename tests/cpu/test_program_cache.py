@@ -264,3 +264,21 @@ def test_a_file_changed_just_now_is_hashed_every_time(env: Path) -> None:
     """(the default settling time: the file was written by the fixture a moment ago)"""
     assert compilecache.file_digest(env)[1] is not None and compilecache.file_digest(env)[1] is not None
     assert not (env.parent / "cache" / compilecache.DIGESTS_DIR).exists()
+
+
+def test_glow_cache_lists_and_clears_the_model_digests(env: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from glow_cli import cmd_cache
+
+    monkeypatch.setattr(compilecache, "SETTLE_NS", 0)
+    compilecache.file_digest(env)
+    memo_dir = env.parent / "cache" / compilecache.DIGESTS_DIR
+    assert len(list(memo_dir.iterdir())) == 1
+    cmd_cache.info(None)
+    out = capsys.readouterr().out
+    assert f"model digests (the program cache's): {memo_dir}  1 files, 64 bytes" in out
+    assert "other folders" not in out  # (not listed as a folder no backend owns)
+    cmd_cache.clear("cpu")
+    assert memo_dir.exists()  # a backend's clear leaves the core's folder alone
+    cmd_cache.clear(None)
+    assert "model digests: removed 1 files, 64 bytes" in capsys.readouterr().out and not memo_dir.exists()
