@@ -16,6 +16,8 @@ Passes here:
   instruction kind allows in-place computation and the sizes match;
 - ``eliminate-copies``: a copy whose source dies is removed by making the
   destination and the source the same memory;
+- ``concat-in-place``: a Concat whose operands die at it and each fill one contiguous range of its result
+  is removed: each operand becomes a view of the result, so its producer writes the result directly;
 - ``schedule`` (in :mod:`glow_core.lircompiler.schedule`): reorder independent instructions to
   lower the peak of live bytes.
 """
@@ -50,6 +52,7 @@ DEFAULT_PIPELINE: tuple[Step, ...] = (
     "dead-store-elim",
     "dead-alloc-elim",
     "schedule",
+    "concat-in-place",  # (before share-buffers: a Concat's result then has no reader writing in its place)
     Repeat("share-buffers", "eliminate-copies"),
     "hoist-deallocs-sink-allocs",
 )
@@ -265,6 +268,90 @@ def _eliminate_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], f
         lir.replace_value(r, alias)  # (relayout then places its tensorview and drops r's alloc/dealloc)
         return True
     return False
+
+
+# -- concat in place -------------------------------------------------------------------------------
+@lir_pass("concat-in-place")
+def concat_in_place(lir: LIRFunction, ctx: LIRPassContext) -> bool:
+    """Remove Concats whose operands can be written where the Concat would copy them.
+
+    ``Concat[axis] %c, %a0, %a1, ...`` when every dim before ``axis`` is 1 (so each operand is one
+    contiguous byte range of ``%c``, in order), ``%c`` is a whole activation first written by the Concat,
+    and each operand is a distinct whole activation that dies at the Concat: each ``%ai`` becomes a view
+    of ``%c`` at its range (its producer and readers use it there; views of ``%ai`` become views of that
+    view) and the Concat goes. Fire modules (SqueezeNet) and Inception blocks at batch 1 then write their
+    branches straight into the concatenation, and a dense block (DenseNet: each Concat's result is the next
+    one's first operand) its every layer into the block's last Concat.
+
+    A Concat whose operands are already views of one root, back to back (after the rule above: the earlier
+    Concats of a dense block, whose operands are a prefix of the last one's), is that range of the root:
+    its result becomes a view of it and the Concat goes, unless a later instruction writes the result (a
+    reader computing in place, ``share-buffers``): each range of the root is one operand's, written once,
+    so the view then holds the Concat's bytes for as long as it is read. Dims that are symbolic are left alone (the ranges move with the run's
+    sizes).
+    """
+    changed = False
+    while True:
+        instrs = lir.instrs
+        last, first = last_uses(instrs), first_uses(instrs)
+        for k, ins in enumerate(instrs):
+            if ins.kind == "Concat" and _concat_one(lir, k, ins, last, first):
+                relayout(lir)
+                changed = True
+                break
+        else:
+            return changed
+
+
+def _concat_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], first: dict[int, int]) -> bool:
+    out = ins.operands[0].value
+    parts = [op.value for op in ins.operands[1:]]
+    if not isinstance(out, Activation) or first.get(id(out)) != k or out.type.sym is not None:
+        return False
+    axis = int(ins.attrs["axis"]) % max(out.type.rank, 1)
+    if any(d != 1 for d in out.type.shape[:axis]):
+        return False
+    same = (out.type.elem, out.type.scale, out.type.offset)
+    if _consecutive_views(parts, out.nbytes) and not _written_after(lir.instrs, k, out) \
+            and all((v.type.elem, v.type.scale, v.type.offset) == same for v in parts if v is not None):
+        assert isinstance(parts[0], View)  # (already where it would copy them: a prefix of a later Concat)
+        lir.instrs = lir.instrs[:k] + lir.instrs[k + 1:]
+        lir.replace_value(out, lir.new_view(out.name, out.type, parts[0].root, parts[0].root_offset))
+        return True
+    placed: list[tuple[Activation, int]] = []
+    offset = 0
+    for v in parts:
+        if not isinstance(v, Activation) or v.type.sym is not None or last.get(id(v)) != k \
+                or (v.type.elem, v.type.scale, v.type.offset) != same or any(v is p for p, _ in placed):
+            return False
+        placed.append((v, offset))
+        offset += v.nbytes
+    if offset != out.nbytes:
+        return False
+    lir.instrs = lir.instrs[:k] + lir.instrs[k + 1:]
+    for v, at in placed:
+        lir.replace_value(v, lir.new_view(v.name, v.type, out, at))
+    return True
+
+
+def _written_after(instrs: Sequence[Instr], k: int, a: Activation) -> bool:
+    """Whether an instruction after ``k`` writes ``a`` or a view of it (share-buffers lets a reader that
+    outlives ``a`` write its result in ``a``'s place)."""
+    return any(op.dir is not Dir.IN and op.value is not None and op.value.root is a
+               for ins in instrs[k + 1:] if is_body(ins) for op in ins.operands)
+
+
+def _consecutive_views(parts: Sequence[LValue | None], nbytes: int) -> bool:
+    """Whether ``parts`` are views of one root, each starting where the one before ends, ``nbytes`` in all."""
+    if not parts or not all(isinstance(v, View) for v in parts) or not isinstance(parts[0].root, Activation):  # type: ignore[union-attr]
+        return False
+    root, at = parts[0].root, parts[0].root_offset  # type: ignore[union-attr]
+    for v in parts:
+        assert v is not None
+        if v.root is not root or v.root_offset != at:
+            return False
+        at += v.nbytes
+    return at - parts[0].root_offset == nbytes  # type: ignore[union-attr]
 
 
 __all__ = [

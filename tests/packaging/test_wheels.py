@@ -24,7 +24,8 @@ from .test_metadata import DISTRIBUTIONS, HOME, REPO
 from .wheelhouse import _run, build_artefacts, build_wheels
 
 #: one worker builds and installs the wheels once (with --dist loadgroup; spread over both workers, each built
-#: them: 2 x 25 s in CI)
+#: them: 2 x 25 s in CI), for the whole session: a module-scoped fixture was built again whenever the worker ran
+#: another module's test between two of these
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheels")]
 
 class Installed:
@@ -38,7 +39,7 @@ class Installed:
         return _run([str(self.bin / "glow"), *args], self.cwd, self.env, timeout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     before = build_artefacts()
     base = tmp_path_factory.mktemp("wheels")

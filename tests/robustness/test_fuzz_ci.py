@@ -160,7 +160,8 @@ def _matching_case(names: list[str]) -> int:
 def test_planted_failure_is_classified(runner: Any, expected: str, names: list[str], tmp_path: Path) -> None:
     index = _matching_case(names)
     settings = Settings(out=tmp_path, backends=("fake",), seed=CI_SEED, glow_runner=runner, onnxruntime=False,
-                        limits=Limits(cpu_seconds=2, wall_seconds=10.0, memory_bytes=512 << 20))
+                        limits=Limits(cpu_seconds=2, wall_seconds=3.0 if runner is _sleep else 10.0,
+                                      memory_bytes=512 << 20))  # (the sleeper waits out the wall limit twice)
     rows = run_campaign(settings, [index], names, MUTATORS)
     assert [r["class"] for r in rows] == [expected], rows
     assert read_rows(tmp_path) == [{k: v for k, v in rows[0].items() if k != "repro"}]
