@@ -234,17 +234,23 @@ def eliminate_copies(lir: LIRFunction, ctx: LIRPassContext) -> bool:
       producer writes the caller's memory directly;
     - a copy of a region onto itself.
     """
+    return _one_at_a_time(lir, COPY, _eliminate_one)
+
+
+OneRewrite = Callable[[LIRFunction, int, Instr, dict[int, int], dict[int, int]], bool]
+
+
+def _one_at_a_time(lir: LIRFunction, kind: str, one: OneRewrite) -> bool:
+    """Apply ``one(lir, k, ins, last_uses, first_uses)`` to the instructions of ``kind``, the lifetimes taken
+    afresh after each rewrite, until none applies; whether any did."""
     changed = False
     while True:
         instrs = lir.instrs
         last, first = last_uses(instrs), first_uses(instrs)
-        for k, ins in enumerate(instrs):
-            if ins.kind == COPY and _eliminate_one(lir, k, ins, last, first):
-                relayout(lir)
-                changed = True
-                break
-        else:
+        if not any(ins.kind == kind and one(lir, k, ins, last, first) for k, ins in enumerate(instrs)):
             return changed
+        relayout(lir)
+        changed = True
 
 
 def _eliminate_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], first: dict[int, int]) -> bool:
@@ -277,30 +283,20 @@ def concat_in_place(lir: LIRFunction, ctx: LIRPassContext) -> bool:
 
     ``Concat[axis] %c, %a0, %a1, ...`` when every dim before ``axis`` is 1 (so each operand is one
     contiguous byte range of ``%c``, in order), ``%c`` is a whole activation first written by the Concat,
-    and each operand is a distinct whole activation that dies at the Concat: each ``%ai`` becomes a view
-    of ``%c`` at its range (its producer and readers use it there; views of ``%ai`` become views of that
-    view) and the Concat goes. Fire modules (SqueezeNet) and Inception blocks at batch 1 then write their
-    branches straight into the concatenation, and a dense block (DenseNet: each Concat's result is the next
-    one's first operand) its every layer into the block's last Concat.
+    and each operand is a distinct whole activation of ``%c``'s element type, scale and offset that dies at
+    the Concat: each ``%ai`` becomes a view of ``%c`` at its range (its producer and readers use it there;
+    views of ``%ai`` become views of that view) and the Concat goes. Fire modules (SqueezeNet) and
+    Inception blocks at batch 1 then write their branches straight into the concatenation, and a dense
+    block (DenseNet: each Concat takes every feature so far) its every layer into the block's last Concat.
 
     A Concat whose operands are already views of one root, back to back (after the rule above: the earlier
     Concats of a dense block, whose operands are a prefix of the last one's), is that range of the root:
     its result becomes a view of it and the Concat goes, unless a later instruction writes the result (a
     reader computing in place, ``share-buffers``): each range of the root is one operand's, written once,
-    so the view then holds the Concat's bytes for as long as it is read. Dims that are symbolic are left alone (the ranges move with the run's
-    sizes).
+    so the view then holds the Concat's bytes for as long as it is read. Dims that are symbolic are left
+    alone (the ranges move with the run's sizes).
     """
-    changed = False
-    while True:
-        instrs = lir.instrs
-        last, first = last_uses(instrs), first_uses(instrs)
-        for k, ins in enumerate(instrs):
-            if ins.kind == "Concat" and _concat_one(lir, k, ins, last, first):
-                relayout(lir)
-                changed = True
-                break
-        else:
-            return changed
+    return _one_at_a_time(lir, "Concat", _concat_one)
 
 
 def _concat_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], first: dict[int, int]) -> bool:
