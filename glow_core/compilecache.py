@@ -134,9 +134,10 @@ def file_digest(path: Path) -> tuple[str, bytes | None]:
             pass
     h = hashlib.sha256()
     data = _hash_file(path, h)
+    digest = h.hexdigest()
     if settled:
-        _remember(memo, h.hexdigest())
-    return h.hexdigest(), data
+        _remember(memo, digest)
+    return digest, data
 
 
 def digests_dir() -> Path:

@@ -307,9 +307,9 @@ def _concat_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], firs
     axis = int(ins.attrs["axis"]) % max(out.type.rank, 1)
     if any(d != 1 for d in out.type.shape[:axis]):
         return False
-    same = (out.type.elem, out.type.scale, out.type.offset)
+    same = _codes(out)
     if _consecutive_views(parts, out.nbytes) and not _written_after(lir.instrs, k, out) \
-            and all((v.type.elem, v.type.scale, v.type.offset) == same for v in parts if v is not None):
+            and all(_codes(v) == same for v in parts if v is not None):
         assert isinstance(parts[0], View)  # (already where it would copy them: a prefix of a later Concat)
         lir.instrs = lir.instrs[:k] + lir.instrs[k + 1:]
         lir.replace_value(out, lir.new_view(out.name, out.type, parts[0].root, parts[0].root_offset))
@@ -318,7 +318,7 @@ def _concat_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], firs
     offset = 0
     for v in parts:
         if not isinstance(v, Activation) or v.type.sym is not None or last.get(id(v)) != k \
-                or (v.type.elem, v.type.scale, v.type.offset) != same or any(v is p for p, _ in placed):
+                or _codes(v) != same or any(v is p for p, _ in placed):
             return False
         placed.append((v, offset))
         offset += v.nbytes
@@ -328,6 +328,11 @@ def _concat_one(lir: LIRFunction, k: int, ins: Instr, last: dict[int, int], firs
     for v, at in placed:
         lir.replace_value(v, lir.new_view(v.name, v.type, out, at))
     return True
+
+
+def _codes(v: LValue) -> tuple[object, ...]:
+    """What a byte of ``v`` means: its element type, scale and offset (a quantized Concat may rescale)."""
+    return v.type.elem, v.type.scale, v.type.offset
 
 
 def _written_after(instrs: Sequence[Instr], k: int, a: Activation) -> bool:

@@ -21,8 +21,6 @@ does not match is compiled again): generating it took most of a fresh process's 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -137,12 +135,11 @@ def object_code(target_machine: llvm.TargetMachine, triple: str, data_layout: st
     mod.verify()
     obj = bytes(target_machine.emit_object(mod))
     if path is not None:
+        from glow_backend_cpu.cache import write_atomic
+
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(hashlib.sha256(obj).digest() + obj)
-            os.replace(tmp, path)
+            write_atomic(path, hashlib.sha256(obj).digest() + obj)
         except OSError:
             pass
     return obj
