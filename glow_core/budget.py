@@ -138,24 +138,14 @@ def release_pages() -> None:
         owner.release()
 
 
-def open_c_library(lib: str) -> ctypes.CDLL:
-    """The C library ``lib`` (``"c"``, ``"m"``): glibc's soname first (``ctypes.util.find_library`` runs
-    ``ldconfig``, a process of its own, which a fresh process's cache hit should not wait for), then what
-    ``find_library`` finds, then this process's own symbols. OSError when none of them loads."""
-    try:
-        return ctypes.CDLL(f"lib{lib}.so.6")
-    except OSError:
-        path = ctypes.util.find_library(lib)
-        return ctypes.CDLL(path) if path else ctypes.CDLL(None)
-
-
 def trim_heap() -> None:
     """Return the C heap's free memory to the system (glibc's ``malloc_trim``; nothing elsewhere). After a
     large import and compile, the freed protobuf and packing buffers otherwise stay resident."""
     global _LIBC
     if _LIBC is None:
+        name = ctypes.util.find_library("c")
         try:
-            lib: ctypes.CDLL | bool = open_c_library("c")
+            lib = ctypes.CDLL(name) if name else False
         except OSError:
             lib = False
         _LIBC = lib if lib and hasattr(lib, "malloc_trim") else False

@@ -23,6 +23,7 @@ AMX tiles; ``-nobf16``: neither AMX nor AVX512-BF16, the bf16 kernels' emulation
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import threading
 import time
@@ -36,7 +37,6 @@ from llvmlite import ir
 
 from glow_backend_cpu import objworker
 from glow_backend_cpu.emit.context import CpuTarget
-from glow_core import budget
 from glow_core.errors import BackendError
 
 #: the C functions generated code may call: name -> library (None: the C library)
@@ -69,11 +69,21 @@ def _init_llvm() -> None:
         _initialized = True
 
 
+def _open_library(lib: str) -> ctypes.CDLL:
+    """The C library ``lib`` (``m``, ``c``): glibc's soname first (``find_library`` runs ``ldconfig``, a
+    process of its own), then whatever ``find_library`` finds, then this process's own symbols."""
+    try:
+        return ctypes.CDLL(f"lib{lib}.so.6")
+    except OSError:
+        path = ctypes.util.find_library(lib)
+        return ctypes.CDLL(path) if path else ctypes.CDLL(None)
+
+
 def _register_externals() -> None:
     libs: dict[str, ctypes.CDLL] = {}
     for name, lib in EXTERNAL_SYMBOLS.items():
         if lib not in libs:
-            libs[lib] = budget.open_c_library(lib)
+            libs[lib] = _open_library(lib)
         try:
             fn = getattr(libs[lib], name)
         except AttributeError:
