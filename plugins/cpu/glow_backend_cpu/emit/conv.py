@@ -53,8 +53,8 @@ from glow_backend_cpu.emit.gemm import (
     kblock_bounds,
     kblock_flags,
     pack_rows,
-    weighted_share,
 )
+from glow_backend_cpu.emit.gemm_share import weighted_share
 from glow_backend_cpu.emit.taps import read_taps_in_place, taps_fit
 from glow_backend_cpu.emit.winograd import emit_conv_winograd, winograd_fits
 from glow_backend_cpu.emit.vecops import (

@@ -40,13 +40,13 @@ from glow_backend_cpu.helpers import (
     carried_loop,
     for_range,
     iota,
-    partition,
     smax,
     smin,
     splat,
 )
 
 from glow_backend_cpu.emit.bf16 import dot2
+from glow_backend_cpu.emit.gemm_share import weighted_share, weighted_share_dyn
 from glow_backend_cpu.emit.taps import taps_sum
 from glow_backend_cpu.emit.vecops import (
     activation,
@@ -75,6 +75,10 @@ KC_MAX = 1024
 #: while every M panel of the item streams past it; with 1024-row tiles read from L2 the 3x3 layers of
 #: ResNet-50 ran 15-25 % slower on one thread (the C block is reloaded once per K block, which is cheap)
 KC_L1 = 128
+#: ``GemmPlan.prefetch_b`` applies up to this many M panels: beyond, each B block is reused by enough panels to
+#: hide its streaming (2 threads, [M, 768] x [768, 3072] chains: 0.67-0.78x the time at M = 2..48, 0.82 at
+#: 64, 0.91 at 128, 0.95 at 256, no change at 384 and 768)
+PREFETCH_B_PANELS = 64
 
 
 # -- the micro-kernel -----------------------------------------------------------------------------------------
@@ -354,6 +358,10 @@ class GemmPlan:
     k_blocks: list[int] | None = None
     #: (packed A) each micro-kernel call prefetches the next M panel's A block into L2
     prefetch_a: bool = False
+    #: (B constant, packed ``[panel][K][NR]``: the block after each one is the next in memory) with a few M
+    #: panels, the calls over one B block prefetch the next block into L2, each its share: the first M panel
+    #: of a block no longer waits for it to stream in from L3 or memory while the other panels compute
+    prefetch_b: bool = False
     #: C starts from this block (row stride ldc, e.g. a residual to add) instead of zero
     c_init: CPtr | None = None
     bias: str = "none"
@@ -407,9 +415,31 @@ class GemmPlan:
 
     @property
     def prefetch_lines(self) -> int:
-        """Lines of the next M panel's A block each micro-kernel call prefetches (2 k steps of a packed panel:
-        2 * MR floats), 0 without ``prefetch_a``."""
-        return -(-self.geo.mr // 8) if self.prefetch_a and self.a_packed else 0
+        """Cache lines each micro-kernel call prefetches per ``unroll`` k steps: the next M panel's A block (2
+        k steps of a packed panel: 2 * MR floats) with ``prefetch_a``, its share of the next B block with
+        ``prefetch_b`` (``b_prefetch_rate``), else 0."""
+        if self.prefetch_a and self.a_packed:
+            return -(-self.geo.mr // 8)
+        return self.b_prefetch_rate * max(1, self.unroll) if self.b_prefetch_rate else 0
+
+    @property
+    def b_prefetch_rate(self) -> int:
+        """With ``prefetch_b``: lines of the next B block each call prefetches per k step. A B row is
+        ``b_row_lines`` lines, shared among the M panels (at least one line each); with a symbolic M, whose
+        panels are known at run time only, half a row. 0 when off, past ``PREFETCH_B_PANELS`` panels, and for a
+        single row (a matrix-vector product: its call streams its own block as fast as memory serves it, and
+        a second stream only competes with it)."""
+        MP = self.panels
+        if not self.prefetch_b or self.M < 2 or self.unroll < 2:
+            return 0
+        if self.m_valid is not None:
+            return max(1, self.b_row_lines // 2)
+        return -(-self.b_row_lines // MP) if MP <= PREFETCH_B_PANELS else 0
+
+    @property
+    def b_row_lines(self) -> int:
+        """Cache lines (64 bytes) of a packed B row (NR floats)."""
+        return max(1, self.geo.nr // 16)
 
     def blocks(self) -> list[int]:
         if self.k_blocks is not None:
@@ -533,7 +563,8 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
             cptr = plan.c_ptr(b, bg, m0, n0)
             bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
             # the next panel's A block (past the last panel: a harmless hint at whatever follows)
-            pf = gep(b, aptr, b.mul(astride, c64(1))) if plan.prefetch_lines else ir.Constant(F32P, None)
+            pf = next_b_share(b, plan, btile, kc, mp) if plan.b_prefetch_rate else \
+                gep(b, aptr, b.mul(astride, c64(1))) if plan.prefetch_lines else ir.Constant(F32P, None)
             c0 = plan.c_init(b, bg, m0, n0) if plan.c_init is not None else ir.Constant(F32P, None)
             aux = plan.aux_ptr(b, nt) if plan.aux_ptr is not None else ir.Constant(F32P, None)
             args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0, aux]
@@ -546,6 +577,15 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     last.add_incoming(key, b.block)
     b.branch(hdr)
     b.position_at_end(done)
+
+
+def next_b_share(b: ir.IRBuilder, plan: GemmPlan, btile: ir.Value, kc: ir.Value, mp: ir.Value) -> ir.Value:
+    """Where M panel ``mp``'s call starts prefetching the next B block (``GemmPlan.prefetch_b``): the block
+    after ``btile`` (``kc`` rows of NR floats), at line ``(mp * rate mod row lines) * kc`` of it; the call
+    prefetches ``rate`` lines per k step from there. Past the last block it is a hint at whatever follows."""
+    rate, lines = plan.b_prefetch_rate, plan.b_row_lines
+    line = b.urem(b.mul(mp, c64(rate)), c64(lines))
+    return gep(b, btile, b.mul(kc, b.add(c64(plan.geo.nr), b.mul(line, c64(16)))))
 
 
 def kind_table(b: ir.IRBuilder, kinds: list[int] | None) -> ir.Value:
@@ -594,54 +634,6 @@ def valid_kblocks(b: ir.IRBuilder, kbs: list[int], k_valid: ir.Value) -> ir.Valu
     for k0 in kbs[1:-1]:
         n = b.add(n, b.zext(b.icmp_signed(">", k_valid, c64(k0)), I64))
     return n
-
-
-def weighted_share(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: int, NT: int, MP: int, nvec: int,
-                   tail_nvec: int) -> tuple[ir.Value, ir.Value]:
-    """This thread's items ``[lo, hi)`` of ``BG x NT x MP`` (M panels innermost) with equal shares of *cost*:
-    an item weighs 4 per vector of its tile, ``nvec`` vectors, and an item of the last tile, ``tail_nvec``
-    vectors, one more (a narrow tail tile is cheap, so an even split by count would leave the thread without
-    it idle)."""
-    w_full, w_tail = 4 * nvec, 4 * tail_nvec + 1
-    if NT == 1:
-        return partition(b, BG * NT * MP, tid, nthreads)
-    full_cost = (NT - 1) * MP * w_full
-    per_bg = full_cost + MP * w_tail
-    total = BG * per_bg
-
-    def item_at(c: ir.Value) -> ir.Value:
-        """The number of items whose cost starts before ``c`` (monotonic, 0 at 0, all items at ``total``)."""
-        q = b.udiv(c, c64(per_bg))
-        r = b.urem(c, c64(per_bg))
-        in_full = b.udiv(b.add(r, c64(w_full - 1)), c64(w_full))
-        in_tail = b.add(c64((NT - 1) * MP), b.udiv(b.add(b.sub(r, c64(full_cost)), c64(w_tail - 1)), c64(w_tail)))
-        within = b.select(b.icmp_signed("<=", r, c64(full_cost)), in_full, in_tail)
-        return b.add(b.mul(q, c64(NT * MP)), within)
-
-    c0, c1 = partition(b, total, tid, nthreads)
-    return item_at(c0), item_at(c1)
-
-
-def weighted_share_dyn(b: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, BG: ir.Value, NT: int, MP: ir.Value,
-                       nvec: int, tail_nvec: int) -> tuple[ir.Value, ir.Value]:
-    """:func:`weighted_share` with run-time counts of problems ``BG`` and M panels ``MP`` (symbolic dims)."""
-    w_full, w_tail = 4 * nvec, 4 * tail_nvec + 1
-    if NT == 1:
-        return partition(b, b.mul(MP, BG), tid, nthreads)
-    full_cost = b.mul(MP, c64((NT - 1) * w_full))
-    per_bg = b.mul(MP, c64((NT - 1) * w_full + w_tail))
-    full_items = b.mul(MP, c64(NT - 1))
-
-    def item_at(c: ir.Value) -> ir.Value:
-        q = b.udiv(c, per_bg)
-        r = b.urem(c, per_bg)
-        in_full = b.udiv(b.add(r, c64(w_full - 1)), c64(w_full))
-        in_tail = b.add(full_items, b.udiv(b.add(b.sub(r, full_cost), c64(w_tail - 1)), c64(w_tail)))
-        within = b.select(b.icmp_signed("<=", r, full_cost), in_full, in_tail)
-        return b.add(b.mul(q, b.mul(MP, c64(NT))), within)
-
-    c0, c1 = partition(b, b.mul(per_bg, BG), tid, nthreads)
-    return item_at(c0), item_at(c1)
 
 
 def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,

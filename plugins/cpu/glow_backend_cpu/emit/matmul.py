@@ -251,6 +251,7 @@ def _b_operand(ctx: EmitContext, plan: GemmPlan, s: MatMulShape, bm: Operand, b_
             bi = strided_offset(b, bg, batch, b_units)
             return gep(b, bp, b.mul(b.add(b.mul(b.add(b.mul(bi, c64(nt)), ntile), c64(K)), k0), c64(NR)))
         plan.b_ptr, plan.ldb, plan.b_align = b_ptr, NR, 64
+        plan.prefetch_b = True
     elif mp == 1:
         bptr0 = bm.ptr
 
