@@ -46,6 +46,7 @@ from glow_backend_cpu.helpers import (
 )
 
 from glow_backend_cpu.emit.bf16 import dot2
+from glow_backend_cpu.emit.gemm_dispatch import dispatch_kind, dispatch_rows, dispatch_variant, kind_table
 from glow_backend_cpu.emit.gemm_share import weighted_share, weighted_share_dyn
 from glow_backend_cpu.emit.taps import taps_sum
 from glow_backend_cpu.emit.vecops import (
@@ -426,14 +427,14 @@ class GemmPlan:
     def b_prefetch_rate(self) -> int:
         """With ``prefetch_b``: lines of the next B block each call prefetches per k step. A B row is
         ``b_row_lines`` lines, shared among the M panels (at least one line each); with a symbolic M, whose
-        panels are known at run time only, half a row. 0 when off, past ``PREFETCH_B_PANELS`` panels, and for a
+        panels are known at run time only, one line (two lines ran 4-12 % slower at M = 16..128). 0 when off, past ``PREFETCH_B_PANELS`` panels, and for a
         single row (a matrix-vector product: its call streams its own block as fast as memory serves it, and
         a second stream only competes with it)."""
         MP = self.panels
         if not self.prefetch_b or self.M < 2 or self.unroll < 2:
             return 0
         if self.m_valid is not None:
-            return max(1, self.b_row_lines // 2)
+            return 1
         return -(-self.b_row_lines // MP) if MP <= PREFETCH_B_PANELS else 0
 
     @property
@@ -512,6 +513,10 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     MR, NR, N = plan.geo.mr, plan.geo.nr, plan.N
     MP, NT, m_tail, n_tail = plan.panels, plan.tiles, plan.m_tail, plan.n_tail
     kbs = plan.blocks() + [plan.K]
+    # a symbolic M: the run's last panel computes only its valid rows (at M = 16, 16 rows instead of 18)
+    rows_last = None
+    if plan.m_valid is not None and plan.bf16 != "amx" and not plan.tap_kinds:
+        rows_last = smax(b, smin(b, b.sub(plan.m_valid, b.mul(b.sub(mpv, c64(1)), c64(MR))), c64(MR)), c64(1))
 
     fn = b.block.function
     pre = b.block
@@ -571,6 +576,9 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
             mp_last = b.icmp_signed("==", mp, c64(MP - 1))
             if plan.tap_kinds:
                 dispatch_kind(b, plan, uk, kind_of, nt, mp_last, args, m_tail)
+            elif rows_last is not None:
+                is_last = b.icmp_signed("==", mp, b.sub(mpv, c64(1)))
+                dispatch_rows(b, plan, uk, variants, nt_last, b.select(is_last, rows_last, c64(MR)), args)
             else:
                 dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
     p.add_incoming(b.add(p, cnt), b.block)
@@ -586,31 +594,6 @@ def next_b_share(b: ir.IRBuilder, plan: GemmPlan, btile: ir.Value, kc: ir.Value,
     rate, lines = plan.b_prefetch_rate, plan.b_row_lines
     line = b.urem(b.mul(mp, c64(rate)), c64(lines))
     return gep(b, btile, b.mul(kc, b.add(c64(plan.geo.nr), b.mul(line, c64(16)))))
-
-
-def kind_table(b: ir.IRBuilder, kinds: list[int] | None) -> ir.Value:
-    """A constant table of each N tile's kind (bytes)."""
-    assert kinds is not None
-    return const_table(module_of(b), ir.IntType(8), kinds, "glow.tapkinds")
-
-
-def dispatch_kind(b: ir.IRBuilder, plan: GemmPlan, uk: Callable[..., ir.Function], table: ir.Value,
-                  nt: ir.Value, mp_last: ir.Value, args: list[ir.Value], m_tail: int) -> None:
-    """Call the micro-kernel of N tile ``nt``'s kind (taps read in place), and of the last M panel's rows."""
-    assert plan.tap_kinds is not None
-    MR = plan.geo.mr
-    kind = b.load(b.gep(table, [c32(0), nt]))
-    fn = b.block.function
-    done = fn.append_basic_block("kind.done")
-    sw = b.switch(kind, done)
-    for i, (nvec, tail, masked) in enumerate(plan.tap_kinds):
-        blk = fn.append_basic_block(f"kind{i}")
-        sw.add_case(ir.Constant(ir.IntType(8), i), blk)
-        b.position_at_end(blk)
-        variants = {(False, m_last): uk(m_tail if m_last else MR, nvec, tail, masked) for m_last in (False, True)}
-        dispatch_variant(b, variants, nt, mp_last, args, True, m_tail == MR)
-        b.branch(done)
-    b.position_at_end(done)
 
 
 def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -634,32 +617,6 @@ def valid_kblocks(b: ir.IRBuilder, kbs: list[int], k_valid: ir.Value) -> ir.Valu
     for k0 in kbs[1:-1]:
         n = b.add(n, b.zext(b.icmp_signed(">", k_valid, c64(k0)), I64))
     return n
-
-
-def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,
-                     mp_last: ir.Value, args: list[ir.Value], n_full: bool, m_full: bool) -> None:
-    """Call the variant for (last N tile?, last M panel?), branching only where they differ."""
-    n_cases = [False] if n_full else [False, True]
-    m_cases = [False] if m_full else [False, True]
-
-    def call_m(nl: bool) -> None:
-        if len(m_cases) == 1:
-            b.call(variants[(nl, False)], args)
-            return
-        with b.if_else(mp_last) as (then, other):
-            with then:
-                b.call(variants[(nl, True)], args)
-            with other:
-                b.call(variants[(nl, False)], args)
-
-    if len(n_cases) == 1:
-        call_m(False)
-        return
-    with b.if_else(nt_last) as (then, other):
-        with then:
-            call_m(True)
-        with other:
-            call_m(False)
 
 
 # -- B packers ----------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ padding or in the next or previous row (or past the plane) are loaded under
 16-bit lane masks from a compile-time table ``[tile][tap][vector]``. Masked
 loads cost more than plain ones, so each N tile has a *kind*, the set of
 (tap, vector) loads that need their masks, and each kind its micro-kernel;
-the driver (``gemm.dispatch_kind``) switches on a constant table of tile
+the driver (``gemm_dispatch.dispatch_kind``) switches on a constant table of tile
 kinds. The K blocks are the im2col path's, so the result is the same, bit for
 bit, wherever the packed path keeps one accumulator set (every variant of at
 least 8 accumulators).

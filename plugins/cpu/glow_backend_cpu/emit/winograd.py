@@ -37,11 +37,11 @@ from llvmlite import ir
 from glow_backend_cpu.emit.context import EmitContext, Operand
 from glow_backend_cpu.emit.gemm import (
     UKernel,
-    dispatch_variant,
     get_ukernel,
     kblock_bounds,
     kblock_flags,
 )
+from glow_backend_cpu.emit.gemm_dispatch import dispatch_variant
 from glow_backend_cpu.emit.vecops import (
     F32P,
     activation,
