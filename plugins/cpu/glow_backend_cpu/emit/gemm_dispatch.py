@@ -71,24 +71,27 @@ def dispatch_rows(b: ir.IRBuilder, plan: GemmPlan, uk: Callable[..., ir.Function
         b.branch(done)
         b.position_at_end(done)
 
-    if n_tail == plan.geo.nr:
-        by_rows(False)
+    by_tile(b, n_tail == plan.geo.nr, nt_last, by_rows)
+
+
+def by_tile(b: ir.IRBuilder, n_full: bool, nt_last: ir.Value, call: Callable[[bool], None]) -> None:
+    """``call(last N tile?)`` under a branch on ``nt_last``, or ``call(False)`` alone when every tile is full."""
+    if n_full:
+        call(False)
         return
     with b.if_else(nt_last) as (then, other):
         with then:
-            by_rows(True)
+            call(True)
         with other:
-            by_rows(False)
+            call(False)
 
 
 def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value,
                      mp_last: ir.Value, args: list[ir.Value], n_full: bool, m_full: bool) -> None:
     """Call the variant for (last N tile?, last M panel?), branching only where they differ."""
-    n_cases = [False] if n_full else [False, True]
-    m_cases = [False] if m_full else [False, True]
 
     def call_m(nl: bool) -> None:
-        if len(m_cases) == 1:
+        if m_full:
             b.call(variants[(nl, False)], args)
             return
         with b.if_else(mp_last) as (then, other):
@@ -97,11 +100,4 @@ def dispatch_variant(b: ir.IRBuilder, variants: dict[tuple[bool, bool], ir.Funct
             with other:
                 b.call(variants[(nl, False)], args)
 
-    if len(n_cases) == 1:
-        call_m(False)
-        return
-    with b.if_else(nt_last) as (then, other):
-        with then:
-            call_m(True)
-        with other:
-            call_m(False)
+    by_tile(b, n_full, nt_last, call_m)
