@@ -3,8 +3,8 @@
 ViT-B/16, on glow (cpu), onnxruntime and OpenVINO.
 
     python scripts/bench_transformers.py [--threads 2] [--engines glow,onnxruntime,openvino]
-        [--tasks bert-sweep,gpt2-generate,gpt2-decode512,vit] [--lengths 16,32,64,128,256,384]
-        [--prompt 32] [--new-tokens 64] [--cache DIR] [--tiny] [--out table.md]
+        [--tasks bert-sweep,gpt2-generate,gpt2-prefill,gpt2-decode512,vit] [--lengths 16,32,64,128,256,384]
+        [--prompt 32] [--new-tokens 64] [--prefill 128] [--cache DIR] [--tiny] [--out table.md]
 
 The graphs are written with onnx.helper with seeded random weights (``transformer_graphs.py``: the shapes
 and operators of the ``transformers`` exports, symbolic ``batch`` / ``sequence`` / ``past_sequence``), saved
@@ -20,6 +20,8 @@ float32 on a CPU where its default is bfloat16), and reports:
 - ``gpt2-generate``: a ``--prompt``-token prompt and ``--new-tokens`` greedy tokens at batch 1 (prefill,
   then one decode step per token with the growing cache): tokens per second over the whole loop, the number
   of compiles glow made, peak resident memory;
+- ``gpt2-prefill``: GPT-2 reading a ``--prefill``-token prompt (128 by default) with an empty cache, batch 1: the
+  first run and the median;
 - ``gpt2-decode512``: the median decode step with 512 cached positions, and the rate at which it reads the
   weights, beside a streaming copy's rate on this machine (numpy, in the same process);
 - ``vit``: ViT-B/16 at batch 1, the first run and the median.
@@ -46,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import transformer_graphs as tg  # noqa: E402
 
 ENGINES = ("glow", "onnxruntime", "openvino")
-TASKS = ("bert-sweep", "gpt2-generate", "gpt2-decode512", "vit")
+TASKS = ("bert-sweep", "gpt2-generate", "gpt2-prefill", "gpt2-decode512", "vit")
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
@@ -217,6 +219,15 @@ def task_gpt2_decode512(run: Run, compiles: Callable[[], int | None], a: argpars
             "peak_mb": peak}
 
 
+def task_gpt2_prefill(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace, c: tg.Config) -> dict:
+    ids = np.random.default_rng(3).integers(0, c.vocab, (1, a.prefill))
+    feeds = gpt2_feeds(ids, empty_past(c), c)
+    t = time.perf_counter()
+    run(feeds)
+    first = (time.perf_counter() - t) * 1e3
+    return {"first_ms": first, "steady_ms": _median_ms(run, feeds, a.runs), "peak_mb": peak_mb()}
+
+
 def task_vit(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace, c: tg.Config) -> dict:
     size = 32 if a.tiny else 224
     feeds = {"pixel_values": np.random.default_rng(2).standard_normal((1, 3, size, size)).astype(np.float32)}
@@ -226,7 +237,7 @@ def task_vit(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace
     return {"first_ms": first, "steady_ms": _median_ms(run, feeds, a.runs), "peak_mb": peak_mb()}
 
 
-TASK_RUNS = {"bert-sweep": task_bert_sweep, "gpt2-generate": task_gpt2_generate,
+TASK_RUNS = {"bert-sweep": task_bert_sweep, "gpt2-generate": task_gpt2_generate, "gpt2-prefill": task_gpt2_prefill,
              "gpt2-decode512": task_gpt2_decode512, "vit": task_vit}
 
 
@@ -265,7 +276,8 @@ def worker(task: str, engine: str, path: Path, a: argparse.Namespace) -> int:
 def run_worker(task: str, engine: str, path: Path, a: argparse.Namespace, timeout: float) -> dict[str, Any]:
     args = [sys.executable, str(Path(__file__).resolve()), "--worker", task, engine, str(path),
             "--threads", str(a.threads), "--runs", str(a.runs), "--lengths", ",".join(map(str, a.lengths)),
-            "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens), "--past", str(a.past)] + (
+            "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens), "--past", str(a.past),
+            "--prefill", str(a.prefill)] + (
         ["--tiny"] if a.tiny else []) + (["--precompile"] if a.precompile else [])
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
@@ -328,6 +340,7 @@ COLUMNS = {
                        ("streaming copy GB/s", "copy_gbs", ".1f"), ("peak MB", "peak_mb", ".0f")],
     "vit": [("load s", "open_s", ".2f"), ("first ms", "first_ms", ".1f"), ("steady ms", "steady_ms", ".1f"), ("peak MB", "peak_mb", ".0f")],
 }
+COLUMNS["gpt2-prefill"] = COLUMNS["vit"]
 
 
 def report(results: Mapping[str, Mapping[str, dict]], engines: Sequence[str], note: str) -> list[str]:
@@ -351,6 +364,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--past", type=int, default=512, help="cached positions of gpt2-decode512")
+    ap.add_argument("--prefill", type=int, default=128, help="prompt tokens of gpt2-prefill")
     ap.add_argument("--precompile", action="store_true",
                     help="gpt2-generate: glow compiles the prefill and decode networks before the loop (precompile s)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds a task may take on one engine")

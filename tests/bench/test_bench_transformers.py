@@ -45,7 +45,7 @@ def test_every_task_runs_on_each_engine_in_its_own_process(tmp_path: Path) -> No
     pytest.importorskip("onnxruntime")
     out = tmp_path / "t.md"
     assert bench.main(["--tiny", "--engines", "glow,onnxruntime", "--cache", str(tmp_path), "--lengths", "4,8",
-                       "--prompt", "3", "--new-tokens", "3", "--past", "8", "--runs", "1", "--out", str(out)]) == 0
+                       "--prompt", "3", "--new-tokens", "3", "--past", "8", "--prefill", "6", "--runs", "1", "--out", str(out)]) == 0
     text = out.read_text()
     for task in bench.TASKS:
         assert f"### {task}" in text

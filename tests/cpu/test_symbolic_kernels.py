@@ -433,6 +433,32 @@ def test_transpose_symbolic(shape: tuple[int, ...], sym: Sym, perm: tuple[int, .
         np.testing.assert_array_equal(out, a.transpose(perm), err_msg=str(sizes))
 
 
+# -- Slice ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,sym,starts,sizes,steps", [
+    ((1, 40, 96), (None, S, None), (0, 0, 32), (1, 40, 32), (1, 1, 1)),        # GPT-2's key cut from the QKV rows
+    ((2, 40, 3, 24), (None, S, None, None), (1, 0, 1, 4), (1, 40, 2, 16), (1, 1, 1, 1)),
+    ((40, 6, 35), (S, None, T), (0, 1, 0), (40, 3, 35), (1, 2, 1)),            # a symbolic last axis, a step
+    ((40, 24), (S, None), (0, 23), (40, 12), (1, -2)),                       # the last axis reversed: whole bound
+])
+def test_slice_symbolic(shape: tuple[int, ...], sym: Sym, starts: tuple[int, ...], sizes: tuple[int, ...],
+                        steps: tuple[int, ...], threads: int) -> None:
+    """Only the rows that hold data are copied (a poisoned bound run first: padding never reaches a result)."""
+    rng = np.random.default_rng(22)
+    x = _rand(rng, *shape)
+    exe = compile_symbolic("Slice", [x], {"starts": list(starts), "sizes": list(sizes), "steps": list(steps)},
+                           [sym], sym, threads=threads)
+    for sizes_ in [{"s": 1, "t": 1}, {"s": 40, "t": 35}, {"s": 17, "t": 2}, {"s": 3, "t": 30}]:
+        exe.execute({"in0": np.full(shape, np.nan, np.float32)})
+        a = _rand(rng, *tuple(d if e is None else sizes_[str(e)] for d, e in zip(shape, sym)))
+        # (a symbolic axis is read whole from 0 in these cases; a fixed one at starts + i * steps)
+        index = np.ix_(*[np.arange(a.shape[k]) if e is not None else starts[k] + steps[k] * np.arange(sizes[k])
+                         for k, e in enumerate(sym)])
+        out = exe.execute({"in0": a})["out0"]
+        np.testing.assert_array_equal(out, a[index], err_msg=str(sizes_))
+
+
 def test_elementwise_broadcast_operand_rows() -> None:
     """[3, s, 8] + [3, 1, 1]: the second operand is one value per row (loaded once per valid row)."""
     rng = np.random.default_rng(22)

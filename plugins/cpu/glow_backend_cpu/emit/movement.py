@@ -178,31 +178,42 @@ ANY = frozenset(ALL_KINDS)
 
 def _transpose_rows(ctx: EmitContext, x: Operand, out: Operand, perm: Sequence[int]) -> bool:
     """A transpose with symbolic dims whose last output axis is the source's last (rows of the output are
-    contiguous runs of the source, ``[1, s, 12, 64] -> [1, 12, s, 64]``): one ``memcpy`` per output row that
-    holds data (``row_space``), of its valid length. False (nothing emitted) for any other transpose."""
+    contiguous runs of the source, ``[1, s, 12, 64] -> [1, 12, s, 64]``): :func:`_copy_valid_rows`. False
+    (nothing emitted) for any other transpose."""
     rank = out.type.rank
-    if rank < 2 or perm[-1] != rank - 1 or out.type.size == 0:
+    if rank < 2 or perm[-1] != rank - 1:
+        return False
+    xs = contiguous_strides(x.type.shape)
+    return _copy_valid_rows(ctx, x.ptr, out, [xs[p] for p in perm])
+
+
+def _copy_valid_rows(ctx: EmitContext, src: ir.Value, out: Operand, src_strides: Sequence[int]) -> bool:
+    """``out[i] = src[i * src_strides]`` (element strides per output axis, the last one 1) over the output
+    rows that hold data (``row_space``) and the valid length of each: one ``memcpy`` per row. False (nothing
+    emitted) when the output has no symbolic axis or is empty."""
+    rank = out.type.rank
+    if rank < 1 or out.type.size == 0 or src_strides[-1] != 1:
         return False
     b = ctx.builder
     space = row_space(b, out, rank - 1)
     if space is None and not is_sym(out, -1):
         return False
     n, size = out.type.shape[-1], out.type.elem.itemsize
-    xs, dims = contiguous_strides(x.type.shape), out.type.shape[:-1]
+    dims = out.type.shape[:-1]
     rows = math.prod(dims)
     count = space.count if space is not None else i64(rows)
     length = b.mul(extent(b, out, -1), i64(size))
-    dst, src = (b.bitcast(p, ir.IntType(8).as_pointer()) for p in (out.ptr, x.ptr))
+    dst, src = (b.bitcast(p, ir.IntType(8).as_pointer()) for p in (out.ptr, src))
     start, end = partition(b, count if out.type.size >= MIN_PARALLEL else i64(1), ctx.tid, ctx.nthreads)
     if out.type.size < MIN_PARALLEL:
         start, end = b.mul(start, count), b.mul(end, count)
     with for_range(b, start, end, name="trow") as r:
         row = space.row(b, r) if space is not None else r
-        coords = unravel(b, row, dims)
+        coords = unravel(b, row, dims) if dims else []
         so: ir.Value = i64(0)
         for k, c in enumerate(coords):
             if dims[k] > 1:
-                so = b.add(so, b.mul(c, i64(xs[perm[k]] * size)))
+                so = b.add(so, b.mul(c, i64(src_strides[k] * size)))
         memcpy(b, b.gep(dst, [b.mul(row, i64(n * size))]), b.gep(src, [so]), length)
     return True
 
@@ -274,6 +285,8 @@ def _transpose(ctx: EmitContext, instr: Instr) -> None:
 
 @register_emitter("Slice", elems=ANY)
 def _slice(ctx: EmitContext, instr: Instr) -> None:
+    """Symbolic dims: only the output rows that hold data when the last axis is read with step 1
+    (:func:`_copy_valid_rows`: GPT-2's query, key and value cut from one projection), else the whole bound."""
     x, out = instr.ins[0], instr.outs[0]
     assert x is not None
     starts, steps = instr.attrs["starts"], instr.attrs["steps"]
@@ -282,8 +295,10 @@ def _slice(ctx: EmitContext, instr: Instr) -> None:
         return
     base = sum(s * st for s, st in zip(starts, xs))
     src = elem_ptr(ctx.builder, x.ptr, base)
-    emit_strided_copy(ctx, out.ptr, src, x.type.elem, out.type.shape, contiguous_strides(out.type.shape),
-                      [st * step for st, step in zip(xs, steps)])
+    strides = [st * step for st, step in zip(xs, steps)]
+    if out.valid is not None and _copy_valid_rows(ctx, src, out, strides):
+        return
+    emit_strided_copy(ctx, out.ptr, src, x.type.elem, out.type.shape, contiguous_strides(out.type.shape), strides)
 
 
 @register_emitter("Broadcast", elems=ANY)
