@@ -427,9 +427,9 @@ class GemmPlan:
     def b_prefetch_rate(self) -> int:
         """With ``prefetch_b``: lines of the next B block each call prefetches per k step. A B row is
         ``b_row_lines`` lines, shared among the M panels (at least one line each); with a symbolic M, whose
-        panels are known at run time only, one line (two lines ran 4-12 % slower at M = 16..128). 0 when off, past ``PREFETCH_B_PANELS`` panels, and for a
-        single row (a matrix-vector product: its call streams its own block as fast as memory serves it, and
-        a second stream only competes with it)."""
+        panels are known at run time only, one line (two lines ran 4-12 % slower at M = 16..128). 0 when
+        off, past ``PREFETCH_B_PANELS`` panels, and for a single row (a matrix-vector product: its call
+        streams its own block as fast as memory serves it, and a second stream only competes with it)."""
         MP = self.panels
         if not self.prefetch_b or self.M < 2 or self.unroll < 2:
             return 0
