@@ -219,22 +219,23 @@ def task_gpt2_decode512(run: Run, compiles: Callable[[], int | None], a: argpars
             "peak_mb": peak}
 
 
-def task_gpt2_prefill(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace, c: tg.Config) -> dict:
-    ids = np.random.default_rng(3).integers(0, c.vocab, (1, a.prefill))
-    feeds = gpt2_feeds(ids, empty_past(c), c)
+def _first_and_steady(run: Run, feeds: dict[str, np.ndarray], runs: int) -> dict:
+    """The first run's milliseconds (a compile included), the median of ``runs`` later ones, the peak memory."""
     t = time.perf_counter()
     run(feeds)
     first = (time.perf_counter() - t) * 1e3
-    return {"first_ms": first, "steady_ms": _median_ms(run, feeds, a.runs), "peak_mb": peak_mb()}
+    return {"first_ms": first, "steady_ms": _median_ms(run, feeds, runs), "peak_mb": peak_mb()}
+
+
+def task_gpt2_prefill(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace, c: tg.Config) -> dict:
+    ids = np.random.default_rng(3).integers(0, c.vocab, (1, a.prefill))
+    return _first_and_steady(run, gpt2_feeds(ids, empty_past(c), c), a.runs)
 
 
 def task_vit(run: Run, compiles: Callable[[], int | None], a: argparse.Namespace, c: tg.Config) -> dict:
     size = 32 if a.tiny else 224
     feeds = {"pixel_values": np.random.default_rng(2).standard_normal((1, 3, size, size)).astype(np.float32)}
-    t = time.perf_counter()
-    run(feeds)
-    first = (time.perf_counter() - t) * 1e3
-    return {"first_ms": first, "steady_ms": _median_ms(run, feeds, a.runs), "peak_mb": peak_mb()}
+    return _first_and_steady(run, feeds, a.runs)
 
 
 TASK_RUNS = {"bert-sweep": task_bert_sweep, "gpt2-generate": task_gpt2_generate, "gpt2-prefill": task_gpt2_prefill,

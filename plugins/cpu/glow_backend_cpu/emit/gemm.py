@@ -414,6 +414,14 @@ class GemmPlan:
         """Columns of the last N tile."""
         return self.N - (self.tiles - 1) * self.geo.nr
 
+    def tile_vectors(self, last: bool) -> tuple[int, int]:
+        """(vectors, valid lanes of the last one) of an N tile: the last one (``last``) or any other."""
+        W = self.geo.lanes
+        if not last:
+            return self.geo.nvec, W
+        nvec = -(-self.n_tail // W)
+        return nvec, self.n_tail - (nvec - 1) * W
+
     @property
     def prefetch_lines(self) -> int:
         """Cache lines each micro-kernel call prefetches per ``unroll`` k steps: the next M panel's A block (2
@@ -465,8 +473,8 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     W, MR, NR = geo.lanes, geo.mr, geo.nr
     if plan.M == 0 or plan.N == 0 or plan.BG == 0:
         return
-    MP, NT, m_tail, n_tail = plan.panels, plan.tiles, plan.m_tail, plan.n_tail
-    n_tail_vec = -(-n_tail // W)
+    MP, NT, m_tail = plan.panels, plan.tiles, plan.m_tail
+    n_tail_vec = plan.tile_vectors(True)[0]
     mod = module_of(b)
 
     def uk(rows: int, nvec: int, tail: int, masked: tuple[bool, ...] = ()) -> ir.Function:
@@ -482,9 +490,7 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
     variants = {}
     for nt_last in (False, True) if not plan.tap_kinds else ():
         for mp_last in (False, True):
-            rows = m_tail if mp_last else MR
-            nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nt_last else (geo.nvec, W)
-            variants[(nt_last, mp_last)] = uk(rows, nvec, tail)
+            variants[(nt_last, mp_last)] = uk(m_tail if mp_last else MR, *plan.tile_vectors(nt_last))
 
     kind_of = kind_table(b, plan.tap_tiles) if plan.tap_kinds else None
     mpv = c64(MP)

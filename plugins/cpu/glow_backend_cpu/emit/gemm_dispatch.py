@@ -46,16 +46,12 @@ def dispatch_rows(b: ir.IRBuilder, plan: GemmPlan, uk: Callable[..., ir.Function
                   variants: dict[tuple[bool, bool], ir.Function], nt_last: ir.Value, rows: ir.Value,
                   args: list[ir.Value]) -> None:
     """Call a variant for ``rows`` rows (1..MR, a run-time value: a symbolic M's last panel) and the N tile
-    (last or not). Variants exist for even row counts only (``ROW_STEPS``), the count rounded up: at most one
-    row of padding is computed, and a GEMM's micro-kernels stay few (each is compiled once per module; one
-    per row count cost BERT-base 0.4 s of code generation)."""
-    MR, W = plan.geo.mr, plan.geo.lanes
-    n_tail = plan.n_tail
-    n_tail_vec = -(-n_tail // W)
-    steps = list(range(ROW_STEP, MR, ROW_STEP))
+    (last or not). Variants exist for multiples of ``ROW_STEP`` rows only, the count rounded up: at most one
+    row of padding is computed, and a GEMM's micro-kernels stay few (each is compiled once per module)."""
+    steps = list(range(ROW_STEP, plan.geo.mr, ROW_STEP))
 
     def by_rows(nl: bool) -> None:
-        nvec, tail = (n_tail_vec, n_tail - (n_tail_vec - 1) * W) if nl else (plan.geo.nvec, W)
+        nvec, tail = plan.tile_vectors(nl)
         fn = b.block.function
         done, full = fn.append_basic_block("rows.done"), fn.append_basic_block("rows.full")
         sw = b.switch(rows, full)
@@ -71,7 +67,7 @@ def dispatch_rows(b: ir.IRBuilder, plan: GemmPlan, uk: Callable[..., ir.Function
         b.branch(done)
         b.position_at_end(done)
 
-    by_tile(b, n_tail == plan.geo.nr, nt_last, by_rows)
+    by_tile(b, plan.n_tail == plan.geo.nr, nt_last, by_rows)
 
 
 def by_tile(b: ir.IRBuilder, n_full: bool, nt_last: ir.Value, call: Callable[[bool], None]) -> None:
