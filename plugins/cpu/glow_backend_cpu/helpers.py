@@ -9,7 +9,9 @@ plus these helpers (in the spirit of numba's ``cgutils``):
   linear index into an element offset under per-axis strides, e.g. of a broadcast operand),
   :func:`window_tap` (the input position one tap of a convolution or pooling window reads);
 - branches: :func:`if_likely`, :func:`if_unlikely` (``if`` with a branch-weight hint);
-- constants and types: :func:`i64`, :func:`i32`, :func:`const_like`, :func:`splat`;
+- constants and types: :func:`i64`, :func:`i32`, :func:`const_like`, :func:`splat`. Integer constants
+  and splat's operands are made once and shared (llvmlite constants are immutable, and each caches its
+  text: printing the IR, most of IR generation's time, prints each shared constant once);
 - vector memory: :func:`vload`, :func:`vstore`, :func:`masked_vload`, :func:`masked_vstore`;
 - intrinsics: :func:`intrinsic` (declare once per module, by name);
 - threads: :func:`partition` (this thread's ``[start, end)`` of a range) and
@@ -19,6 +21,7 @@ plus these helpers (in the spirit of numba's ``cgutils``):
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 
 from llvmlite import ir
@@ -36,11 +39,22 @@ I8P = I8.as_pointer()
 
 
 def i64(v: int) -> ir.Constant:
-    return ir.Constant(I64, int(v))
+    return _int_constant(64, int(v))
 
 
 def i32(v: int) -> ir.Constant:
-    return ir.Constant(I32, int(v))
+    return _int_constant(32, int(v))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _int_constant(bits: int, v: int) -> ir.Constant:
+    return ir.Constant(I64 if bits == 64 else I32, v)
+
+
+@functools.lru_cache(maxsize=256)
+def _splat_operands(t: ir.Type, lanes: int) -> tuple[ir.Constant, ir.Constant]:
+    """splat's undefined vector and its all-zero shuffle mask."""
+    return ir.Constant(ir.VectorType(t, lanes), ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [i32(0)] * lanes)
 
 
 def scalar_type(t: ir.Type) -> ir.Type:
@@ -77,9 +91,9 @@ def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
         return value
     if isinstance(value, ir.Constant):
         return ir.Constant(ir.VectorType(value.type, lanes), [value] * lanes)
-    vt = ir.VectorType(value.type, lanes)
-    v = builder.insert_element(ir.Constant(vt, ir.Undefined), value, i32(0))
-    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+    undef, zeros = _splat_operands(value.type, lanes)
+    v = builder.insert_element(undef, value, i32(0))
+    return builder.shuffle_vector(v, undef, zeros)
 
 
 def iota(lanes: int, t: ir.IntType = I64) -> ir.Constant:

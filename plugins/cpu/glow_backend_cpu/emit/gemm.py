@@ -24,7 +24,8 @@
   tile at most ``KC_L1`` rows, L1).
 
 Everything is specialized on compile-time shapes; only the thread id and the
-thread count are run-time values.
+thread count are run-time values (and, in a micro-kernel shared by several
+variants, B's row stride and the residual start: ``gemm_merge.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from glow_backend_cpu.helpers import (
 
 from glow_backend_cpu.emit.bf16 import dot2
 from glow_backend_cpu.emit.gemm_dispatch import dispatch_kind, dispatch_rows, dispatch_variant, kind_table
+from glow_backend_cpu.emit.gemm_merge import FLAG_C_SRC, flag_set, flag_thunk, ldb_of, shared_spec, static_flags
 from glow_backend_cpu.emit.gemm_share import weighted_share, weighted_share_dyn
 from glow_backend_cpu.emit.taps import taps_sum
 from glow_backend_cpu.emit.vecops import (
@@ -130,6 +132,8 @@ class UKernel:
     tap_masked: tuple[bool, ...] = ()
     #: "amx" / "native" / "emulate": A and B hold bf16 pairs, each k step is two k (``bf16.py``); "": float32
     bf16: str = ""
+    #: a shared variant (``gemm_merge.py``): ``ldb`` and ``c_src`` come with the flags
+    dynamic: bool = False
 
 
 UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P, F32P]
@@ -137,15 +141,21 @@ UK_ARGS = [F32P, I64, F32P, F32P, I64, I64, I64, F32P, I64, F32P, F32P, F32P]
 
 
 def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
+    """The micro-kernel of ``spec`` in ``mod``: variants that differ only in what ``gemm_merge.shared_spec``
+    moves to run time share one function, each called through an inlined thunk that sets its flags."""
     cache = fn_cache(mod)
     fn = cache.get(spec)
-    if fn is None and spec.bf16 == "amx":
+    if fn is not None:
+        return fn
+    shared = shared_spec(spec)
+    if spec.bf16 == "amx":
         from glow_backend_cpu.emit.amx import build_amx_ukernel  # (amx.py builds on this module's epilogue)
         fn = build_amx_ukernel(mod, spec, UK_ARGS, _finish, _add_start)
-        cache[spec] = fn
-    elif fn is None:
+    elif shared is not None:
+        fn = flag_thunk(mod, get_ukernel(mod, shared), static_flags(spec))
+    else:
         fn = _build_ukernel(mod, spec)
-        cache[spec] = fn
+    cache[spec] = fn
     return fn
 
 
@@ -155,7 +165,8 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), UK_ARGS), name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")  # shared by every call site of the module: compiled once
-    for i in (0, 2, 7) if s.c_src else (0, 2, 3, 7):  # c0 may be C itself (an in-place residual)
+    c_src = s.c_src or s.dynamic
+    for i in (0, 2, 7) if c_src else (0, 2, 3, 7):  # c0 may be C itself (an in-place residual)
         fn.args[i].add_attribute("noalias")
     a, a_stride, bp, cp, ldc, kc, flags, bias, bias_rs, pf, c0, aux = fn.args
     W, R, V = s.lanes, s.rows, s.nvec
@@ -166,16 +177,13 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     a_rows = _a_rows(b, s, a, a_stride)
     c_rows = [gep(b, cp, b.mul(c64(i), ldc)) for i in range(R)]
     a_step = a_stride if s.a_cols else c64(s.mr_panel if s.a_packed else 1)
+    ldb = ldb_of(b, flags) if s.dynamic else c64(s.ldb)
 
-    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
-    if s.c_src:  # the residual block of the next M panel (the next R rows, read by its first K block, the only
-        with b.if_then(first):  # one that adds it): into L2 while this call computes
-            for i in range(R):
-                prefetch_lines(b, gep(b, c0, b.mul(c64(R + i), ldc)), V)
+    first, src_on = _first_block(b, s, flags, c0, ldc)
     U = max(1, s.unroll)
 
     def k_step(b: ir.IRBuilder, k: ir.Value, acc: list[list[ir.Value]]) -> list[list[ir.Value]]:
-        brow = gep(b, bp, b.mul(k, c64(s.ldb)))
+        brow = gep(b, bp, b.mul(k, ldb))
         bv = [vload(b, gep(b, brow, j * W), W, min(s.b_align, 64) if j == 0 else min(s.b_align, W * 4))
               for j in range(V)]
         ka = b.mul(k, a_step)
@@ -224,11 +232,26 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
             acc = [[b.fadd(acc[i][j], other[i][j]) for j in range(V)] for i in range(R)]
         if U > 1:
             acc = k_loop(b, [acc], kmain, kc, 1, "krest")[0]
-    acc = _add_start(b, s, acc, first, c_rows, [gep(b, c0, b.mul(c64(i), ldc)) for i in range(R)] if s.c_src else None)
+    acc = _add_start(b, s, acc, first, c_rows, [gep(b, c0, b.mul(c64(i), ldc)) for i in range(R)] if c_src else None,
+                     src_on)
 
     _finish(b, s, acc, flags, bias, bias_rs, c_rows)
     b.ret_void()
     return fn
+
+
+def _first_block(b: ir.IRBuilder, s: UKernel, flags: ir.Value, c0: ir.Value,
+                 ldc: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+    """(first K block?, does it start from c0? (a shared kernel: its flag; else None)). A kernel that may
+    start from c0 prefetches the residual block of the next M panel (the next R rows, read by its first K
+    block, the only one that adds it) into L2 while this call computes."""
+    first = b.icmp_signed("!=", b.and_(flags, c64(1)), c64(0))
+    src_on = flag_set(b, flags, FLAG_C_SRC) if s.dynamic else None
+    if s.c_src or s.dynamic:
+        with b.if_then(first if src_on is None else b.and_(first, src_on)):
+            for i in range(s.rows):
+                prefetch_lines(b, gep(b, c0, b.mul(c64(s.rows + i), ldc)), s.nvec)
+    return first, src_on
 
 
 def _a_rows(b: ir.IRBuilder, s: UKernel, a: ir.Value, a_stride: ir.Value) -> list[ir.Value]:
@@ -286,10 +309,24 @@ def _finish(b: ir.IRBuilder, s: UKernel, acc: list[list[ir.Value]], flags: ir.Va
             store_maybe_masked(b, phis[i][j], gep(b, c_rows[i], j * W), vvalid(j))
 
 
+Block = list[list[ir.Value]]
+
+
+def _phis(b: ir.IRBuilder, incoming: list[tuple[Block, ir.Block]]) -> Block:
+    """One phi per value of the blocks in ``incoming`` (at the builder's block, which they all branch to)."""
+    first = incoming[0][0]
+    out = [[b.phi(v.type) for v in row] for row in first]
+    for vals, blk in incoming:
+        for i, row in enumerate(vals):
+            for j, v in enumerate(row):
+                out[i][j].add_incoming(v, blk)
+    return out
+
+
 def _add_start(b: ir.IRBuilder, s: UKernel, acc: list[list[ir.Value]], first: ir.Value, c_rows: list[ir.Value],
-               src_rows: list[ir.Value] | None) -> list[list[ir.Value]]:
+               src_rows: list[ir.Value] | None, src_on: ir.Value | None = None) -> list[list[ir.Value]]:
     """``acc`` plus the block it continues: C after the first K block; on the first, the block at
-    ``src_rows`` (a residual) or nothing."""
+    ``src_rows`` (a residual; when ``src_on``, only if it is true) or nothing."""
     W, R, V = s.lanes, s.rows, s.nvec
     fn = b.block.function
 
@@ -299,25 +336,28 @@ def _add_start(b: ir.IRBuilder, s: UKernel, acc: list[list[ir.Value]], first: ir
 
     with_c = fn.append_basic_block("add.c")
     joined = fn.append_basic_block("add.done")
+    incoming: list[tuple[Block, ir.Block]] = []
     if src_rows is None:
-        incoming = [(acc, b.block)]
+        incoming.append((acc, b.block))
         b.cbranch(first, joined, with_c)
     else:
         with_src = fn.append_basic_block("add.src")
-        b.cbranch(first, with_src, with_c)
+        if src_on is None:
+            b.cbranch(first, with_src, with_c)
+        else:
+            on_first = fn.append_basic_block("add.first")
+            b.cbranch(first, on_first, with_c)
+            b.position_at_end(on_first)
+            incoming.append((acc, on_first))
+            b.cbranch(src_on, with_src, joined)
         b.position_at_end(with_src)
-        incoming = [(plus(src_rows), b.block)]
+        incoming.append((plus(src_rows), b.block))
         b.branch(joined)
     b.position_at_end(with_c)
     incoming.append((plus(c_rows), b.block))
     b.branch(joined)
     b.position_at_end(joined)
-    out = [[b.phi(acc[i][j].type) for j in range(V)] for i in range(R)]
-    for vals, blk in incoming:
-        for i in range(R):
-            for j in range(V):
-                out[i][j].add_incoming(vals[i][j], blk)
-    return out
+    return _phis(b, incoming)
 
 
 # -- the driver -------------------------------------------------------------------------------------------------
