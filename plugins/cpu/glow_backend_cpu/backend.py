@@ -52,6 +52,7 @@ from glow_backend_cpu.emit import load_all
 from glow_backend_cpu.emit.amx import amx_permitted
 from glow_backend_cpu.emit.bf16 import PRECISIONS
 from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS, SYMBOLIC_EMITTERS
+from glow_backend_cpu.glue import network_glue
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
 from glow_backend_cpu.target import Library, ParallelStream, host_codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, SOLO_ENV
@@ -233,7 +234,7 @@ class CpuBackend(Backend):
                 timings["lir"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns,
-                                          on_kernel=stream.on_kernel, precision=precision)
+                                          on_kernel=stream.on_kernel, precision=precision, glue=False)
                 timings["irgen"] = time.perf_counter() - t2
             except BaseException:
                 stream.abandon()
@@ -244,6 +245,7 @@ class CpuBackend(Backend):
                                       idle=lambda: early.append(use_cache and object_cache.store_image(key, layout)),
                                       stream=stream)
             timings.update(lib.timings)
+            lib.more_objects.append(network_glue(cg, profile=profile))
             stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early))
             if stored and layout.packed_bytes:
                 image = str(object_cache.image_path(key))  # mapped from the file just written: no copy

@@ -56,8 +56,8 @@ from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
 from glow_backend_cpu.helpers import I8P, I32, I64, VOID, i64, memcpy, partition_blocks
 from glow_backend_cpu.profiling import Stamper, describe_step
 from glow_backend_cpu.symbolic import SymbolValues, declare_symbols, symbols_of, valid_extents
-from glow_backend_cpu.sync import (declare_share_functions, define_share_functions, emit_error_functions,
-                                   emit_worker_functions)
+from glow_backend_cpu.sync import (declare_share_functions, define_error_flag, define_share_functions,
+                                   define_share_tables, emit_error_functions, emit_worker_functions)
 from glow_backend_cpu.target import Codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
 from glow_core import budget
@@ -143,7 +143,7 @@ class LIRCodegen:
 
     def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
                  solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None,
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", glue: bool = True) -> None:
         self.cg = codegen
         #: "fp32", or "bf16": the float32 GEMMs on bf16 operands (``emit/bf16.py``)
         self.precision = precision
@@ -153,6 +153,9 @@ class LIRCodegen:
         self.solo_ns = solo_ns
         #: stamp a cycle counter before and after every kernel on every thread (``profiling.Stamper``)
         self.profile = profile
+        #: emit the glue (worker loop, shares, error functions) into this module; False: it is linked from
+        #: ``glue.glue_object`` (JIT), the module defines only what the glue refers to
+        self.glue = glue
         self.lir = lir
         self.module = codegen.new_module(name)
         self.layout = Layout()
@@ -491,6 +494,11 @@ class LIRCodegen:
             self.emit_step(i, step)
         self.layout.kernels = len(steps)
         self._compact_constants()
+        if not self.glue:  # the glue comes compiled (glue.py): define what it refers to
+            define_error_flag(self.module)
+            first, nxt = declare_share_functions(self.module, internal=False)
+            define_share_tables(self.module, self._emit_main(steps, first, nxt)[1], internal=False)
+            return self.module
         linux_x86 = self.cg.triple.startswith("x86_64") and "linux" in self.cg.triple
         emit_error_functions(self.module)
         first, nxt = declare_share_functions(self.module)
@@ -663,9 +671,10 @@ def storage_type_of(array: np.ndarray) -> ir.Type:
 
 def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
              solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None,
-             precision: str = "fp32") -> tuple[ir.Module, Layout]:
-    """The LLVM module and region layout of ``lir`` (``on_kernel``: see :class:`LIRCodegen`)."""
-    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns, on_kernel=on_kernel, precision=precision)
+             precision: str = "fp32", glue: bool = True) -> tuple[ir.Module, Layout]:
+    """The LLVM module and region layout of ``lir`` (``on_kernel``, ``glue``: see :class:`LIRCodegen`)."""
+    g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns, on_kernel=on_kernel, precision=precision,
+                   glue=glue)
     return g.build(), g.layout
 
 

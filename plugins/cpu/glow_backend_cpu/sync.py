@@ -63,6 +63,11 @@ def emit_error_functions(module: ir.Module) -> None:
     b.ret_void()
 
 
+def define_error_flag(module: ir.Module) -> None:
+    """The error flag with external linkage (the separately compiled glue reads it: ``glue.py``)."""
+    _global(module, ERROR_GLOBAL, I32).linkage = ""
+
+
 def set_error(builder: ir.IRBuilder, code: int = 1) -> None:
     """Record a run-time error (an index out of range) from inside a kernel."""
     flag = _global(builder.module, ERROR_GLOBAL, I32)
@@ -254,26 +259,42 @@ MAX_SHARES = 64
 RUN_SEQ_GLOBAL = "glow_run_seq"
 
 
-def declare_share_functions(module: ir.Module) -> tuple[ir.Function, ir.Function]:
+def declare_share_functions(module: ir.Module, internal: bool = True) -> tuple[ir.Function, ir.Function]:
     """``i64 glow_share_first(i64 seg, i64 tid, i64 n, i32 run)`` and ``i64 glow_share_next(i64 seg,
     i64 done_share, i64 tid, i64 n, i32 run)``: the share to execute next, or -1 once every share of the
-    segment is done. Their bodies come with :func:`define_share_functions`, once the segments are known."""
+    segment is done. Their bodies come with :func:`define_share_functions`, once the segments are known
+    (``internal=False``: in the separately compiled glue, ``glue.py``)."""
     first = ir.Function(module, ir.FunctionType(I64, [I64, I64, I64, I32]), name="glow_share_first")
     nxt = ir.Function(module, ir.FunctionType(I64, [I64, I64, I64, I64, I32]), name="glow_share_next")
     for fn in (first, nxt):
-        fn.linkage = "internal"
+        if internal:
+            fn.linkage = "internal"
         fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
     return first, nxt
 
 
+SHARE_TABLES = ("glow_share_claims", "glow_share_done")
+
+
+def define_share_tables(module: ir.Module, segments: int, internal: bool = True) -> None:
+    """The claim and done tables of ``segments`` segments (``internal=False``: the glue declares them)."""
+    for name in SHARE_TABLES:
+        t = ir.ArrayType(I32, max(segments, 1) * MAX_SHARES)
+        g = ir.GlobalVariable(module, t, name=name)
+        g.initializer = ir.Constant(t, None)
+        if internal:
+            g.linkage = "internal"
+        g.align = 64
+
+
 def _table(module: ir.Module, name: str, segments: int) -> ir.GlobalVariable:
-    t = ir.ArrayType(I32, max(segments, 1) * MAX_SHARES)
-    g = ir.GlobalVariable(module, t, name=name)
-    g.initializer = ir.Constant(t, None)
-    g.linkage = "internal"
-    g.align = 64
-    return g
+    """A share table: defined here, or as the glue sees it (an ``external global i32``, its first entry)."""
+    g = module.globals.get(name)
+    if g is None:
+        define_share_tables(module, segments)
+        g = module.globals[name]
+    return g  # type: ignore[no-any-return]
 
 
 def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Function, segments: int,
@@ -308,7 +329,12 @@ def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Functi
 
 
 def _slot(b: ir.IRBuilder, table: ir.GlobalVariable, seg: ir.Value, p: ir.Value) -> ir.Value:
-    return b.gep(table, [i64(0), b.add(b.mul(seg, i64(MAX_SHARES)), p)], inbounds=True)
+    at = b.add(b.mul(seg, i64(MAX_SHARES)), p)
+    if isinstance(table.value_type, ir.ArrayType):
+        return b.gep(table, [i64(0), at], inbounds=True)
+    # the glue's view (its first entry, ``external global i32``): a plain offset, which claims nothing of
+    # the object's size
+    return b.gep(table, [at])
 
 
 def _older(b: ir.IRBuilder, tag: ir.Value, run: ir.Value) -> ir.Value:
