@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from glow_tools.nodetests import DEFAULT_TIMEOUT, Summary
+
+if TYPE_CHECKING:
+    from tests.packaging.wheelhouse import Wheelhouse
 
 TESTS_DIR = Path(__file__).resolve().parent
 EXPECTATIONS_DIR = TESTS_DIR / "expectations"
@@ -63,3 +67,15 @@ def node_test_summary(pytestconfig: pytest.Config) -> Summary:
 @pytest.fixture(scope="session")
 def node_test_timeout(pytestconfig: pytest.Config) -> float:
     return float(pytestconfig.getoption("--node-test-timeout"))
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
+    """The wheels of every distribution, built once per session (``tests/packaging/wheelhouse.py``): the
+    packaging tests install them, the executed vendor guide offers them to pip. Their tests share the xdist
+    group "wheels", so one worker builds them."""
+    from tests.packaging.wheelhouse import Wheelhouse, build_artefacts, build_wheels
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_"))}
+    before = build_artefacts()
+    return Wheelhouse(build_wheels(tmp_path_factory.mktemp("wheelhouse"), env), before)

@@ -13,7 +13,7 @@ does with it:
 
 A block without a marker fails the test, so the guide cannot grow a command that is never run. The
 guide's ``pip install glow-compiler ...`` must find this repository's distributions: their wheels are
-built (as in tests/packaging/test_wheels.py) and offered to pip through ``PIP_FIND_LINKS``, every
+built (the session's ``wheelhouse`` fixture, shared with tests/packaging/test_wheels.py) and offered to pip through ``PIP_FIND_LINKS``, every
 other dependency comes from the package index under constraints.txt (``PIP_CONSTRAINT``).
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.packaging.test_metadata import REPO
-from tests.packaging.wheelhouse import build_wheels
+from tests.packaging.wheelhouse import Wheelhouse
 
 pytestmark = pytest.mark.slow
 
@@ -116,11 +116,12 @@ def test_replace_def_swaps_exactly_one_method(tmp_path: Path) -> None:
     assert ns["A"]().capabilities() == 3 and ns["A"]().other() == 2
 
 
-def test_the_vendor_guide_runs_from_an_empty_directory(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("wheels")  # (the worker that builds the wheels for the packaging tests)
+def test_the_vendor_guide_runs_from_an_empty_directory(tmp_path: Path, wheelhouse: Wheelhouse) -> None:
     t0 = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_"))}
     env["GLOW_CACHE_DIR"] = str(tmp_path / "glow-cache")
-    wheels = build_wheels(tmp_path / "wheelhouse", env)
+    wheels = wheelhouse.wheels
     venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
     bin_dir = tmp_path / "venv" / "bin"
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(tmp_path / "venv"),

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from glow_sdk.version import CORE_DISTRIBUTION, SDK_API_VERSION, core_requirement
 
 from .test_metadata import DISTRIBUTIONS, HOME, REPO
-from .wheelhouse import _run, build_artefacts, build_wheels
+from .wheelhouse import Wheelhouse, _run, build_artefacts
 
 #: one worker builds and installs the wheels once (with --dist loadgroup; spread over both workers, each built
 #: them: 2 x 25 s in CI), for the whole session: a module-scoped fixture was built again whenever the worker ran
@@ -40,12 +40,12 @@ class Installed:
 
 
 @pytest.fixture(scope="session")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    before = build_artefacts()
+def installed(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Wheelhouse) -> Installed:
+    before = wheelhouse.artefacts_before  # (the wheels are built once per session: tests/conftest.py)
     base = tmp_path_factory.mktemp("wheels")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_REQUIRE"))}
     env["GLOW_CACHE_DIR"] = str(base / "glow-cache")
-    wheels = build_wheels(base, env)
+    wheels = wheelhouse.wheels
 
     venv.EnvBuilder(with_pip=True).create(base / "venv")
     python = base / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .test_metadata import DISTRIBUTIONS, REPO
@@ -14,6 +15,15 @@ from .test_metadata import DISTRIBUTIONS, REPO
 #: what the root distribution's wheel is built from (the rest of the checkout is not part of it)
 ROOT_FILES = ["pyproject.toml", "README.md", "LICENSE", "glow_core", "glow_sdk", "glow_tools", "glow_cli"]
 IGNORE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc")
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    """The session's wheels (``tests/conftest.py``) and the build artefacts the checkout held before they were
+    built (``build_artefacts``)."""
+
+    wheels: list[Path]
+    artefacts_before: list[Path]
 
 
 def build_artefacts(root: Path = REPO) -> list[Path]:
