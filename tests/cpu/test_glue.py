@@ -38,7 +38,7 @@ def test_the_network_module_leaves_the_glue_out_and_the_glue_refers_to_it_by_nam
     module, _ = generate(host_codegen(), build_lir(net.function), glue=False)
     own = _defined(module_text(module))
     assert "glow_main" in own and not own & {"glow_worker", "glow_run", "glow_share_first", "glow_get_error"}
-    glue = str(glue_module(host_codegen(), steal=True, futex=True))
+    glue = str(glue_module(host_codegen()))
     assert _defined(glue) >= {"glow_worker", "glow_run", "glow_stop", "glow_share_first", "glow_share_next",
                               "glow_get_error", "glow_clear_error"}
     for name in ("glow_main", "glow_error", "glow_share_claims", "glow_share_done"):  # the network's own

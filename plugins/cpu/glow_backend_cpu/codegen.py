@@ -56,8 +56,7 @@ from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
 from glow_backend_cpu.helpers import I8P, I32, I64, VOID, i64, memcpy, partition_blocks
 from glow_backend_cpu.profiling import Stamper, describe_step
 from glow_backend_cpu.symbolic import SymbolValues, declare_symbols, symbols_of, valid_extents
-from glow_backend_cpu.sync import (declare_share_functions, define_error_flag, define_share_functions,
-                                   define_share_tables, emit_error_functions, emit_worker_functions)
+from glow_backend_cpu.sync import declare_share_functions, define_error_flag, define_share_tables, emit_glue
 from glow_backend_cpu.target import Codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
 from glow_core import budget
@@ -154,7 +153,7 @@ class LIRCodegen:
         #: stamp a cycle counter before and after every kernel on every thread (``profiling.Stamper``)
         self.profile = profile
         #: emit the glue (worker loop, shares, error functions) into this module; False: it is linked from
-        #: ``glue.glue_object`` (JIT), the module defines only what the glue refers to
+        #: ``glue.network_glue`` (JIT), the module defines only what the glue refers to
         self.glue = glue
         self.lir = lir
         self.module = codegen.new_module(name)
@@ -494,19 +493,14 @@ class LIRCodegen:
             self.emit_step(i, step)
         self.layout.kernels = len(steps)
         self._compact_constants()
-        if not self.glue:  # the glue comes compiled (glue.py): define what it refers to
-            define_error_flag(self.module)
-            first, nxt = declare_share_functions(self.module, internal=False)
-            define_share_tables(self.module, self._emit_main(steps, first, nxt)[1], internal=False)
-            return self.module
-        linux_x86 = self.cg.triple.startswith("x86_64") and "linux" in self.cg.triple
-        emit_error_functions(self.module)
-        first, nxt = declare_share_functions(self.module)
+        first, nxt = declare_share_functions(self.module, internal=self.glue)
         main, segments = self._emit_main(steps, first, nxt)
-        # a profile keeps each thread to its own shares, so its rows are the threads' own timelines
-        define_share_functions(self.module, first, nxt, segments, self.cg.is_x86, steal=not self.profile,
-                               futex=linux_x86)
-        emit_worker_functions(self.module, main, self.cg.is_x86, futex=linux_x86)
+        if self.glue:
+            emit_glue(self.module, main, (first, nxt), segments, is_x86=self.cg.is_x86, triple=self.cg.triple,
+                      profile=self.profile)
+        else:  # the glue comes compiled (glue.py): define what it refers to
+            define_error_flag(self.module)
+            define_share_tables(self.module, segments, internal=False)
         return self.module
 
     def _emit_main(self, steps: list[_Step], first: ir.Function, nxt: ir.Function) -> tuple[ir.Function, int]:

@@ -7,9 +7,9 @@ kernel and entry alone). None of the glue depends on the network but through nam
 ``glow_main``, reads and writes the error flag and the share tables, all of which the network's module
 defines (external, each library its own; the tables are as large as its segments need). So the glue is a
 module of its own (:func:`glue_module`), compiled once per process for each of its variants (the thread
-steal is off in a profile; futexes on Linux x86-64) and kept as object code (:func:`glue_object`); each
-compiled network loads that object into its own engine beside its own, which resolves the names between
-them, exactly as between the parts of a parallel compile (``split.py``). Every library thus holds its own
+steal is off in a profile) and kept as object code (:func:`network_glue`); each compiled network loads that
+object into its own engine beside its own, which resolves the names between them, exactly as between the
+parts of a parallel compile (``split.py``). Every library thus holds its own
 copy of the glue's globals (the run counter). Bundles keep the glue in their one object (``bundle.py``).
 """
 
@@ -21,47 +21,33 @@ from llvmlite import ir
 
 from glow_backend_cpu.codegen import ENTRY
 from glow_backend_cpu.helpers import I8P, I32, I64, VOID
-from glow_backend_cpu.sync import (
-    ERROR_GLOBAL,
-    SHARE_TABLES,
-    declare_share_functions,
-    define_share_functions,
-    emit_error_functions,
-    emit_worker_functions,
-)
+from glow_backend_cpu.sync import ERROR_GLOBAL, SHARE_TABLES, declare_share_functions, emit_glue
 from glow_backend_cpu.target import Codegen
 
-_objects: dict[tuple[str, str], bytes] = {}
+#: the glue's object code by (code generator's identity, profile)
+_objects: dict[tuple[str, bool], bytes] = {}
 _lock = threading.Lock()
 
 
-def glue_module(cg: Codegen, *, steal: bool, futex: bool) -> ir.Module:
+def glue_module(cg: Codegen, *, profile: bool = False) -> ir.Module:
     """The glue, referring to the network's entry point, error flag and share tables by name."""
     m = cg.new_module("glow_glue")
     ir.GlobalVariable(m, I32, name=ERROR_GLOBAL)  # declarations (no initializer): the network defines them
     for name in SHARE_TABLES:
         ir.GlobalVariable(m, I32, name=name)
     entry = ir.Function(m, ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64, I32]), name=ENTRY)
-    emit_error_functions(m)
-    first, nxt = declare_share_functions(m, internal=False)
-    define_share_functions(m, first, nxt, 0, cg.is_x86, steal=steal, futex=futex)
-    emit_worker_functions(m, entry, cg.is_x86, futex=futex)
+    shares = declare_share_functions(m, internal=False)
+    emit_glue(m, entry, shares, 0, is_x86=cg.is_x86, triple=cg.triple, profile=profile)
     return m
 
 
-def glue_object(cg: Codegen, *, steal: bool, futex: bool) -> bytes:
-    """The glue's object code for ``cg``'s target, compiled on the first call with these settings."""
-    module = glue_module(cg, steal=steal, futex=futex)
-    text = str(module)
-    key = (cg.identity, text)
+def network_glue(cg: Codegen, *, profile: bool = False) -> bytes:
+    """The object code of the glue a network compiled by ``cg`` links (a profile's glue steals no shares),
+    made on the first call with these settings: the glue's text follows from the target and ``profile``."""
+    key = (cg.identity, profile)
     with _lock:
         obj = _objects.get(key)
         if obj is None:
-            obj = _objects[key] = cg.compile_module(module, text=text).object_code
+            module = glue_module(cg, profile=profile)
+            obj = _objects[key] = cg.compile_module(module).object_code
     return obj
-
-
-def network_glue(cg: Codegen, *, profile: bool = False) -> bytes:
-    """The glue a network compiled by ``cg`` links (a profile keeps each thread to its own shares, so its rows
-    are the threads' own timelines; futexes where the triple is Linux x86-64)."""
-    return glue_object(cg, steal=not profile, futex=cg.triple.startswith("x86_64") and "linux" in cg.triple)

@@ -63,6 +63,22 @@ def emit_error_functions(module: ir.Module) -> None:
     b.ret_void()
 
 
+def has_futex(triple: str) -> bool:
+    """Whether the glue's waits sleep on futexes (Linux x86-64) rather than yield the core."""
+    return triple.startswith("x86_64") and "linux" in triple
+
+
+def emit_glue(module: ir.Module, entry: ir.Function, shares: tuple[ir.Function, ir.Function], segments: int, *,
+              is_x86: bool, triple: str, profile: bool) -> None:
+    """The glue of a network into ``module``: the error functions, the bodies of the share functions
+    (``declare_share_functions``) and the worker functions calling ``entry``. A profile keeps each thread to
+    its own shares (no stealing), so its rows are the threads' own timelines."""
+    futex = has_futex(triple)
+    emit_error_functions(module)
+    define_share_functions(module, *shares, segments, is_x86, steal=not profile, futex=futex)
+    emit_worker_functions(module, entry, is_x86, futex=futex)
+
+
 def define_error_flag(module: ir.Module) -> None:
     """The error flag with external linkage (the separately compiled glue reads it: ``glue.py``)."""
     _global(module, ERROR_GLOBAL, I32).linkage = ""
