@@ -43,7 +43,7 @@ import os
 import time
 from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from glow_backend_cpu import __version__
 from glow_backend_cpu import cache as object_cache
@@ -54,7 +54,8 @@ from glow_backend_cpu.emit.bf16 import PRECISIONS
 from glow_backend_cpu.emit.context import EMITTER_ELEMS, EMITTER_PREDICATES, EMITTERS, SYMBOLIC_EMITTERS
 from glow_backend_cpu.glue import network_glue
 from glow_backend_cpu.runtime import CpuExecutable, default_threads
-from glow_backend_cpu.target import Library, ParallelStream, host_codegen
+from glow_backend_cpu.spill import PackedSpill
+from glow_backend_cpu.target import Codegen, Library, ParallelStream, host_codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, SOLO_ENV
 from glow_core.errors import BackendError
 from glow_core.ir.graph import Function
@@ -70,6 +71,11 @@ from glow_sdk.backend import (
     DeviceInfo,
 )
 from glow_sdk.options import BackendOption
+
+if TYPE_CHECKING:
+    from llvmlite import ir
+
+    from glow_backend_cpu.codegen import Layout
 
 DEFAULT_PARALLEL_THRESHOLD = 32768
 #: a function with fewer nodes is compiled in one process (starting workers would cost more than they save)
@@ -195,7 +201,7 @@ class CpuBackend(Backend):
         return DeviceInfo(name="cpu", memory_bytes=int(mem))
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        from glow_backend_cpu.codegen import generate, module_text, printed_texts
+        from glow_backend_cpu.codegen import generate
 
         extra = dict(options.extra)
         threads = int(options.threads or extra.get("threads") or default_threads())
@@ -228,25 +234,28 @@ class CpuBackend(Backend):
             jobs = compile_jobs(extra) if len(function.nodes) >= SPLIT_MIN_NODES else 1
             workers = objworker.start(jobs - 1)
             stream = ParallelStream(cg, workers)
+            # with the cache, packed constants go to the entry's image file as they are packed (``spill.py``)
+            spill = PackedSpill(object_cache.cache_dir(), key) if use_cache else None
             try:
                 t1 = time.perf_counter()
                 lir = options.build_lir(function, debug=options.debug)
                 timings["lir"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 module, layout = generate(cg, lir, name=f"glow_{function.name}", profile=profile, solo_ns=solo_ns,
-                                          on_kernel=stream.on_kernel, precision=precision, glue=False)
+                                          on_kernel=stream.on_kernel, precision=precision, glue=False, spill=spill)
                 timings["irgen"] = time.perf_counter() - t2
             except BaseException:
                 stream.abandon()
                 objworker.release(workers)
+                if spill is not None:
+                    spill.close()
                 raise
-            early: list[bool] = []  # the cache's packed image, written while the workers finish their parts
-            lib = cg.compile_parallel(module, printed_texts(module), workers, lambda: module_text(module),
-                                      idle=lambda: early.append(use_cache and object_cache.store_image(key, layout)),
-                                      stream=stream)
+            try:
+                lib, stored = self._finish_compile(cg, module, layout, workers, stream, key, use_cache, spill, profile)
+            finally:
+                if spill is not None:
+                    spill.close()
             timings.update(lib.timings)
-            lib.more_objects.append(network_glue(cg, profile=profile))
-            stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early))
             if stored and layout.packed_bytes:
                 image = str(object_cache.image_path(key))  # mapped from the file just written: no copy
         t3 = time.perf_counter()
@@ -271,6 +280,22 @@ class CpuBackend(Backend):
         exe.program_flags = {"parallel": exe.parallel, "adaptive": adaptive}  # type: ignore[attr-defined]
         self.last_compile = timings
         return exe
+
+    @staticmethod
+    def _finish_compile(cg: Codegen, module: ir.Module, layout: Layout, workers: list[Any], stream: ParallelStream,
+                        key: str, use_cache: bool, spill: PackedSpill | None,
+                        profile: bool) -> tuple[Library, bool]:
+        """LLVM on the generated module (in parallel parts), the glue linked, the entry stored in the cache; the
+        library and whether it was stored."""
+        from glow_backend_cpu.codegen import module_text, printed_texts
+
+        early: list[bool] = []  # the cache's packed image, written while the workers finish their parts
+        lib = cg.compile_parallel(module, printed_texts(module), workers, lambda: module_text(module),
+                                  idle=lambda: early.append(use_cache and object_cache.store_image(key, layout, spill)),
+                                  stream=stream)
+        lib.more_objects.append(network_glue(cg, profile=profile))
+        stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early))
+        return lib, stored
 
     def program_identity(self, options: CompileOptions) -> str | None:
         from glow_backend_cpu import programs

@@ -54,6 +54,7 @@ import numpy as np
 
 from glow_backend_cpu import regions
 from glow_backend_cpu.codegen import RELEASE_EVERY, Layout
+from glow_backend_cpu.spill import PackedSpill
 from glow_core import budget, version
 from glow_core.ir.graph import Function
 
@@ -208,12 +209,15 @@ def image_path(k: str) -> Path:
     return cache_dir() / f"{k}{IMAGE}"
 
 
-def store_image(k: str, layout: Layout) -> bool:
+def store_image(k: str, layout: Layout, spill: PackedSpill | None = None) -> bool:
     """Write the packed-constant image of entry ``k`` ahead of the rest of it (a parallel compile does it while
     it waits for its workers); False when it is not written (:func:`store` then writes it). Until the metadata is
-    written the entry is incomplete: a miss, and a leftover for eviction if the rest never comes."""
+    written the entry is incomplete: a miss, and a leftover for eviction if the rest never comes. ``spill``: the
+    file the constants were written to as they were packed, renamed to the image (``spill.py``)."""
     if not layout.packed_bytes or layout.packed_bytes > max_bytes():
         return False
+    if spill is not None and spill.publish(image_path(k)):
+        return True
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
         write_atomic(image_path(k), layout)

@@ -56,6 +56,7 @@ from glow_backend_cpu.emit.elementwise import Step, emit_chain, emit_single
 from glow_backend_cpu.helpers import I8P, I32, I64, VOID, i64, memcpy, partition_blocks
 from glow_backend_cpu.profiling import Stamper, describe_step
 from glow_backend_cpu.symbolic import SymbolValues, declare_symbols, symbols_of, valid_extents
+from glow_backend_cpu.spill import PackedSpill, Pending
 from glow_backend_cpu.sync import declare_share_functions, define_error_flag, define_share_tables, emit_glue
 from glow_backend_cpu.target import Codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
@@ -142,8 +143,10 @@ class LIRCodegen:
 
     def __init__(self, codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
                  solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None,
-                 precision: str = "fp32", glue: bool = True) -> None:
+                 precision: str = "fp32", glue: bool = True, spill: PackedSpill | None = None) -> None:
         self.cg = codegen
+        #: where packed constants are written as they are packed (None: kept in memory; ``spill.py``)
+        self.spill = spill
         #: "fp32", or "bf16": the float32 GEMMs on bf16 operands (``emit/bf16.py``)
         self.precision = precision
         #: called with each new (not de-duplicated) kernel once it is complete (the parallel compile's pipelining)
@@ -223,8 +226,13 @@ class LIRCodegen:
         raw = memoryview(a.reshape(-1).view(np.uint8)) if a.size else memoryview(b"")
         d = chunks.digest(raw)
         hit = chunks.lookup(d, raw.nbytes)
-        data: bytes | memoryview = hit if hit is not None else raw.tobytes()
         off = self.layout.packed_bytes
+        data: bytes | memoryview | Pending | None = hit
+        if self.spill is not None:  # (a chunk found in memory is written too: the image holds every constant)
+            written = self.spill.put(off, raw if hit is None else hit)
+            data = written if hit is None else hit
+        if data is None:
+            data = raw.tobytes()
         self.layout.packed.append((off, data))
         self.layout.packed_chunks.append((off, len(data), d))
         self.layout.packed_bytes = align_up(off + max(len(data), 1))
@@ -665,11 +673,14 @@ def storage_type_of(array: np.ndarray) -> ir.Type:
 
 def generate(codegen: Codegen, lir: LIRFunction, name: str = "glow", *, profile: bool = False,
              solo_ns: float = DEFAULT_SOLO_NS, on_kernel: Callable[[ir.Module, str], None] | None = None,
-             precision: str = "fp32", glue: bool = True) -> tuple[ir.Module, Layout]:
-    """The LLVM module and region layout of ``lir`` (``on_kernel``, ``glue``: see :class:`LIRCodegen`)."""
+             precision: str = "fp32", glue: bool = True, spill: PackedSpill | None = None) -> tuple[ir.Module, Layout]:
+    """The LLVM module and region layout of ``lir`` (``on_kernel``, ``glue``, ``spill``: see :class:`LIRCodegen`)."""
     g = LIRCodegen(codegen, lir, name, profile=profile, solo_ns=solo_ns, on_kernel=on_kernel, precision=precision,
-                   glue=glue)
-    return g.build(), g.layout
+                   glue=glue, spill=spill)
+    module = g.build()
+    if spill is not None:
+        spill.finish(g.layout)
+    return module, g.layout
 
 
 __all__ = ["ENTRY", "LIRCodegen", "Layout", "Loc", "generate", "module_text", "printed_texts"]
