@@ -228,6 +228,8 @@ class _Attention:
         self.mask_at = _mask_offsets(instr)
         #: per row, the running maximum of its mask (masked_rows zero: a fully masked row gives zeros)
         self.mask_top: list[ir.Value] = []
+        #: per row of a group, the running (vector) maximum of its stored scores
+        self.row_top: list[ir.Value] = []
         self._symbolic(instr)
 
     def _symbolic(self, instr: Instr) -> None:
@@ -251,6 +253,10 @@ class _Attention:
                 self.mask_top = [b.alloca(self.vt) for _ in rows]
             for t in self.mask_top:
                 b.store(const_like(self.vt, float("-inf")), t)
+        with b.goto_entry_block():  # (promoted to registers: each row's running maximum of its scores)
+            self.row_top = [b.alloca(self.vt) for _ in rows]
+        for t in self.row_top:
+            b.store(const_like(self.vt, float("-inf")), t)
         qbase, kbase = [b.mul(r, i64(self.d)) for r in rows], b.mul(bh, i64(self.d * n))
         mbase = [strided_offset(b, r, self.mask_at[0], self.mask_at[1]) for r in rows] if self.mask_at else None
 
@@ -266,7 +272,7 @@ class _Attention:
             for i, a in enumerate(accs):
                 r, u = divmod(i, len(widths))
                 self.store_score(a, s[r], b.add(col, i64(u * lanes)), widths[u], mbase[r] if mbase else None,
-                                 self.mask_top[r] if self.mask_top else None)
+                                 self.mask_top[r] if self.mask_top else None, self.row_top[r])
 
         if self.nv is None:
             _blocked(b, n, lanes, block)
@@ -274,7 +280,7 @@ class _Attention:
             _blocked_dyn(b, self.nv, lanes, block)
 
     def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: Width, mbase: ir.Value | None,
-                    mask_top: ir.Value | None) -> None:
+                    mask_top: ir.Value | None, row_top: ir.Value) -> None:
         b, lanes = self.b, self.lanes
         sc = splat(b, self.scale, lanes)
         a = b.fdiv(a, sc) if self.div else b.fmul(a, sc)
@@ -288,6 +294,7 @@ class _Attention:
         if _partial(w, lanes):  # the padding lanes of the scratch row: -inf adds nothing to max or sum
             a = b.select(self.lanes_on(w), a, const_like(self.vt, float("-inf")))
         vstore(b, a, s, j, 4)
+        b.store(_fmax(b, b.load(row_top), a), row_top)
 
     def lanes_on(self, w: Width) -> ir.Value:
         return lane_mask(self.b, i64(w) if isinstance(w, int) else w, self.lanes)
@@ -299,46 +306,54 @@ class _Attention:
             return splat(b, b.load(b.gep(self.mask.ptr, [mbase])), self.lanes)
         return _load(b, self.mask.ptr, b.add(mbase, j), w, self.lanes)
 
-    def softmax(self, s: ir.Value, r: int) -> None:
-        """exp(s - max) / sum in place over the padded row ``r``.
+    def softmax(self, s: list[ir.Value]) -> None:
+        """exp(s - max) / sum in place over the padded rows ``s`` of the group, the rows side by side in each
+        pass (independent chains: the latency of one row's max, sum and division hides behind the others'); each
+        row's vector maximum was kept as its scores were stored (``row_top``).
 
         masked_rows zero: a row whose scores (or whose mask) are all -inf gets zeros in place."""
         b, lanes = self.b, self.lanes
         nvec: int | ir.Value = self.padded // lanes
         if self.nv is not None:  # the vectors the valid keys fill (the scratch row's lanes past them are -inf)
             nvec = b.udiv(b.add(self.nv, i64(lanes - 1)), i64(lanes))
-        (top,) = carried_loop(b, 0, nvec, [const_like(self.vt, float("-inf"))],
-                              lambda bb, j, a: [_fmax(bb, a[0], vload(bb, s, bb.mul(j, i64(lanes)), lanes, 4))],
-                              name="max")
-        m = hreduce(b, top, _fmax)
-        dead = None
-        if self.zero:
-            ninf = ir.Constant(F32, float("-inf"))
-            dead = b.fcmp_ordered("==", m, ninf)
-            if self.mask_top:
-                dead = b.or_(dead, b.fcmp_ordered("==", hreduce(b, b.load(self.mask_top[r]), _fmax), ninf))
-            m = b.select(dead, ir.Constant(F32, 0.0), m)
-        mv = splat(b, m, lanes)
+        tops, deads = [], []
+        for r in range(len(s)):
+            m = hreduce(b, b.load(self.row_top[r]), _fmax)
+            dead = None
+            if self.zero:
+                ninf = ir.Constant(F32, float("-inf"))
+                dead = b.fcmp_ordered("==", m, ninf)
+                if self.mask_top:
+                    dead = b.or_(dead, b.fcmp_ordered("==", hreduce(b, b.load(self.mask_top[r]), _fmax), ninf))
+                m = b.select(dead, ir.Constant(F32, 0.0), m)
+            tops.append(splat(b, m, lanes))
+            deads.append(dead)
 
-        def expo(bb: ir.IRBuilder, j: ir.Value, a: list[ir.Value]) -> list[ir.Value]:
+        def expo(bb: ir.IRBuilder, j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             pos = bb.mul(j, i64(lanes))
-            e = ew_math.exp(bb, bb.fsub(vload(bb, s, pos, lanes, 4), mv))
-            if dead is not None:
-                e = bb.select(dead, const_like(self.vt, 0.0), e)
-            vstore(bb, e, s, pos, 4)
-            return [bb.fadd(a[0], e)]
+            out = []
+            for sr, mv, dead, a in zip(s, tops, deads, acc):
+                e = ew_math.exp(bb, bb.fsub(vload(bb, sr, pos, lanes, 4), mv))
+                if dead is not None:
+                    e = bb.select(dead, const_like(self.vt, 0.0), e)
+                vstore(bb, e, sr, pos, 4)
+                out.append(bb.fadd(a, e))
+            return out
 
-        (total,) = carried_loop(b, 0, nvec, [const_like(self.vt, 0.0)], expo, name="exp")
-        den = hreduce(b, total, _fadd)
-        if dead is not None:
-            den = b.select(dead, ir.Constant(F32, 1.0), den)
-        denv = splat(b, den, lanes)
+        totals = carried_loop(b, 0, nvec, [const_like(self.vt, 0.0)] * len(s), expo, name="exp")
+        dens = []
+        for total, dead in zip(totals, deads):
+            den = hreduce(b, total, _fadd)
+            if dead is not None:
+                den = b.select(dead, ir.Constant(F32, 1.0), den)
+            dens.append(splat(b, den, lanes))
 
         # the probabilities before the product with V, as Softmax then MatMul give them: scaling the
         # product by 1 / sum afterwards overflowed (sum_j e_j V[j] past the float range with V of 3e38)
         with for_range(b, 0, nvec, name="norm") as j:
             pos = b.mul(j, i64(lanes))
-            vstore(b, b.fdiv(vload(b, s, pos, lanes, 4), denv), s, pos, 4)
+            for sr, denv in zip(s, dens):
+                vstore(b, b.fdiv(vload(b, sr, pos, lanes, 4), denv), sr, pos, 4)
 
     def weighted(self, rows: list[ir.Value], bh: ir.Value, s: list[ir.Value]) -> None:
         """out[row, :] = sum_j s[j] V[j, :] for each of ``rows``."""
@@ -367,8 +382,7 @@ class _Attention:
         rows = [self.b.add(first, i64(r)) for r in range(count)]
         s = [self.b.gep(scratch, [i64(r * self.padded)]) for r in range(count)]
         self.scores(rows, bh, s)
-        for r, sr in enumerate(s):
-            self.softmax(sr, r)
+        self.softmax(s)
         self.weighted(rows, bh, s)
 
     def emit(self) -> None:
