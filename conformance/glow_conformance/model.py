@@ -38,7 +38,7 @@ class Level(str, enum.Enum):
 
 
 #: categories, in report order
-CATEGORIES = ("primitive", "high-level", "model", "runtime", "onnx-node")
+CATEGORIES = ("primitive", "high-level", "model", "runtime", "symbolic", "onnx-node")
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ def _check(node: onnx.NodeProto, opset: int, domain: str, params: Sequence[str],
             continue  # an optional operand the node leaves out (a result glow computes that no one reads)
         param = params[min(k, len(params) - 1)]
         got = type_str(v)
-        ok = allowed.get(param)
+        # a type parameter's allowed types, or (an input) the one type a formal parameter names (axes: int64)
+        ok = allowed.get(param, frozenset({param}) if is_input and param.startswith("tensor(") else None)
         if got is None or ok is None or not only(param) or not any(a.startswith(got[:3]) for a in ok):
             continue  # not a type parameter, an unknown value, or a kind of type this check does not model
         if got not in ok:

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from glow_core import budget
 from glow_core.ir.interning import MIN_SHARED_BYTES, _key, _share, intern
 
 #: initializers with more elements than this are read into the shared table and stripped from the model a
@@ -82,12 +83,25 @@ def split_weights(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np
     for part in ("node", "input", "output", "value_info", "sparse_initializer"):
         getattr(g, part).extend(getattr(graph, part))
     for t in graph.initializer:
-        if math.prod(t.dims) > LEAN_MIN_ELEMENTS:
-            weights[t.name] = read_initializer(t)
+        array = _lean_array(t) if math.prod(t.dims) > LEAN_MIN_ELEMENTS else None
+        if array is not None:
+            weights[t.name] = array
             g.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims)
         else:
             g.initializer.append(t)
     return out, weights
+
+
+def _lean_array(t: onnx.TensorProto) -> np.ndarray | None:
+    """The initializer as a shared array, or None when it cannot be read as its dims and type say (dims past
+    the memory budget, data of another size, an unknown type): it then stays in the model, and the importer,
+    which checks every initializer before numpy reads it, refuses it with an error naming it."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        budget.current().check_tensor(tuple(int(d) for d in t.dims), itemsize, "initializer", f"'{t.name}'")
+        return read_initializer(t)
+    except Exception:  # noqa: BLE001  (numpy and onnx raise assorted errors on corrupt data: the importer names it)
+        return None
 
 
 __all__ = ["LEAN_MIN_ELEMENTS", "intern", "read_initializer", "split_weights", "strippable"]

@@ -62,6 +62,22 @@ the Resize gives a graph output (:data:`UNDETERMINED`; the judge compares the
 other elements), and the reference's NaN from a tap of weight 0 elsewhere
 becomes the finite inputs' value. Past :data:`MAX_IMPULSES` infinite elements
 the reference's answer stands.
+
+**Fourier transforms over NaN and infinities.** The spec defines the DFT as
+``y[m, k] = sum_{n=0}^{N-1} e^{-2 pi j k n / N} x[m, n]`` (DFT's schema; STFT
+computes "a DFT of each windowed frame"). A NaN in a transform's input (after
+the window) makes every term it enters NaN, whatever the twiddle factor: every
+element of that transform's output is NaN. ``onnx.reference`` computes real
+transforms with numpy's rfft, which sets the imaginary part of the zero (and
+Nyquist) frequency to 0 instead of summing; :class:`NonFiniteFrames` gives NaN
+at every output element of a transform whose input holds a NaN. An infinite
+input element enters the sum through factors such as ``sin(k pi)``, exactly 0
+in the spec's formula but not in any rounded twiddle (``3.7e-16`` in float64,
+``-8.7e-8`` for float32's pi), so its terms are ``0 * inf`` or an infinity of
+either sign, and the sum ``inf``, ``-inf`` or NaN by the rounding of the
+twiddles: the output elements of a transform whose input holds an infinity
+(and no NaN) are *undetermined* (:data:`UNDETERMINED`) when the transform gives
+a graph output; the other transforms' elements are the reference's.
 """
 
 from __future__ import annotations
@@ -170,10 +186,54 @@ class ZeroWeightTaps(_OverReference):
         return (np.where(np.isnan(y) | plus | minus | held, fixed, y).astype(y.dtype),)
 
 
+class NonFiniteFrames(_OverReference):
+    """The reference's DFT / STFT, NaN over a transform whose input holds a NaN, and a transform whose input
+    holds an infinity undetermined (module doc)."""
+
+    def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
+        y = np.asarray(self._kernel.run(x, *rest)[0])
+        if x.dtype.kind != "f" or (np.isfinite(x).all() and all(
+                not isinstance(r, np.ndarray) or r.dtype.kind != "f" or np.isfinite(r).all() for r in rest)):
+            return (y,)
+        with np.errstate(all="ignore"):
+            nan, inf = self._stft_frames(x, *rest) if self.onnx_node.op_type == "STFT" else self._dft_lines(x, *rest)
+        nan, inf = np.broadcast_to(nan, y.shape), np.broadcast_to(inf & ~nan, y.shape)
+        if inf.any():
+            UNDETERMINED[self.onnx_node.output[0]] = inf.copy()
+        return (np.where(nan, np.array(np.nan, y.dtype), y),)
+
+    @staticmethod
+    def _stft_frames(x: np.ndarray, step: Any, window: Any = None, length: Any = None,
+                     *_: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Per (batch, frame), whether the windowed frame holds a NaN, an infinity; shaped [B, F, 1, 1]."""
+        size = int(length) if length is not None else (len(window) if window is not None else x.shape[-2])
+        w = np.ones(size) if window is None else np.asarray(window, np.float64)
+        frames = 1 + (x.shape[-2] - size) // int(step)
+        at = np.arange(frames)[:, None] * int(step) + np.arange(size)[None, :]
+        windowed = x.astype(np.float64)[..., at, :] * w[None, None, :, None]
+        return (np.isnan(windowed).any(axis=(2, 3))[:, :, None, None],
+                np.isinf(windowed).any(axis=(2, 3))[:, :, None, None])
+
+    def _dft_lines(self, x: np.ndarray, length: Any = None, axis: Any = None,
+                   *_: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Per transform (a line along the axis), whether its input holds a NaN, an infinity (the axis and the
+        complex dim kept, of size 1)."""
+        attrs = {a.name: a.i for a in self.onnx_node.attribute if a.name == "axis"}
+        if axis is None or np.size(axis) == 0:
+            axis = attrs.get("axis", 1 if type(self._kernel).__name__.endswith("_17") else -2)
+        ax = int(axis) % x.ndim
+        n = x.shape[ax] if length is None or np.size(length) == 0 else min(int(length), x.shape[ax])
+        used = np.take(x, np.arange(n), axis=ax)
+        keep = (ax, x.ndim - 1)
+        return np.isnan(used).any(axis=keep, keepdims=True), np.isinf(used).any(axis=keep, keepdims=True)
+
+
 #: the corrected kernels, under the ops' names (``onnx.reference`` looks ``new_ops`` up by class name)
 NONFINITE_OPS: list[type[OpRun]] = [
     type("MaxPool", (NaNWindows,), {"op_domain": ""}),
     type("AveragePool", (NaNWindows,), {"op_domain": ""}),
     type("LpPool", (NaNWindows,), {"op_domain": ""}),
     type("Resize", (ZeroWeightTaps,), {"op_domain": ""}),
+    type("DFT", (NonFiniteFrames,), {"op_domain": ""}),
+    type("STFT", (NonFiniteFrames,), {"op_domain": ""}),
 ]

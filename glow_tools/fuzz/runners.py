@@ -367,8 +367,9 @@ def classify(glow: Outcome, reference: Outcome | None) -> tuple[str, str]:
         return "unjudged", f"glow answered; no reference ({why})"
     diff = compare_outputs(reference.value, v["outputs"])
     if diff and only_undefined_differ(reference.value, v["outputs"]):
-        return "unjudged", (f"undefined elements (integer division by zero, NaN converted to an integer): the spec "
-                            f"does not define them; glow differs only there ({diff})")
+        return "unjudged", (f"undefined elements (integer division by zero, NaN converted to an integer, an infinity "
+                            f"in a cubic Resize or a Fourier transform): the spec does not define them; glow differs "
+                            f"only there ({diff})")
     return ("wrong", diff) if diff else ("match", "")
 
 

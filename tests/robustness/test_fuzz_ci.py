@@ -47,8 +47,7 @@ def _backends() -> tuple[str, ...]:
 
 
 def test_ci_subset_has_no_findings(names: list[str], tmp_path: Path) -> None:
-    """Both backends in one campaign: each case's reference (and onnxruntime) runs once for the two, and a case
-    with no reference compares the cpu backend's answer with the interpreter's."""
+    """Both backends in one campaign: each case's reference (and onnxruntime) runs once for the two."""
     backends = _backends()
     settings = Settings(out=tmp_path, backends=backends, seed=CI_SEED,
                         limits=Limits(cpu_seconds=20, wall_seconds=120.0, memory_bytes=2 << 30))
@@ -65,9 +64,6 @@ def test_ci_subset_has_no_findings(names: list[str], tmp_path: Path) -> None:
         # ... and inputs whose dims the fuzzer made symbolic, run at the fed shapes (issue 28)
         symbolic = [r for r in mine if any(m.startswith("dim_symbol:") for m in r["mutators"])]
         assert any(r["class"] == "match" for r in symbolic), table(mine)
-    if "cpu" in backends:  # unjudged cases: the cpu backend agrees with the interpreter wherever both answered
-        differ = [r for r in rows if r["backend"] == "cpu" and r.get("vs_interpreter") not in (None, "", "agrees")]
-        assert not differ, table(differ)
 
 
 def test_dim_symbol_joins_at_its_seed_and_recorded_campaigns_reproduce(names: list[str]) -> None:
