@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from glow_backend_cpu import cache, spill
+from glow_backend_cpu.codegen import Layout
 from onnx import TensorProto, helper
 
 import glow_core
@@ -63,6 +64,14 @@ def test_the_spilled_file_becomes_the_image_equal_to_the_region_built_in_memory(
         finish(self, layout)  # type: ignore[arg-type]
 
     monkeypatch.setattr(spill.PackedSpill, "finish", watch)
+    written: list[object] = []
+    write_atomic = cache.write_atomic
+
+    def record(path: object, data: object) -> None:
+        written.append(data)
+        write_atomic(path, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cache, "write_atomic", record)
     model = _two_matmuls()
     x = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
     spilled = _compile(model, True)
@@ -72,6 +81,7 @@ def test_the_spilled_file_becomes_the_image_equal_to_the_region_built_in_memory(
     assert sum(len(d) for d in seen[0]) >= 2 * 256 * 1024 * 4  # type: ignore[arg-type]
     images = list(cdir.glob("*.bin"))
     assert len(images) == 1 and not list(cdir.glob("*.tmp"))
+    assert not any(isinstance(d, Layout) for d in written)  # the spill file was renamed, no image written again
     in_memory = _compile(model, False)
     assert images[0].read_bytes() == _region(in_memory) == _region(spilled)
     for net in (spilled, in_memory):

@@ -294,7 +294,7 @@ class CpuBackend(Backend):
                                   idle=lambda: early.append(use_cache and object_cache.store_image(key, layout, spill)),
                                   stream=stream)
         lib.more_objects.append(network_glue(cg, profile=profile))
-        stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early))
+        stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early), spill=spill)
         return lib, stored
 
     def program_identity(self, options: CompileOptions) -> str | None:

@@ -226,11 +226,13 @@ def store_image(k: str, layout: Layout, spill: PackedSpill | None = None) -> boo
     return True
 
 
-def store(k: str, objects: list[bytes], layout: Layout, *, image_written: bool = False) -> bool:
+def store(k: str, objects: list[bytes], layout: Layout, *, image_written: bool = False,
+          spill: PackedSpill | None = None) -> bool:
     """Store an entry (the metadata last, so a complete .json means a complete entry); False when it is not stored.
 
     An entry larger than the limit is not stored; storing may evict the least
-    recently used entries of the folder. ``image_written``: :func:`store_image` wrote the image already.
+    recently used entries of the folder. ``image_written``: :func:`store_image` wrote the image already;
+    ``spill``: else the file the packed constants were written to, renamed to the image (``spill.py``).
     """
     d = cache_dir()
     code = b"".join(objects)
@@ -247,7 +249,7 @@ def store(k: str, objects: list[bytes], layout: Layout, *, image_written: bool =
             return False
         d.mkdir(parents=True, exist_ok=True)
         write_atomic(d / f"{k}{OBJECT}", code)
-        if not image_written:
+        if not image_written and not (spill is not None and layout.packed_bytes and spill.publish(image_path(k))):
             write_atomic(image_path(k), layout)
         write_atomic(d / f"{k}{META}", meta)
     except OSError:
