@@ -164,3 +164,33 @@ def test_an_input_of_another_type_than_its_formal_parameter_names_is_refused(bac
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     got = glow_core.compile(ok, backend, bind={"axes": np.array([-1], np.int64)}).run({"x": x})["y"]
     np.testing.assert_array_equal(got, x.sum(axis=1, keepdims=True))
+
+
+#: (op, attributes, element type, input): the activations whose negative side is ``alpha * expm1(...)``
+EXPM1_CASES = [
+    ("Celu", {"alpha": -1e38}, np.float16, [-3.0, -0.5, 0.0, 0.5, 3.0]),  # case 8130 (test_celu_float16)
+    ("Celu", {"alpha": 1e-20}, np.float32, [-1e-20, -1e-25, 0.3, -5.0, np.inf, -np.inf]),
+    ("Elu", {"alpha": 1e20}, np.float32, [-1e-20, -1e-10, -0.3, 0.0, 2.0, -np.inf, np.inf, np.nan]),
+    ("Selu", {"alpha": 1e20, "gamma": 1.0}, np.float32, [-1e-20, -1e-10, -0.3, 2.0, -np.inf, np.inf]),
+    ("Celu", {"alpha": 1.0}, np.float32, [-88.0, -1e-6, 50.0, 88.0, 89.0, np.inf]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op, attrs, dtype, values", EXPM1_CASES,
+                         ids=[f"{c[0]}-{c[2].__name__}-{list(c[1].values())[0]:g}" for c in EXPM1_CASES])
+def test_expm1_of_the_activations_is_accurate_near_0(backend: str, op: str, attrs: dict, dtype: type,
+                                                      values: list[float]) -> None:
+    """Case 8130 (Celu, float16, alpha -1e38; cpu only): the cpu backend's lowering computed ``expm1(x / alpha)``
+    as ``exp(x / alpha) - 1``, which is 0 for ``x / alpha = 3e-38`` (the reference and the interpreter: -3 for
+    x = -3). Elu and Selu scale the same cancellation by alpha."""
+    from onnx.reference import ReferenceEvaluator
+
+    elem = TensorProto.FLOAT16 if dtype is np.float16 else TensorProto.FLOAT
+    x = np.array(values, dtype)
+    m = model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", elem, [len(x)])], [("y", elem, [len(x)])],
+              opset=28 if dtype is np.float16 else 22)  # (Celu takes float16 from opset 28)
+    with np.errstate(all="ignore"):
+        want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = glow_core.compile(m, backend).run({"x": x})["y"]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-5, atol=0)

@@ -31,8 +31,16 @@ def _one(b: Builder, x: Value) -> Value:
     return b.scalar(1, x)
 
 
-def _expm1(b: Builder, x: Value) -> Value:
-    return b.sub(b.unary("Exp", x), _one(b, x))
+def expm1(b: Builder, x: Value) -> Value:
+    """``exp(x) - 1``, accurate near 0 as numpy's expm1 (the subtraction alone cancels every digit there:
+    ``exp(3e-38) - 1`` is 0, and Celu's ``alpha * expm1(x / alpha)`` with alpha ``-1e38`` gave 0 for -3):
+    ``x`` where ``exp(x)`` rounds to 1, Kahan's ``(u - 1) * x / log(u)`` with ``u = exp(x)`` for ``|x| < 1``,
+    ``u - 1`` elsewhere (no cancellation there; the product ``(u - 1) * x`` could overflow)."""
+    u = b.unary("Exp", x)
+    d = b.sub(u, _one(b, x))
+    kahan = b.div(b.mul(d, x), b.unary("Log", u))
+    r = b.where(_less(b, b.unary("Abs", x), _one(b, x)), kahan, d)
+    return b.where(b.binary("Equal", u, _one(b, x)), x, r)
 
 
 def _less(b: Builder, x: Value, y: Value) -> Value:
@@ -60,7 +68,7 @@ def _prelu(b: Builder, node: Node) -> list[Value]:
 @lowering("Elu")
 def _elu(b: Builder, node: Node) -> list[Value]:
     x = _arg(b)
-    neg = b.mul(b.scalar(node.attrs["alpha"], x), _expm1(b, x))
+    neg = b.mul(b.scalar(node.attrs["alpha"], x), expm1(b, x))
     return _ret(b, b.where(_less(b, _zero(b, x), x), x, neg))
 
 
@@ -68,7 +76,7 @@ def _elu(b: Builder, node: Node) -> list[Value]:
 def _selu(b: Builder, node: Node) -> list[Value]:
     x = _arg(b)
     a, g = node.attrs["alpha"], node.attrs["gamma"]
-    neg = b.mul(b.scalar(a * g, x), _expm1(b, x))
+    neg = b.mul(b.scalar(a * g, x), expm1(b, x))
     return _ret(b, b.where(_less(b, _zero(b, x), x), b.mul(x, b.scalar(g, x)), neg))
 
 
@@ -76,7 +84,7 @@ def _selu(b: Builder, node: Node) -> list[Value]:
 def _celu(b: Builder, node: Node) -> list[Value]:
     x = _arg(b)
     alpha = b.scalar(node.attrs["alpha"], x)
-    neg = b.mul(alpha, _expm1(b, b.div(x, alpha)))
+    neg = b.mul(alpha, expm1(b, b.div(x, alpha)))
     return _ret(b, b.add(b.maximum(x, _zero(b, x)), b.minimum(neg, _zero(b, x))))
 
 

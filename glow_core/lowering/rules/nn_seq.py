@@ -21,6 +21,7 @@ import numpy as np
 from glow_core.ir.graph import Node, Value
 from glow_core.ir.types import ElemKind
 from glow_core.lowering.builder import Builder
+from glow_core.lowering.rules.elementwise import expm1
 from glow_core.lowering.rules.nn import last, matmul, zeros
 from glow_core.lowering.table import lowering
 
@@ -217,18 +218,9 @@ def _softplus(b: Builder, x: Value, a: float, c: float) -> Value:
     return b.add(b.maximum(x, _c(b, 0.0, x)), tail)
 
 
-def _expm1(b: Builder, x: Value) -> Value:
-    """exp(x) - 1 accurate near 0 (Kahan: (u - 1) * x / log(u) with u = exp(x))."""
-    u = b.unary("Exp", x)
-    d = b.sub(u, _c(b, 1.0, x))
-    exact = b.div(b.mul(d, x), b.unary("Log", u))
-    small = b.binary("Equal", u, _c(b, 1.0, x))
-    return b.where(small, x, b.where(b.binary("Equal", d, _c(b, -1.0, x)), d, exact))
-
-
 def _elu(b: Builder, x: Value, a: float, c: float) -> Value:
     zero = _c(b, 0.0, x)
-    neg = b.mul(_c(b, a, x), _expm1(b, b.minimum(x, zero)))
+    neg = b.mul(_c(b, a, x), expm1(b, b.minimum(x, zero)))
     return b.where(b.binary("LessOrEqual", zero, x), x, neg)
 
 
