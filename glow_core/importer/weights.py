@@ -25,6 +25,7 @@ import onnx
 from onnx import numpy_helper
 
 from glow_core import budget
+from glow_core.importer.context import onnx_elem
 from glow_core.ir.interning import MIN_SHARED_BYTES, _key, _share, intern
 
 #: initializers with more elements than this are read into the shared table and stripped from the model a
@@ -97,8 +98,8 @@ def _lean_array(t: onnx.TensorProto) -> np.ndarray | None:
     the memory budget, data of another size, an unknown type): it then stays in the model, and the importer,
     which checks every initializer before numpy reads it, refuses it with an error naming it."""
     try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        budget.current().check_tensor(tuple(int(d) for d in t.dims), itemsize, "initializer", f"'{t.name}'")
+        elem = onnx_elem(t.data_type, "initializer")
+        budget.current().check_tensor(tuple(int(d) for d in t.dims), elem.itemsize, "initializer", f"'{t.name}'")
         return read_initializer(t)
     except Exception:  # noqa: BLE001  (numpy and onnx raise assorted errors on corrupt data: the importer names it)
         return None

@@ -216,14 +216,19 @@ def store_image(k: str, layout: Layout, spill: PackedSpill | None = None) -> boo
     file the constants were written to as they were packed, renamed to the image (``spill.py``)."""
     if not layout.packed_bytes or layout.packed_bytes > max_bytes():
         return False
-    if spill is not None and spill.publish(image_path(k)):
-        return True
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
-        write_atomic(image_path(k), layout)
+        _write_image(k, layout, spill)
     except OSError:
         return False
     return True
+
+
+def _write_image(k: str, layout: Layout, spill: PackedSpill | None) -> None:
+    """The packed-constant image of entry ``k``: the spill file renamed (``spill.py``), else written from the
+    layout."""
+    if spill is None or not spill.publish(image_path(k)):
+        write_atomic(image_path(k), layout)
 
 
 def store(k: str, objects: list[bytes], layout: Layout, *, image_written: bool = False,
@@ -249,8 +254,8 @@ def store(k: str, objects: list[bytes], layout: Layout, *, image_written: bool =
             return False
         d.mkdir(parents=True, exist_ok=True)
         write_atomic(d / f"{k}{OBJECT}", code)
-        if not image_written and not (spill is not None and layout.packed_bytes and spill.publish(image_path(k))):
-            write_atomic(image_path(k), layout)
+        if not image_written:
+            _write_image(k, layout, spill)
         write_atomic(d / f"{k}{META}", meta)
     except OSError:
         return False

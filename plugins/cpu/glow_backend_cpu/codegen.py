@@ -229,8 +229,8 @@ class LIRCodegen:
         off = self.layout.packed_bytes
         data: bytes | memoryview | Pending | None = hit
         if self.spill is not None:  # (a chunk found in memory is written too: the image holds every constant)
-            written = self.spill.put(off, raw if hit is None else hit)
-            data = written if hit is None else hit
+            written = self.spill.put(off, raw)
+            data = hit if hit is not None else written
         if data is None:
             data = raw.tobytes()
         self.layout.packed.append((off, data))

@@ -249,14 +249,8 @@ class _Attention:
         """The scaled, masked scores of each of ``rows`` into its scratch row."""
         b, lanes, n = self.b, self.lanes, self.n
         if self.zero and self.mask_at:
-            with b.goto_entry_block():
-                self.mask_top = [b.alloca(self.vt) for _ in rows]
-            for t in self.mask_top:
-                b.store(const_like(self.vt, float("-inf")), t)
-        with b.goto_entry_block():  # (promoted to registers: each row's running maximum of its scores)
-            self.row_top = [b.alloca(self.vt) for _ in rows]
-        for t in self.row_top:
-            b.store(const_like(self.vt, float("-inf")), t)
+            self.mask_top = self._running_max(len(rows))
+        self.row_top = self._running_max(len(rows))
         qbase, kbase = [b.mul(r, i64(self.d)) for r in rows], b.mul(bh, i64(self.d * n))
         mbase = [strided_offset(b, r, self.mask_at[0], self.mask_at[1]) for r in rows] if self.mask_at else None
 
@@ -278,6 +272,16 @@ class _Attention:
             _blocked(b, n, lanes, block)
         else:
             _blocked_dyn(b, self.nv, lanes, block)
+
+    def _running_max(self, count: int) -> list[ir.Value]:
+        """``count`` vector slots set to -inf here, for running maxima (stack slots in the entry block, which LLVM
+        promotes to registers)."""
+        b = self.b
+        with b.goto_entry_block():
+            slots = [b.alloca(self.vt) for _ in range(count)]
+        for t in slots:
+            b.store(const_like(self.vt, float("-inf")), t)
+        return slots
 
     def store_score(self, a: ir.Value, s: ir.Value, j: ir.Value, w: Width, mbase: ir.Value | None,
                     mask_top: ir.Value | None, row_top: ir.Value) -> None:
