@@ -87,9 +87,13 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     def pow2(k: ir.Value) -> ir.Value:
         return b.bitcast(b.shl(b.add(k, const_like(it, 127)), const_like(it, 23)), t)
 
-    y = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
+    # below -103.97 the result is 0: the first factor is 0 there, so no product underflows into the
+    # denormals (each such product costs a microcode assist of ~100 cycles on x86; a masked score of -1e4
+    # in every softmax row made attention 2.6x slower)
+    under = b.fcmp_ordered("<", x, c(-103.97208404541016))
+    y = b.fmul(b.fmul(y, b.select(under, c(0.0), pow2(n1))), pow2(n2))
     y = b.select(b.fcmp_ordered(">", x, c(88.72283935546875)), c(float("inf")), y)
-    y = b.select(b.fcmp_ordered("<", x, c(-103.97208404541016)), c(0.0), y)
+    y = b.select(under, c(0.0), y)
     return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
 
