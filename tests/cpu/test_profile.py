@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,9 @@ def test_two_threads_trace_has_every_worker() -> None:
     for k in run.kernels:  # each thread's busy time is inside the run
         assert sum(e - s for s, e in k.spans) / 2 == pytest.approx(k.seconds)
     assert sum(k.seconds for k in run.kernels) <= run.wall * 1.05 + 50e-6
+    # the time kernels cover: each kernel's slowest thread, summed; within the stamped span
+    assert run.in_kernels == pytest.approx(sum(max(e - s for s, e in k.spans) for k in run.kernels))
+    assert sum(k.seconds for k in run.kernels) <= run.in_kernels <= run.span + 1e-9
     # outputs are still right with the stamps in
     plain = glow_core.compile(_model(), "cpu", threads=2, options={"cache": False, "parallel_threshold": 0})
     np.testing.assert_allclose(net.run(X)["y"], plain.run(X)["y"], rtol=1e-5, atol=1e-6)
@@ -130,6 +134,13 @@ def test_bench_profile_cli(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "kernels (LIR instructions" in out and "ONNX nodes" in out
+    head = re.search(r"median of 2 run\(s\): ([\d.]+) (us|ms) per run, ([\d.]+) (us|ms) in (\d+) kernels, "
+                     r"([\d.]+) (us|ms) \(([\d.]+)%\) outside them", out)
+    assert head is not None, out
+    scale = {"us": 1e-6, "ms": 1e-3}
+    per_run, covered, outside = (float(head[i]) * scale[head[i + 1]] for i in (1, 3, 6))
+    assert per_run == pytest.approx(covered + outside, rel=0.01, abs=2e-7) and 0 < covered <= per_run
+    assert float(head[8]) == pytest.approx(100 * outside / per_run, abs=0.1)
     assert "conv_a" in out and "head" in out and "GFLOP/s" in out
     trace = json.loads((tmp_path / "t.json").read_text())
     assert any(e["ph"] == "X" for e in trace["traceEvents"])

@@ -22,6 +22,7 @@ and FLOPs (:data:`FLOP_RULES`, a table keyed by instruction kind).
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -186,16 +187,34 @@ class KernelTime:
         return "+".join(i["name"] for i in self.instrs)
 
 
-@dataclass
 class ProfileRun:
-    """The stamps of one run, in seconds."""
+    """The stamps of one run, in seconds. Reading them is cheap (a copy of the table's rows); the kernels are
+    built on first use, so a loop that keeps every run's profile runs at the pace of an unprofiled loop (the
+    worker threads stay awake between runs, as they do there)."""
 
-    kernels: list[KernelTime]
-    threads: int
-    #: wall time of the run as the host measured it (the native call, from Python)
-    wall: float
-    #: first start to last end over the threads, from the stamps
-    span: float
+    def __init__(self, sec: np.ndarray, steps: Sequence[Mapping[str, Any]], threads: int, wall: float) -> None:
+        self._sec, self._steps = sec, steps
+        self.threads = threads
+        #: wall time of the run as the host measured it (the native call, from Python)
+        self.wall = wall
+        #: first start to last end over the threads, from the stamps
+        self.span = float(sec[:, -1].max())
+
+    @functools.cached_property
+    def kernels(self) -> list[KernelTime]:
+        sec, out = self._sec, []
+        for k, step in enumerate(self._steps):
+            # a solo kernel (``workload.py``) runs on thread 0 alone: the other threads only skip it
+            ran = 1 if step.get("solo") else self.threads
+            spans = [(float(sec[t, 1 + 2 * k]), float(sec[t, 2 + 2 * k])) for t in range(ran)]
+            out.append(KernelTime(k, str(step["kind"]), list(step["instrs"]), spans))
+        return out
+
+    @property
+    def in_kernels(self) -> float:
+        """Seconds of the run covered by kernels: each kernel's slowest thread, summed (the kernels run one
+        after another); the rest of :attr:`wall` is call overhead, barrier waits and thread wake-ups."""
+        return sum(k.slowest for k in self.kernels)
 
     def by_origin(self) -> list[tuple[str, str, float, int]]:
         """(ONNX node, kinds, seconds, FLOPs) per origin node, slowest first; a kernel of several
@@ -243,23 +262,16 @@ def read_profile(stamps: np.ndarray, steps: Sequence[Mapping[str, Any]], threads
     """A :class:`ProfileRun` from the stamp table (rows: threads; ``2 * len(steps) + 2`` columns)."""
     rows = np.asarray(stamps[:threads], dtype=np.int64)
     t0 = int(rows[:, 0].min())
-    sec = (rows - t0).astype(np.float64) / rate
-    kernels = []
-    for k, step in enumerate(steps):
-        # a solo kernel (``workload.py``) runs on thread 0 alone: the other threads only skip it
-        ran = 1 if step.get("solo") else threads
-        spans = [(float(sec[t, 1 + 2 * k]), float(sec[t, 2 + 2 * k])) for t in range(ran)]
-        kernels.append(KernelTime(k, str(step["kind"]), list(step["instrs"]), spans))
-    span = float(sec[:, -1].max())
-    return ProfileRun(kernels, threads, wall, span)
+    return ProfileRun((rows - t0).astype(np.float64) / rate, steps, threads, wall)
 
 
-def stamp_table(engine: Any, kernels: int) -> np.ndarray:
-    """A copy of ``glow_profile`` of a loaded library."""
+def stamp_table(engine: Any, kernels: int, threads: int = MAX_THREADS + 1) -> np.ndarray:
+    """A copy of the first ``threads`` rows of ``glow_profile`` of a loaded library."""
     addr = engine.get_global_value_address(PROFILE_GLOBAL)
     width = 2 * kernels + 2
-    raw = (ctypes.c_int64 * (width * (MAX_THREADS + 1))).from_address(addr)
-    return np.ctypeslib.as_array(raw).reshape(MAX_THREADS + 1, width).copy()
+    rows = min(threads, MAX_THREADS + 1)
+    raw = (ctypes.c_int64 * (width * rows)).from_address(addr)
+    return np.ctypeslib.as_array(raw).reshape(rows, width).copy()
 
 
 __all__ = ["CLOCK_FN", "FLOP_RULES", "KernelTime", "MAX_THREADS", "PROFILE_GLOBAL", "ProfileRun", "Stamper",

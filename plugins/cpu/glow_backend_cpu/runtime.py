@@ -362,10 +362,11 @@ class CpuExecutable(CompiledFunction):
         if self._last_run_seconds is None:
             raise InputError("profile_run(): run the network once first")
         assert self.library.engine is not None
-        clock = ctypes.CFUNCTYPE(ctypes.c_int64)(self.library.address(profiling.CLOCK_FN))
-        stamps = profiling.stamp_table(self.library.engine, len(self.layout.profile))
+        if self._clock is None:
+            self._clock = ctypes.CFUNCTYPE(ctypes.c_int64)(self.library.address(profiling.CLOCK_FN))
+        stamps = profiling.stamp_table(self.library.engine, len(self.layout.profile), self._last_run_threads)
         return profiling.read_profile(stamps, self.layout.profile, self._last_run_threads, self._last_run_seconds,
-                                      profiling.cycles_per_second(clock))
+                                      profiling.cycles_per_second(self._clock))
 
     def profile(self) -> list[tuple[str, float]]:
         """(kernel kinds, seconds: mean over the threads) of every kernel in the last run."""
@@ -373,6 +374,7 @@ class CpuExecutable(CompiledFunction):
 
     _last_run_threads: int = 1
     _last_run_seconds: float | None = None
+    _clock: Any = None
 
     # -- running -------------------------------------------------------------------------------------
     def _check(self, feeds: Mapping[str, np.ndarray]) -> None:
