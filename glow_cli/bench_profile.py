@@ -3,13 +3,14 @@
 The backend compiles an instrumented variant (``options={"profile": True}``;
 the normal variant holds no timing code) whose executable offers
 ``profile_run()``: per kernel (one or more fused LIR instructions, each with its
-ONNX origin and FLOPs) and per worker thread, the start and end of the kernel in
-the last run. Every timed run is profiled; the tables show the mean over the
-runs of each kernel's busy time (itself the mean over the threads), sorted by
-time, with GFLOP/s where the kernel does convolutions or matrix products, then
-the same aggregated per ONNX node. The last run is written as a Chrome trace
-(trace-event JSON: chrome://tracing or https://ui.perfetto.dev), one row per
-worker thread, so load imbalance and barrier waits show as gaps.
+ONNX origin and FLOPs) and per share of the work (what worker thread ``p`` runs,
+unless another thread took it), the start and end of the kernel in the last run.
+Every timed run is profiled; the tables show the mean over the runs of each
+kernel's busy time (itself the mean over the shares), sorted by time, with
+GFLOP/s where the kernel does convolutions or matrix products, then the same
+aggregated per ONNX node. The last run is written as a Chrome trace (trace-event
+JSON: chrome://tracing or https://ui.perfetto.dev), one row per share, so load
+imbalance and barrier waits show as gaps.
 """
 
 from __future__ import annotations

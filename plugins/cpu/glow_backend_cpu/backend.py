@@ -251,7 +251,7 @@ class CpuBackend(Backend):
                     spill.close()
                 raise
             try:
-                lib, stored = self._finish_compile(cg, module, layout, workers, stream, key, use_cache, spill, profile)
+                lib, stored = self._finish_compile(cg, module, layout, workers, stream, key, use_cache, spill)
             finally:
                 if spill is not None:
                     spill.close()
@@ -283,8 +283,7 @@ class CpuBackend(Backend):
 
     @staticmethod
     def _finish_compile(cg: Codegen, module: ir.Module, layout: Layout, workers: list[Any], stream: ParallelStream,
-                        key: str, use_cache: bool, spill: PackedSpill | None,
-                        profile: bool) -> tuple[Library, bool]:
+                        key: str, use_cache: bool, spill: PackedSpill | None) -> tuple[Library, bool]:
         """LLVM on the generated module (in parallel parts), the glue linked, the entry stored in the cache; the
         library and whether it was stored."""
         from glow_backend_cpu.codegen import module_text, printed_texts
@@ -293,7 +292,7 @@ class CpuBackend(Backend):
         lib = cg.compile_parallel(module, printed_texts(module), workers, lambda: module_text(module),
                                   idle=lambda: early.append(use_cache and object_cache.store_image(key, layout, spill)),
                                   stream=stream)
-        lib.more_objects.append(network_glue(cg, profile=profile))
+        lib.more_objects.append(network_glue(cg))
         stored = use_cache and object_cache.store(key, lib.objects, layout, image_written=any(early), spill=spill)
         return lib, stored
 

@@ -504,8 +504,7 @@ class LIRCodegen:
         first, nxt = declare_share_functions(self.module, internal=self.glue)
         main, segments = self._emit_main(steps, first, nxt)
         if self.glue:
-            emit_glue(self.module, main, (first, nxt), segments, is_x86=self.cg.is_x86, triple=self.cg.triple,
-                      profile=self.profile)
+            emit_glue(self.module, main, (first, nxt), segments, is_x86=self.cg.is_x86, triple=self.cg.triple)
         else:  # the glue comes compiled (glue.py): define what it refers to
             define_error_flag(self.module)
             define_share_tables(self.module, segments, internal=False)
@@ -530,6 +529,8 @@ class LIRCodegen:
         if stamper is not None:
             stamper.start()
         share, scratch = segs.open()
+        if stamper is not None:
+            stamper.in_share(share)
         for index, (step, (kfn, slots, const_offsets)) in enumerate(zip(steps, self._calls)):
             # a solo kernel is ordered after the solo kernels before it (same share); only parallel ones race
             groups = (0,) if step.solo else (0, 1)
@@ -540,6 +541,8 @@ class LIRCodegen:
             if hazard:
                 segs.close()
                 share, scratch = segs.open()
+                if stamper is not None:
+                    stamper.in_share(share)
                 self.layout.barriers += 1
                 pending_r, pending_w = [[], []], [[], []]
             for k, off in enumerate(const_offsets):

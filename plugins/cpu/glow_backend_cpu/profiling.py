@@ -5,16 +5,18 @@ A profiled module differs from the normal one in three ways, all emitted here
 code at all (``tests/cpu/test_profile.py`` checks its LLVM IR):
 
 - a global ``glow_profile``: ``MAX_THREADS + 1`` rows of ``2 * kernels + 2``
-  i64 cycle stamps (row = worker thread id; ids past ``MAX_THREADS`` share the
-  last row, which is never read);
-- in ``glow_main``: one ``llvm.readcyclecounter`` stamp when the thread starts,
-  one before and one after every kernel call, one after the final barrier;
+  i64 cycle stamps (ids past ``MAX_THREADS`` share the last row, which is never read);
+- in ``glow_main``: one ``llvm.readcyclecounter`` stamp when the thread starts and
+  one after the final barrier, in the thread's row; one before and one after every
+  kernel call, in the row of the *share* being run (``sync.py``: share ``p`` of a
+  segment is what thread ``p`` runs unless another thread took it, so each row holds
+  one execution of every kernel, and a profiled run steals shares as a normal one);
 - ``i64 glow_profile_clock()``: the same counter, for the host to measure its
   rate against ``time.perf_counter`` once per process (:func:`cycles_per_second`).
 
 The host side (:func:`read_profile`) turns the stamps of the last run into a
 :class:`ProfileRun`: per kernel and thread a (start, end) in seconds from the
-run's start; per kernel the LIR instructions it runs (an element-wise chain
+run's start (per share: the "thread" of the tables and of the trace); per kernel the LIR instructions it runs (an element-wise chain
 fused into one loop is one kernel of several instructions), their ONNX origin
 and FLOPs (:data:`FLOP_RULES`, a table keyed by instruction kind).
 """
@@ -117,20 +119,32 @@ class Stamper:
         self.table.align = 64
         self.clock = intrinsic(module, "llvm.readcyclecounter", I64, [])
         self.b = builder
-        row = builder.select(builder.icmp_unsigned("<", tid, i64(MAX_THREADS)), tid, i64(MAX_THREADS))
-        self.row = builder.gep(self.table, [i64(0), row], inbounds=True)
+        self.thread_row = self._row(tid)
+        #: the row the kernel stamps go to: the share being run (see :meth:`in_share`)
+        self.row = self.thread_row
         self._emit_clock_function(module)
+
+    def _row(self, index: ir.Value) -> ir.Value:
+        b = self.b
+        row = b.select(b.icmp_unsigned("<", index, i64(MAX_THREADS)), index, i64(MAX_THREADS))
+        return b.gep(self.table, [i64(0), row], inbounds=True)
+
+    def in_share(self, share: ir.Value) -> None:
+        """From here on, kernel stamps go to the row of ``share``: a thread that takes another thread's
+        share of a segment stamps that share's row, so every row holds one execution of each kernel."""
+        self.row = self._row(share)
 
     def _emit_clock_function(self, module: ir.Module) -> None:
         fn = ir.Function(module, ir.FunctionType(I64, []), name=CLOCK_FN)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         b.ret(b.call(self.clock, []))
 
-    def _stamp(self, slot: int) -> None:
-        self.b.store(self.b.call(self.clock, []), self.b.gep(self.row, [i64(0), i64(slot)], inbounds=True))
+    def _stamp(self, slot: int, row: ir.Value | None = None) -> None:
+        at = self.b.gep(self.row if row is None else row, [i64(0), i64(slot)], inbounds=True)
+        self.b.store(self.b.call(self.clock, []), at)
 
     def start(self) -> None:
-        self._stamp(0)
+        self._stamp(0, self.thread_row)
 
     def before(self, k: int) -> None:
         self._stamp(1 + 2 * k)
@@ -139,7 +153,7 @@ class Stamper:
         self._stamp(2 + 2 * k)
 
     def end(self) -> None:
-        self._stamp(self.width - 1)
+        self._stamp(self.width - 1, self.thread_row)
 
 
 # -- the host side -------------------------------------------------------------------------------
@@ -162,7 +176,8 @@ def cycles_per_second(clock: Callable[[], int], interval: float = 0.05) -> float
 
 @dataclass
 class KernelTime:
-    """One kernel of one run: its instructions and, per thread that ran, (start, end) seconds from the run start."""
+    """One kernel of one run: its instructions and, per share that ran it (the thread of that id, unless another
+    thread took the share), (start, end) seconds from the run start."""
 
     index: int
     kind: str
@@ -212,9 +227,17 @@ class ProfileRun:
 
     @property
     def in_kernels(self) -> float:
-        """Seconds of the run covered by kernels: each kernel's slowest thread, summed (the kernels run one
-        after another); the rest of :attr:`wall` is call overhead, barrier waits and thread wake-ups."""
-        return sum(k.slowest for k in self.kernels)
+        """Seconds of the run during which some thread was in a kernel (the union of every kernel's spans);
+        the rest of :attr:`wall` is outside the kernels: the call and its input and output handling, and
+        the time every thread spent waiting (barriers, wake-ups)."""
+        spans = sorted(span for k in self.kernels for span in k.spans)
+        total, end = 0.0, float("-inf")
+        for s, e in spans:
+            if e <= end:
+                continue
+            total += e - max(s, end)
+            end = e
+        return total
 
     def by_origin(self) -> list[tuple[str, str, float, int]]:
         """(ONNX node, kinds, seconds, FLOPs) per origin node, slowest first; a kernel of several

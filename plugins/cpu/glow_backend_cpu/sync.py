@@ -69,13 +69,14 @@ def has_futex(triple: str) -> bool:
 
 
 def emit_glue(module: ir.Module, entry: ir.Function, shares: tuple[ir.Function, ir.Function], segments: int, *,
-              is_x86: bool, triple: str, profile: bool) -> None:
+              is_x86: bool, triple: str) -> None:
     """The glue of a network into ``module``: the error functions, the bodies of the share functions
-    (``declare_share_functions``) and the worker functions calling ``entry``. A profile keeps each thread to
-    its own shares (no stealing), so its rows are the threads' own timelines."""
+    (``declare_share_functions``) and the worker functions calling ``entry``. A profiled network's glue is
+    the same (its stamps are kept per share, so a thread that takes another's share stamps that share's
+    row: ``profiling.py``)."""
     futex = has_futex(triple)
     emit_error_functions(module)
-    define_share_functions(module, *shares, segments, is_x86, steal=not profile, futex=futex)
+    define_share_functions(module, *shares, segments, is_x86, steal=True, futex=futex)
     emit_worker_functions(module, entry, is_x86, futex=futex)
 
 
