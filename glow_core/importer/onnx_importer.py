@@ -425,8 +425,10 @@ class OnnxImporter:
             if want is None or not isinstance(got, Value):
                 continue
             if got.type.elem != want.elem or got.type.shape != want.shape:
-                x = self.values.get(node.input[0]) if node.input else None
-                why = inference_departure(node, x.type.shape if isinstance(x, Value) else None, got.type, want)
+                shapes = [v.type.shape if isinstance(v, Value) else None
+                          for v in (self.values.get(n) if n else None for n in node.input)]
+                why = inference_departure(node, shapes[0] if shapes else None, got.type, want, in_shapes=shapes,
+                                          output=list(node.output).index(name))
                 if why is not None:  # onnx's inference departs from the spec here, glow follows the spec
                     warnings.warn(f"ONNX node '{node.name or name}' ({node.op_type}): onnx shape inference types "
                                   f"output '{name}' as {want}; {why}: glow follows the spec", GlowWarning,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import onnx
 
@@ -180,12 +180,13 @@ def _ints_attr(node: onnx.NodeProto, name: str) -> list[int] | None:
     return None if a is None else _ints(a)
 
 
-def _conv_transpose_same(node: onnx.NodeProto, x_shape: tuple[int, ...] | None,
-                         computed: tuple[int, ...]) -> str | None:
+def _conv_transpose_same(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ...] | None], output: int,
+                         computed: tuple[int, ...], inferred: tuple[int, ...]) -> str | None:
     """ConvTranspose with auto_pad SAME_*: the spec's "pad the input so that output_shape[i] =
     input_shape[i] * strides[i] for each axis i"; onnx shape inference clamps a negative total padding
     (a stride larger than the kernel) to 0 and gives ``stride * (in - 1) + kernel`` instead."""
     pad = next((a.s for a in node.attribute if a.name == "auto_pad"), b"")
+    x_shape = in_shapes[0] if in_shapes else None
     if pad not in (b"SAME_UPPER", b"SAME_LOWER") or _ints_attr(node, "output_shape") or x_shape is None:
         return None
     spatial = x_shape[2:]
@@ -197,19 +198,42 @@ def _conv_transpose_same(node: onnx.NodeProto, x_shape: tuple[int, ...] | None,
             f"gives {list(computed)} (as onnx.reference)")
 
 
-#: op type -> (node, its first input's shape, glow's result shape) -> why onnx shape inference departs from the
-#: spec there (None: no known departure). Where it does, the importer warns and follows the spec.
-INFERENCE_DEPARTURES: Mapping[str, Callable[[onnx.NodeProto, "tuple[int, ...] | None", tuple[int, ...]],
-                                            "str | None"]] = {
+def _attention_scores_with_past(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ...] | None], output: int,
+                                computed: tuple[int, ...], inferred: tuple[int, ...]) -> str | None:
+    """Attention's ``qk_matmul_output`` (output 3) with a ``past_key``: the spec's shape is (batch_size,
+    q_num_heads, q_sequence_length, total_sequence_length), the total being the past's length plus the new
+    keys'; onnx shape inference gives the new keys' length alone."""
+    past = in_shapes[4] if len(in_shapes) > 4 else None
+    key = in_shapes[1] if len(in_shapes) > 1 else None
+    if output != 3 or past is None or key is None or len(past) != 4 or len(computed) != 4:
+        return None
+    new_keys = key[-2] if len(key) == 4 else key[1] if len(key) == 3 else None
+    if new_keys is None or computed[-1] != past[2] + new_keys or inferred[:-1] != computed[:-1] \
+            or inferred[-1] != new_keys:
+        return None  # not the departure described: glow's own shape would be at fault
+    return (f"the spec's last axis is total_sequence_length = past ({past[2]}) + new keys ({new_keys}) = "
+            f"{computed[-1]} (as onnx.reference)")
+
+
+#: op type -> (node, its inputs' shapes, the output's index, glow's result shape, onnx's) -> why onnx shape
+#: inference departs from the spec there (None: no known departure). Where it does, the importer warns and
+#: follows the spec.
+Departure = Callable[[onnx.NodeProto, Sequence["tuple[int, ...] | None"], int, "tuple[int, ...]",
+                      "tuple[int, ...]"], "str | None"]
+INFERENCE_DEPARTURES: Mapping[str, Departure] = {
     "ConvTranspose": _conv_transpose_same,
+    "Attention": _attention_scores_with_past,
 }
 
 
 def inference_departure(node: onnx.NodeProto, x_shape: tuple[int, ...] | None, computed: TensorType,
-                        inferred: TensorType) -> str | None:
-    """Why onnx shape inference's ``inferred`` type of a result departs from the spec where glow's
-    ``computed`` one follows it (same element type, the spec's shape), or None."""
+                        inferred: TensorType, *, in_shapes: Sequence[tuple[int, ...] | None] | None = None,
+                        output: int = 0) -> str | None:
+    """Why onnx shape inference's ``inferred`` type of a result (output ``output`` of ``node``) departs from the
+    spec where glow's ``computed`` one follows it (same element type, the spec's shape), or None. ``in_shapes``:
+    the shapes of every input (None: only the first, ``x_shape``, is known)."""
     rule = INFERENCE_DEPARTURES.get(node.op_type)
     if rule is None or computed.elem != inferred.elem:
         return None
-    return rule(node, x_shape, computed.shape)
+    return rule(node, list(in_shapes) if in_shapes is not None else [x_shape], output, computed.shape,
+                inferred.shape)

@@ -225,6 +225,8 @@ def _resize(ctx: NodeContext) -> list[Value]:
                               "overflow); the attribute is probably corrupt")
     axes = norm_axes(ctx, ctx.attr("axes", list(range(r))), r)
     full_sizes, full_scales, has_scales = _output_shape(ctx, x, axes, policy)
+    # before any check that builds coordinates along the output axes (a corrupt 'sizes' asked for 2.5e16)
+    ctx.importer.budget.check_tensor(full_sizes, x.type.elem.itemsize, ctx.where(), "result")
     roi = _crop_box(ctx, x, axes, has_scales) if coord == "tf_crop_and_resize" else []
     _check_output_lengths(ctx, x.shape, axes, full_sizes, full_scales, coord, mode, nearest)
     _check_unscaled_axes(ctx, x.shape, full_sizes, full_scales, roi, coord, mode, nearest, antialias)

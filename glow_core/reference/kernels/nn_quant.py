@@ -66,8 +66,10 @@ def _dequantize(attrs: Attrs, out: Types, x: np.ndarray, s: np.ndarray, zp: np.n
 
 @KERNELS.register("DynamicQuantizeLinear")
 def _dynamic_quantize(attrs: Attrs, out: Types, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lo = min(F32(0), F32(x.min())) if x.size else F32(0)
-    hi = max(F32(0), F32(x.max())) if x.size else F32(0)
+    # the spec's minimum(0, min(x)) and maximum(0, max(x)): a NaN in x makes the scale NaN (onnx.reference; the
+    # zero point and the result are then NaN converted to uint8, which the spec leaves undefined: 0 here)
+    lo = F32(np.minimum(F32(0), x.min())) if x.size else F32(0)
+    hi = F32(np.maximum(F32(0), x.max())) if x.size else F32(0)
     # an all-zero range has no defined scale (the formula divides 0 by 0); onnxruntime uses 1
     scale = F32(1) if hi == lo else F32(hi - lo) / F32(255)
     if not np.isfinite(scale):
