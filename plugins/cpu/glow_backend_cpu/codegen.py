@@ -14,7 +14,7 @@ the share tables of ``sync.py``, 0 on one thread), plus the
 - ``regions[2]`` scratch: ``scratch_stride`` bytes per thread;
 - ``regions[3]`` packed constants: what emitters add at compile time (packed
   filters, tables), 64-byte aligned; a cache hit maps it from the cache file;
-- ``regions[4 + k]`` the k-th input or output (caller memory, 64-byte aligned).
+- ``regions[4 + k]`` the k-th input or output (caller memory; an input aligned to its element only).
 
 Each compute instruction becomes a call of a kernel function emitted by its
 emitter (``emit.context.EMITTERS``); kernels whose IR is identical (same kind,

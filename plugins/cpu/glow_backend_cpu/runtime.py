@@ -1,11 +1,12 @@
 """Running compiled code: aligned regions, input checks, a persistent pool of worker threads.
 
-Every region native code touches starts at a 64-byte boundary (numpy does not
-promise that, so buffers are over-allocated and offset: :func:`aligned_empty`)
-before LLVM is told so. :meth:`CpuExecutable.execute` checks every feed
-(names, dtypes, shapes, contiguity) *before* native code runs, so no input,
-however wrong, can crash the process; a feed that is already aligned and
-contiguous is used in place, others are copied into an aligned staging buffer.
+Every region the runtime allocates starts at a 64-byte boundary (numpy does not
+promise that, so buffers are over-allocated and offset: :func:`aligned_empty`).
+:meth:`CpuExecutable.execute` checks every feed (names, dtypes, shapes,
+contiguity) *before* native code runs, so no input, however wrong, can crash the
+process; a contiguous feed aligned to its element size is used in place (the
+kernels read run-time operands at their element's alignment), others are copied
+into an aligned staging buffer.
 Outputs are written by the kernels straight into fresh aligned arrays, which
 are returned.
 
@@ -76,10 +77,6 @@ def zero_pages(nbytes: int) -> np.ndarray:
     is first written, so what a run never touches costs no memory (``np.zeros`` may instead reuse, and clear,
     heap pages)."""
     return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)[:nbytes]
-
-
-def is_aligned(a: np.ndarray, align: int = ALIGN) -> bool:
-    return a.ctypes.data % align == 0
 
 
 def default_threads() -> int:
@@ -425,7 +422,10 @@ class CpuExecutable(CompiledFunction):
                     np.copyto(buf, feeds[name], casting="no")
                     continue
                 a = np.asarray(feeds[name])
-                if not (a.flags.c_contiguous and is_aligned(a)):
+                # the kernels load run-time operands at their element's alignment (only scratch and packed
+                # constants are read as 64-byte aligned): a contiguous array numpy calls aligned is used in
+                # place (a model's inputs from np.load are 16-byte aligned: staging cost ocr-cls 3% of a run)
+                if not (a.flags.c_contiguous and a.flags.aligned):
                     staged = self._staging.get(name)
                     if staged is None:
                         staged = self._staging[name] = aligned_empty(shape, a.dtype)
