@@ -375,6 +375,13 @@ CPtr = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
 AConv = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]
 
 
+#: a product of at most this many k sums them one after another (one FMA chain per output element, as
+#: onnxruntime and numpy's BLAS do), not in the partial sums a narrow block keeps to hide the FMA latency: in
+#: float32 the order decides where terms near the float range overflow (fuzz seed 5, case 2090: a MatMul with
+#: K = 4 gave NaN where both give -1.1e38), and so short a sum gains nothing from them
+SEQUENTIAL_K = 32
+
+
 @dataclass
 class GemmPlan:
     """A batch of ``BG`` GEMMs ``C[M, N] = A[M, K] B[K, N]`` and how to reach their operands."""
@@ -522,7 +529,8 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             lanes=W, rows=rows, nvec=nvec, tail=tail, a_packed=plan.a_packed, mr_panel=MR,
             ldb=(plan.pack_ld or NR) if plan.b_pack is not None else plan.ldb,
             b_align=64 if plan.b_pack is not None else plan.b_align,
-            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi, unroll=plan.unroll, prefetch=plan.prefetch_lines,
+            bias=plan.bias, act=plan.act, lo=plan.lo, hi=plan.hi,
+            unroll=1 if plan.K <= SEQUENTIAL_K and not plan.taps else plan.unroll, prefetch=plan.prefetch_lines,
             c_src=plan.c_init is not None, taps=plan.taps, tap_stride=plan.tap_stride,
             tap_masks=geo.nvec if plan.taps else 0, tap_masked=masked, bf16=plan.bf16))
 
