@@ -59,7 +59,11 @@ def profile_model(model: str, backend: str, *, threads: int | None, warmup: int,
     net = glow_compile(proto, backend, input_shapes or None, threads=threads,
                        options={**dict(options), "profile": True})
     if not net.executable.profiles:
-        raise GlowError(f"backend '{backend}' has no per-kernel profiler; --profile works with the cpu backend")
+        if backend != "cpu":
+            raise GlowError(f"backend '{backend}' has no per-kernel profiler; --profile works with the cpu backend")
+        raise GlowError(f"this network runs as a {type(net.executable).__name__} (in stages around control flow "
+                        "decided on the host, or in parts), which --profile cannot time kernel by kernel; it "
+                        "profiles a network compiled into one function")
     feeds = zoo.random_feeds(net.input_types, seed, zoo.index_ranges(proto))  # (embedding indices in range)
     for _ in range(warmup):
         net.run(feeds)

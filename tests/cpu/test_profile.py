@@ -208,3 +208,22 @@ def test_bench_profile_refuses_compare(tmp_path: Path) -> None:
     onnx.save(_model(), tmp_path / "m.onnx")
     p = _glow("bench", "m.onnx", "-b", "cpu", "--profile", "--compare", "onnxruntime", cwd=tmp_path)
     assert p.returncode != 0 and "--profile times glow's kernels only" in p.stderr
+
+
+def test_bench_profile_of_a_staged_network_says_why(tmp_path: Path) -> None:
+    """An If decided by an input runs in stages on the host: the cpu backend profiles only a network compiled
+    into one function, and says so (the message used to claim cpu had no profiler)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+
+    def branch(op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["x", "x"], ["r"])], op, [],
+                                 [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("Add"), else_branch=branch("Mul"))
+    onnx.save(helper.make_model(helper.make_graph([node], "staged", [x, c], [y]),
+                                opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "if.onnx")
+    p = _glow("bench", "if.onnx", "-b", "cpu", "--profile", "--runs", "1", cwd=tmp_path)
+    assert p.returncode != 0
+    assert "runs as a StagedExecutable" in p.stderr and "compiled into one function" in p.stderr, p.stderr
