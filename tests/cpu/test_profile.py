@@ -147,7 +147,8 @@ def test_bench_profile_cli(tmp_path: Path) -> None:
     scale = {"us": 1e-6, "ms": 1e-3}
     per_run, covered, outside = (float(head[i]) * scale[head[i + 1]] for i in (1, 3, 6))
     assert per_run == pytest.approx(covered + outside, rel=0.01, abs=2e-7) and 0 < covered <= per_run
-    assert float(head[8]) == pytest.approx(100 * outside / per_run, abs=0.1)
+    # (the times are printed to 0.1 us: a tiny network's share moves by a few tenths of a percent with them)
+    assert float(head[8]) == pytest.approx(100 * outside / per_run, abs=1.0)
     assert "conv_a" in out and "head" in out and "GFLOP/s" in out
     trace = json.loads((tmp_path / "t.json").read_text())
     assert any(e["ph"] == "X" for e in trace["traceEvents"])
