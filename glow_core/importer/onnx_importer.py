@@ -427,8 +427,7 @@ class OnnxImporter:
             if got.type.elem != want.elem or got.type.shape != want.shape:
                 shapes = [v.type.shape if isinstance(v, Value) else None
                           for v in (self.values.get(n) if n else None for n in node.input)]
-                why = inference_departure(node, shapes[0] if shapes else None, got.type, want, in_shapes=shapes,
-                                          output=list(node.output).index(name))
+                why = inference_departure(node, shapes, got.type, want, list(node.output).index(name))
                 if why is not None:  # onnx's inference departs from the spec here, glow follows the spec
                     warnings.warn(f"ONNX node '{node.name or name}' ({node.op_type}): onnx shape inference types "
                                   f"output '{name}' as {want}; {why}: glow follows the spec", GlowWarning,

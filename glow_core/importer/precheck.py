@@ -226,14 +226,12 @@ INFERENCE_DEPARTURES: Mapping[str, Departure] = {
 }
 
 
-def inference_departure(node: onnx.NodeProto, x_shape: tuple[int, ...] | None, computed: TensorType,
-                        inferred: TensorType, *, in_shapes: Sequence[tuple[int, ...] | None] | None = None,
-                        output: int = 0) -> str | None:
-    """Why onnx shape inference's ``inferred`` type of a result (output ``output`` of ``node``) departs from the
-    spec where glow's ``computed`` one follows it (same element type, the spec's shape), or None. ``in_shapes``:
-    the shapes of every input (None: only the first, ``x_shape``, is known)."""
+def inference_departure(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ...] | None], computed: TensorType,
+                        inferred: TensorType, output: int = 0) -> str | None:
+    """Why onnx shape inference's ``inferred`` type of a result (output ``output`` of ``node``, whose inputs
+    have ``in_shapes``: None where unknown) departs from the spec where glow's ``computed`` one follows it
+    (same element type, the spec's shape), or None."""
     rule = INFERENCE_DEPARTURES.get(node.op_type)
     if rule is None or computed.elem != inferred.elem:
         return None
-    return rule(node, list(in_shapes) if in_shapes is not None else [x_shape], output, computed.shape,
-                inferred.shape)
+    return rule(node, in_shapes, output, computed.shape, inferred.shape)

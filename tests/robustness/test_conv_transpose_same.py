@@ -73,8 +73,8 @@ def test_only_inference_departing_from_the_spec_is_excused() -> None:
     node = _model("SAME_UPPER", 3, 2, 3).graph.node[0]
     inferred = TensorType(ElemKind.FLOAT32, (1, 2, 8, 8))
     spec = TensorType(ElemKind.FLOAT32, (1, 2, 9, 9))
-    assert inference_departure(node, (1, 1, 3, 3), spec, inferred) is not None
-    assert inference_departure(node, (1, 1, 3, 3), TensorType(ElemKind.FLOAT32, (1, 2, 10, 10)), inferred) is None
-    assert inference_departure(node, (1, 1, 3, 3), TensorType(ElemKind.FLOAT16, (1, 2, 9, 9)), inferred) is None
+    assert inference_departure(node, [(1, 1, 3, 3)], spec, inferred) is not None
+    assert inference_departure(node, [(1, 1, 3, 3)], TensorType(ElemKind.FLOAT32, (1, 2, 10, 10)), inferred) is None
+    assert inference_departure(node, [(1, 1, 3, 3)], TensorType(ElemKind.FLOAT16, (1, 2, 9, 9)), inferred) is None
     other = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3, 3], pads=[0, 0, 0, 0])
-    assert inference_departure(other, (1, 1, 3, 3), spec, inferred) is None
+    assert inference_departure(other, [(1, 1, 3, 3)], spec, inferred) is None

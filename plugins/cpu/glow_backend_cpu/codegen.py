@@ -528,9 +528,14 @@ class LIRCodegen:
         stamper = Stamper(self.module, b, tid, len(steps)) if self.profile else None
         if stamper is not None:
             stamper.start()
-        share, scratch = segs.open()
-        if stamper is not None:
-            stamper.in_share(share)
+
+        def open_segment() -> tuple[ir.Value, ir.Value]:
+            share, scratch = segs.open()
+            if stamper is not None:  # the kernel stamps of this segment go to the share's row
+                stamper.in_share(share)
+            return share, scratch
+
+        share, scratch = open_segment()
         for index, (step, (kfn, slots, const_offsets)) in enumerate(zip(steps, self._calls)):
             # a solo kernel is ordered after the solo kernels before it (same share); only parallel ones race
             groups = (0,) if step.solo else (0, 1)
@@ -540,9 +545,7 @@ class LIRCodegen:
                 any(r.overlaps(p) for r in step.reads for p in seen_w)
             if hazard:
                 segs.close()
-                share, scratch = segs.open()
-                if stamper is not None:
-                    stamper.in_share(share)
+                share, scratch = open_segment()
                 self.layout.barriers += 1
                 pending_r, pending_w = [[], []], [[], []]
             for k, off in enumerate(const_offsets):

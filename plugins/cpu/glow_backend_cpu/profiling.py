@@ -15,10 +15,11 @@ code at all (``tests/cpu/test_profile.py`` checks its LLVM IR):
   rate against ``time.perf_counter`` once per process (:func:`cycles_per_second`).
 
 The host side (:func:`read_profile`) turns the stamps of the last run into a
-:class:`ProfileRun`: per kernel and thread a (start, end) in seconds from the
-run's start (per share: the "thread" of the tables and of the trace); per kernel the LIR instructions it runs (an element-wise chain
-fused into one loop is one kernel of several instructions), their ONNX origin
-and FLOPs (:data:`FLOP_RULES`, a table keyed by instruction kind).
+:class:`ProfileRun`: per kernel and share (the "thread" of the tables and of the
+trace) a (start, end) in seconds from the run's start; per kernel the LIR
+instructions it runs (an element-wise chain fused into one loop is one kernel of
+several instructions), their ONNX origin and FLOPs (:data:`FLOP_RULES`, a table
+keyed by instruction kind).
 """
 
 from __future__ import annotations

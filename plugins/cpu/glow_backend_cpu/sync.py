@@ -76,7 +76,7 @@ def emit_glue(module: ir.Module, entry: ir.Function, shares: tuple[ir.Function, 
     row: ``profiling.py``)."""
     futex = has_futex(triple)
     emit_error_functions(module)
-    define_share_functions(module, *shares, segments, is_x86, steal=True, futex=futex)
+    define_share_functions(module, *shares, segments, is_x86, futex=futex)
     emit_worker_functions(module, entry, is_x86, futex=futex)
 
 
@@ -264,9 +264,8 @@ def _emit_stop(module: ir.Module, futex: bool) -> None:
 #
 # ``glow_main`` is cut into *segments* where a barrier is needed. Share ``p`` of a segment is what
 # thread ``p`` of a plain SPMD run would execute there (its part of every kernel, with ``tid = p``, its
-# scratch, and the solo kernels in share 0). A thread first claims its own share of a segment, then,
-# when ``steal`` is on, every other share no thread has claimed yet; it then waits until every share is
-# done. A worker that the OS descheduled thus leaves its shares to the threads that run, instead of
+# scratch, and the solo kernels in share 0). A thread first claims its own share of a segment, then
+# every other share no thread has claimed yet; it then waits until every share is done. A worker that the OS descheduled thus leaves its shares to the threads that run, instead of
 # stalling every barrier. Claims and completions are tagged with the run's number (``glow_run_seq``,
 # bumped by ``glow_run``): a table entry older than the run is free, one as new is taken, so no table
 # is ever reset, and a worker that wakes after its run has ended finds everything taken and done.
@@ -315,14 +314,14 @@ def _table(module: ir.Module, name: str, segments: int) -> ir.GlobalVariable:
 
 
 def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Function, segments: int,
-                           is_x86: bool, steal: bool, futex: bool = False) -> None:
+                           is_x86: bool, futex: bool = False) -> None:
     """The bodies of the functions :func:`declare_share_functions` made (see the section comment). With
     ``futex`` (Linux x86-64) a thread that waited long for a share sleeps on its done entry, and the
     thread that completes a share wakes the sleepers; elsewhere a waiter yields the core every round."""
     claims = _table(module, "glow_share_claims", segments)
     done = _table(module, "glow_share_done", segments)
     sleepers = _global(module, "glow_share_sleepers", I32) if futex else None
-    settle = _emit_settle(module, claims, done, is_x86, steal, sleepers)
+    settle = _emit_settle(module, claims, done, is_x86, sleepers)
     seg, tid, n, run = first.args
     b = ir.IRBuilder(first.append_basic_block("entry"))
     with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
@@ -376,8 +375,8 @@ def _try_claim(b: ir.IRBuilder, claims: ir.GlobalVariable, seg: ir.Value, p: ir.
 
 
 def _emit_settle(module: ir.Module, claims: ir.GlobalVariable, done: ir.GlobalVariable, is_x86: bool,
-                 steal: bool, sleepers: ir.GlobalVariable | None) -> ir.Function:
-    """``i64 glow_share_settle(seg, tid, n, run)``: claim a free share of another thread (``steal``) and
+                 sleepers: ir.GlobalVariable | None) -> ir.Function:
+    """``i64 glow_share_settle(seg, tid, n, run)``: claim a free share of another thread and
     return it, or wait until every share of ``seg`` is done and return -1. The wait spins with ``pause``
     for :data:`SPINS_BEFORE_YIELD` rounds per share, then sleeps on the share's done entry (``sleepers``:
     a futex, woken by the thread that completes it) or yields the core on every round."""
@@ -387,12 +386,11 @@ def _emit_settle(module: ir.Module, claims: ir.GlobalVariable, done: ir.GlobalVa
     fn.attributes.add("nounwind")
     seg, tid, n, run = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    if steal:
-        with for_range(b, 1, n, name="other") as i:
-            q = b.add(tid, i)
-            q = b.select(b.icmp_signed(">=", q, n), b.sub(q, n), q)
-            with b.if_then(_try_claim(b, claims, seg, q, run), likely=False):
-                b.ret(q)
+    with for_range(b, 1, n, name="other") as i:
+        q = b.add(tid, i)
+        q = b.select(b.icmp_signed(">=", q, n), b.sub(q, n), q)
+        with b.if_then(_try_claim(b, claims, seg, q, run), likely=False):
+            b.ret(q)
     yield_fn = intrinsic(module, "sched_yield", I32, [])
     with for_range(b, 0, n, name="share") as q:
         slot = _slot(b, done, seg, q)
