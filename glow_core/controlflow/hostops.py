@@ -29,6 +29,9 @@ DEFAULT_MAX_ITERATIONS = 100_000
 #: environment variable bounding the loop bodies one outermost Loop or Scan runs, nested loops' included
 MAX_TOTAL_ITERATIONS_ENV = "GLOW_MAX_TOTAL_ITERATIONS"
 DEFAULT_MAX_TOTAL_ITERATIONS = 1_000_000
+#: environment variable bounding the compiles of one Loop or Scan body during one run of the loop
+MAX_LOOP_COMPILES_ENV = "GLOW_MAX_LOOP_COMPILES"
+DEFAULT_MAX_LOOP_COMPILES = 256
 #: the bodies run so far under the outermost loop running in this context (None: no loop is running)
 _BODIES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("glow_loop_bodies", default=None)
 
@@ -77,6 +80,27 @@ def max_total_iterations() -> int:
     return _int_env(MAX_TOTAL_ITERATIONS_ENV, DEFAULT_MAX_TOTAL_ITERATIONS)
 
 
+def max_loop_compiles() -> int:
+    return _int_env(MAX_LOOP_COMPILES_ENV, DEFAULT_MAX_LOOP_COMPILES)
+
+
+class _Compiles:
+    """The compiles of a loop's body during one run of the loop: bounded, since a body whose shapes follow a
+    value that changes every iteration (the iteration number feeding a Slice) compiles every iteration."""
+
+    def __init__(self, prog: Program, node: onnx.NodeProto) -> None:
+        self.prog, self.node = prog, node
+        self.start, self.limit = prog.compiled.compiled, max_loop_compiles()
+
+    def check(self) -> None:
+        made = self.prog.compiled.compiled - self.start
+        if made > self.limit:
+            bound = ", ".join(f"'{n}'" for n in sorted(self.prog.compiled.bound())) or "values"
+            raise ExecutionError(f"{_where(self.node)}: its body was compiled {made} times in this run: the "
+                                 f"value(s) of {bound} decide its shapes and change from iteration to iteration",
+                                 hint=f"set {MAX_LOOP_COMPILES_ENV} to allow more")
+
+
 @contextlib.contextmanager
 def _bodies_counted() -> Iterator[list[int]]:
     """The count of loop bodies run under the outermost loop: a new one for an outermost loop, the running
@@ -112,9 +136,22 @@ class _Accumulation:
 
     def __init__(self, node: onnx.NodeProto, limits: budget.Budget) -> None:
         self.node, self.limits, self.total = node, limits, 0
+        self.shapes: list[tuple[int, ...]] | None = None
+        self.steps = 0
 
     def add(self, parts: Sequence[np.ndarray]) -> None:
-        """One iteration's scan values: charged (with the copy stacking them will make)."""
+        """One iteration's scan values: charged (with the copy stacking them will make), and of the first
+        iteration's shapes (values of another shape cannot be stacked: the loop ends there, not after its
+        last iteration)."""
+        shapes = [np.shape(p) for p in parts]
+        if self.shapes is None:
+            self.shapes = shapes
+        for j, (first, now) in enumerate(zip(self.shapes, shapes)):
+            if first != now:
+                raise ExecutionError(f"{_where(self.node)}: scan output {j} has different shapes in different "
+                                     f"iterations ({list(first)} in the first, {list(now)} in iteration "
+                                     f"{self.steps}); they cannot be stacked", hint="the model is invalid for these inputs")
+        self.steps += 1
         self.total += 2 * sum(int(np.asarray(p).nbytes) for p in parts)
         self.limits.check_total(self.total, _where(self.node), "the scan outputs accumulated so far (and their "
                                                                "stacked copies)")
@@ -197,6 +234,7 @@ def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
     prog = stage.subprogram("body", body)
     scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
     held = _Accumulation(node, _budget_of(prog))
+    compiles = _Compiles(prog, node)
     i = 0
     with _bodies_counted() as bodies:
         while keep and (trip is None or i < trip):
@@ -207,6 +245,7 @@ def run_loop(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
             formal = {body.input[0].name: np.array(i, dtype=np.int64), body.input[1].name: np.array(keep)}
             formal.update({vi.name: v for vi, v in zip(body.input[2:], carried)})
             outs = prog.run(_feeds(prog, env, formal))
+            compiles.check()
             if ins[1]:  # without a condition operand the body's condition output is ignored
                 keep = bool(_scalar(outs[body.output[0].name], node, "the body's condition output"))
             carried = [outs[o.name] for o in body.output[1:1 + n_carried]]
@@ -256,6 +295,7 @@ def scan_loop(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodePro
     n_out = len(body.output) - len(states)
     outs_per: list[list[np.ndarray]] = [[] for _ in range(n_out)]
     held = _Accumulation(node, _budget_of(prog))
+    compiles = _Compiles(prog, node)
     with _bodies_counted() as bodies:
         for t in range(steps):
             _one_more_body(bodies, node)
@@ -263,6 +303,7 @@ def scan_loop(prog: Program, env: Env, body: onnx.GraphProto, node: onnx.NodePro
             for vi, x, a, d in zip(body.input[len(states):], inputs, in_axes, in_dirs):
                 formal[vi.name] = np.take(x, t if not d else steps - 1 - t, axis=a)
             outs = prog.run(_feeds(prog, env, formal))
+            compiles.check()
             states = [outs[o.name] for o in body.output[:len(states)]]
             step = [outs[o.name] for o in body.output[len(states):]]
             if t == 0 and step:

@@ -22,6 +22,7 @@ from typing import Any
 
 from glow_tools.fuzz.cases import Case, generate, read_meta, write_case, write_meta
 from glow_tools.fuzz.float64 import run_reference_float64, undetermined_reason
+from glow_tools.fuzz.float64_rounded import run_reference_rounded
 from glow_tools.fuzz.isolate import Limits, Outcome, run_forked
 from glow_tools.fuzz.runners import (
     CLASSES,
@@ -88,10 +89,15 @@ def _rejudge_in_float64(classes: dict[str, tuple[str, str]], glow: dict[str, Out
     if wide.status != "ok":
         return classes
     ort_outputs = ort.value if ort is not None and ort.status == "ok" else None
+    rounded = None
+    if ort_outputs is not None:  # for elements on which onnxruntime agrees with the reference
+        nodewise = run_forked(run_reference_rounded, (str(folder),), settings.float64_limits)
+        rounded = nodewise.value if nodewise.status == "ok" else None
     out = dict(classes)
     for b, (cls, message) in classes.items():
         if cls == "wrong":
-            why = undetermined_reason(ref.value, glow[b].value["outputs"], *wide.value, onnxruntime=ort_outputs)
+            why = undetermined_reason(ref.value, glow[b].value["outputs"], *wide.value, onnxruntime=ort_outputs,
+                                      rounded=rounded)
             out[b] = ("unjudged", f"{why} (against the float32 reference: {message})") if why else (cls, message)
     return out
 

@@ -61,7 +61,11 @@ tolerance) is **not determined in float32** when both hold:
    shape) does not agree with the float32 reference on the element: a
    difference on which onnx.reference and onnxruntime agree is never excused,
    whatever the float64 evaluation gives (two float32 evaluations agreeing is
-   the answer float32 determines in practice; glow must give it).
+   the answer float32 determines in practice; glow must give it), unless
+   glow gives there the node-wise rounded evaluation's value (every node's
+   correctly rounded float32 result) and the reference does not: two engines
+   summing a reduction in similar orders share their rounding
+   (:mod:`glow_tools.fuzz.float64_rounded`).
 
 A case whose disputed elements are all of that kind is ``unjudged``; any other
 disputed element (or a disputed integer, an output of another float type, shape
@@ -255,8 +259,9 @@ def own_constant_spread(model: Any, inputs: Sequence[np.ndarray], base: Sequence
     return spreads
 
 
-def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(v64, s): the float64 reference's outputs and each element's float32 uncertainty (see the module)."""
+def widened_case(case_dir: str) -> tuple[Any, list[str], list[np.ndarray]]:
+    """The case's model computing in float64 (:func:`widen_model`), its input names and its inputs widened
+    exactly; raises for a model with float64 tensors or functions of its own."""
     import onnx
 
     folder = Path(case_dir)
@@ -264,8 +269,13 @@ def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndar
     if uses_double(original.graph) or original.functions:
         raise ValueError("the model has float64 tensors or functions of its own: no float64 re-evaluation")
     model = widen_model(original)
-    names = _real_input_names(model)
     inputs = [a.astype(np.float64) if a.dtype == np.float32 else a for a in read_inputs(folder)]
+    return model, _real_input_names(model), inputs
+
+
+def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(v64, s): the float64 reference's outputs and each element's float32 uncertainty (see the module)."""
+    model, names, inputs = widened_case(case_dir)
     opset = default_opset(model)
     base = _evaluate(model, names, inputs, opset)
     rng = np.random.default_rng(0)
@@ -327,14 +337,17 @@ def _agreed(ref32: np.ndarray, ort: Any) -> np.ndarray:
 
 
 def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence[np.ndarray],
-                        spread: Sequence[np.ndarray], onnxruntime: Sequence[Any] | None = None) -> str:
+                        spread: Sequence[np.ndarray], onnxruntime: Sequence[Any] | None = None,
+                        rounded: Sequence[np.ndarray] | None = None) -> str:
     """Why every disputed element of glow's outputs is not determined in float32 ('' when one is). With
-    ``onnxruntime``'s outputs, an element on which it agrees with the reference is never excused."""
+    ``onnxruntime``'s outputs, an element on which it agrees with the reference is excused only where glow
+    gives the node-wise ``rounded`` evaluation's value and the reference does not (``float64_rounded.py``)."""
     if not (len(ref32) == len(glow) == len(v64) == len(spread)):
         return ""
     ort = list(onnxruntime) if onnxruntime is not None and len(onnxruntime) == len(ref32) else [None] * len(ref32)
-    counts = [0, 0]  # disputed elements explained by the reference missing v64, by a large uncertainty
-    for e, a, v, s, o in zip(ref32, glow, v64, spread, ort):
+    nodewise = list(rounded) if rounded is not None and len(rounded) == len(ref32) else [None] * len(ref32)
+    counts = [0, 0, 0]  # explained by the reference missing v64, by a large uncertainty; of them, node-wise
+    for e, a, v, s, o, r in zip(ref32, glow, v64, spread, ort, nodewise):
         if isinstance(e, list) or isinstance(a, list):
             return ""
         e, a = np.asarray(e), np.asarray(a)
@@ -347,8 +360,11 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
         bad = _disputed(e, a)
         if not bad.any():
             continue
-        if (bad & _agreed(e, o)).any():
-            return ""  # the reference and onnxruntime agree there: glow's difference is not excused
+        agreed = bad & _agreed(e, o)
+        if agreed.any():  # the reference and onnxruntime agree there: only the node-wise answer is excused
+            if not _nodewise(r, e, a, agreed):
+                return ""
+            counts[2] += int(agreed.sum())
         v, s = v.astype(np.float64)[bad], s[bad]
         if not _glow_ok(v, s, a[bad]).all():
             return ""
@@ -358,8 +374,19 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
             return ""
         counts[0] += int(ref_off.sum())
         counts[1] += int((wide & ~ref_off).sum())
-    if counts == [0, 0]:
+    if counts[:2] == [0, 0]:
         return ""
-    return (f"not determined in float32: glow gives the float64 evaluation's value on all {sum(counts)} disputed "
-            f"element(s); the float32 reference misses it on {counts[0]}, and float32 rounding of the operands "
-            f"moves {counts[1]} more by over the tolerance")
+    agreed = (f"; onnxruntime agrees with the float32 reference on {counts[2]}, where glow gives every node's "
+              f"correctly rounded result and the reference does not") if counts[2] else ""
+    return (f"not determined in float32: glow gives the float64 evaluation's value on all {sum(counts[:2])} "
+            f"disputed element(s); the float32 reference misses it on {counts[0]}, and float32 rounding of the "
+            f"operands moves {counts[1]} more by over the tolerance{agreed}")
+
+
+def _nodewise(rounded: Any, ref32: np.ndarray, glow: np.ndarray, where: np.ndarray) -> bool:
+    """Whether, at every element of ``where``, glow gives the node-wise rounded evaluation's value and the
+    float32 reference does not (False without that evaluation, or of another shape)."""
+    if not isinstance(rounded, np.ndarray) or rounded.shape != ref32.shape or rounded.dtype.kind != "f":
+        return False
+    r32 = rounded.astype(np.float32)
+    return bool((~_disputed(r32, glow) & _disputed(r32, ref32))[where].all())

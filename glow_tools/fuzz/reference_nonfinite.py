@@ -78,6 +78,16 @@ either sign, and the sum ``inf``, ``-inf`` or NaN by the rounding of the
 twiddles: the output elements of a transform whose input holds an infinity
 (and no NaN) are *undetermined* (:data:`UNDETERMINED`) when the transform gives
 a graph output; the other transforms' elements are the reference's.
+
+**LeakyRelu, PRelu and Elu with an infinite or NaN coefficient.** Each spec
+gives the identity on the non-negative inputs: "f(x) = alpha * x for x < 0,
+f(x) = x for x >= 0" (LeakyRelu), "f(x) = slope * x for x < 0, f(x) = x for
+x >= 0" (PRelu), "f(x) = alpha * (exp(x) - 1.) for x < 0, f(x) = x for x >= 0"
+(Elu). ``onnx.reference`` multiplies every element by the coefficient:
+LeakyRelu by ``1 - (1 - 1) * alpha`` for a positive input, which is NaN for an
+infinite alpha, and PRelu and Elu take their negative branch at 0 (``0 * inf =
+NaN``). :class:`IdentityAtNonNegative` gives ``x`` at the elements with
+``x >= 0``; the others are the reference's.
 """
 
 from __future__ import annotations
@@ -228,6 +238,18 @@ class NonFiniteFrames(_OverReference):
         return np.isnan(used).any(axis=keep, keepdims=True), np.isinf(used).any(axis=keep, keepdims=True)
 
 
+class IdentityAtNonNegative(_OverReference):
+    """The reference's LeakyRelu / PRelu / Elu with the spec's ``f(x) = x for x >= 0`` (module doc)."""
+
+    def _run(self, x: np.ndarray, *rest: Any, **attrs: Any) -> tuple[Any, ...]:
+        y = np.asarray(self._kernel.run(x, *rest)[0])
+        if x.dtype.kind != "f":
+            return (y,)
+        with np.errstate(invalid="ignore"):
+            keep = np.broadcast_to(x >= 0, y.shape)
+        return (np.where(keep, np.broadcast_to(x, y.shape), y).astype(y.dtype),)
+
+
 #: the corrected kernels, under the ops' names (``onnx.reference`` looks ``new_ops`` up by class name)
 NONFINITE_OPS: list[type[OpRun]] = [
     type("MaxPool", (NaNWindows,), {"op_domain": ""}),
@@ -236,4 +258,7 @@ NONFINITE_OPS: list[type[OpRun]] = [
     type("Resize", (ZeroWeightTaps,), {"op_domain": ""}),
     type("DFT", (NonFiniteFrames,), {"op_domain": ""}),
     type("STFT", (NonFiniteFrames,), {"op_domain": ""}),
+    type("LeakyRelu", (IdentityAtNonNegative,), {"op_domain": ""}),
+    type("PRelu", (IdentityAtNonNegative,), {"op_domain": ""}),
+    type("Elu", (IdentityAtNonNegative,), {"op_domain": ""}),
 ]

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from glow_tools.fuzz.cases import INPUTS_DIR, MODEL_FILE
 from glow_tools.fuzz.float64 import run_reference_float64, undetermined_reason
+from glow_tools.fuzz.float64_rounded import run_reference_rounded
 from glow_tools.fuzz.isolate import Outcome
 from glow_tools.fuzz.runners import classify, run_glow, run_onnxruntime, run_reference
 from tests.robustness.util import F, model
@@ -44,7 +45,8 @@ def _judge(case: str, outputs: list[np.ndarray], ort: bool = True) -> tuple[str,
     if cls != "wrong":
         return cls, message
     why = undetermined_reason(ref, outputs, *run_reference_float64(case),
-                              onnxruntime=run_onnxruntime(case) if ort else None)
+                              onnxruntime=run_onnxruntime(case) if ort else None,
+                              rounded=run_reference_rounded(case) if ort else None)
     return ("unjudged", why) if why else (cls, message)
 
 

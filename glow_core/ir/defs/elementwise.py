@@ -214,7 +214,7 @@ _UNARY: dict[str, _Spec] = {
     "HardSwish": _Spec(_F, _ACT, doc="x * max(0, min(1, x / 6 + 0.5))."),
     "LeakyRelu": _Spec(_F, _ACT, (attr("alpha", AttrType.FLOAT, 0.009999999776482582),),
                        doc="x if x >= 0 else alpha * x."),
-    "Elu": _Spec(_F, _ACT, (attr("alpha", AttrType.FLOAT, 1.0),), doc="x if x > 0 else alpha * (exp(x) - 1)."),
+    "Elu": _Spec(_F, _ACT, (attr("alpha", AttrType.FLOAT, 1.0),), doc="alpha * (exp(x) - 1) if x < 0 else x."),
     "Celu": _Spec(_F, _ACT, (attr("alpha", AttrType.FLOAT, 1.0),),
                   doc="max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."),
     "Selu": _Spec(_F, _ACT, (attr("alpha", AttrType.FLOAT, 1.6732631921768188),

@@ -69,7 +69,7 @@ def _prelu(b: Builder, node: Node) -> list[Value]:
 def _elu(b: Builder, node: Node) -> list[Value]:
     x = _arg(b)
     neg = b.mul(b.scalar(node.attrs["alpha"], x), expm1(b, x))
-    return _ret(b, b.where(_less(b, _zero(b, x), x), x, neg))
+    return _ret(b, b.where(_less(b, x, _zero(b, x)), neg, x))  # the spec's "f(x) = x for x >= 0": 0 stays 0
 
 
 @lowering("Selu")

@@ -77,7 +77,7 @@ def _leaky_relu(x: np.ndarray, a: Attrs) -> np.ndarray:
 
 
 def _elu(x: np.ndarray, a: Attrs) -> np.ndarray:
-    return np.where(x > 0, x, _scalar(a["alpha"], x) * np.expm1(x))
+    return np.where(x < 0, _scalar(a["alpha"], x) * np.expm1(x), x)  # "f(x) = x for x >= 0" (an infinite alpha)
 
 
 def _celu(x: np.ndarray, a: Attrs) -> np.ndarray:
