@@ -66,3 +66,6 @@ _.set_cache_limits  # unused method (glow_core/pipeline/specialize.py): DynamicN
 _.add_free_dimension_override_by_name  # unused method (glow_core/session/session.py): onnxruntime's SessionOptions
 _.specialization  # unused method (glow_core/pipeline/specialize.py): one shape's network, named in the STATIC_ONLY error
 _.precompile  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork.precompile, called by user code and scripts/bench_transformers.py
+
+# -- the cpu backend's work split (docs/cpu-backend.md, tests/cpu/test_split_balance.py, scripts/bench_split.py)
+_.set_split  # unused method (plugins/cpu/glow_backend_cpu/runtime.py): pins the split for tests and measurements

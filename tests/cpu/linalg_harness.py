@@ -26,6 +26,7 @@ from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EMITTERS, EmitContext, Instr, Operand
 from glow_backend_cpu.helpers import for_range
 from glow_backend_cpu.target import host_codegen
+from glow_backend_cpu.sync import define_split_table
 from llvmlite import ir
 
 from glow_core.ir.types import ElemKind, TensorType
@@ -136,6 +137,7 @@ class KernelSuite:
         b.ret_void()
 
     def build(self) -> KernelSuite:
+        define_split_table(self.mod)  # the kernels' split table (codegen defines it in a network's module)
         self.ir_text = str(self.mod)
         self.lib = self.cg.load(self.cg.compile_module(self.mod))
         self.consts = aligned_empty((max(self.const_size, 64),), np.uint8)

@@ -57,7 +57,9 @@ from glow_backend_cpu.helpers import I8P, I32, I64, VOID, i64, memcpy, partition
 from glow_backend_cpu.profiling import Stamper, describe_step
 from glow_backend_cpu.symbolic import SymbolValues, declare_symbols, symbols_of, valid_extents
 from glow_backend_cpu.spill import PackedSpill, Pending
-from glow_backend_cpu.sync import declare_share_functions, define_error_flag, define_share_tables, emit_glue
+from glow_backend_cpu.balance import TIMED_BIT
+from glow_backend_cpu.sync import declare_share_functions, define_error_flag, define_share_tables, \
+    define_split_table, emit_glue
 from glow_backend_cpu.target import Codegen
 from glow_backend_cpu.workload import DEFAULT_SOLO_NS, is_solo
 from glow_core import budget
@@ -508,6 +510,7 @@ class LIRCodegen:
         else:  # the glue comes compiled (glue.py): define what it refers to
             define_error_flag(self.module)
             define_share_tables(self.module, segments, internal=False)
+        define_split_table(self.module, internal=self.glue)
         return self.module
 
     def _emit_main(self, steps: list[_Step], first: ir.Function, nxt: ir.Function) -> tuple[ir.Function, int]:
@@ -557,6 +560,7 @@ class LIRCodegen:
             for region, off, t in slots:
                 args.append(b.bitcast(b.gep(bases[region], [i64(off)], inbounds=True), t))
             if step.solo:
+                segs.timed = False  # thread 0's share holds more than its part: not a measure of its speed
                 with b.if_then(b.icmp_signed("==", share, i64(0))):
                     b.call(kfn, args)
             else:
@@ -585,6 +589,8 @@ class _Segments:
         self.tid, self.n, self.run = thread
         self.scratch_base, self.stride = scratch_base, stride
         self.count = 0
+        #: whether the open segment's shares are timed for the split (``balance.py``): no solo kernel in it
+        self.timed = True
         self._open: tuple[ir.Value, ir.PhiInstr, ir.Block, ir.Block] | None = None
 
     def open(self) -> tuple[ir.Value, ir.Value]:
@@ -603,13 +609,15 @@ class _Segments:
         share.add_incoming(p0, pre)
         scratch = b.gep(self.scratch_base, [b.mul(share, i64(self.stride))], inbounds=True)
         self._open = (seg, share, body, end)
+        self.timed = True
         return share, scratch
 
     def close(self) -> None:
         assert self._open is not None
         seg, share, body, end = self._open
         b = self.b
-        p = b.call(self.nxt, [seg, share, self.tid, self.n, self.run])
+        tagged = i64(seg.constant | TIMED_BIT) if self.timed else seg
+        p = b.call(self.nxt, [tagged, share, self.tid, self.n, self.run])
         share.add_incoming(p, b.block)
         b.cbranch(b.icmp_signed("<", p, i64(0)), end, body)
         b.position_at_end(end)

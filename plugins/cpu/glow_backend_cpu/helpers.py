@@ -314,12 +314,43 @@ def memset(builder: ir.IRBuilder, dst: ir.Value, byte: int, nbytes: ir.Value | i
 
 # -- threads -------------------------------------------------------------------------------------
 
+#: the split table every network module holds: ``[n, cut_0 = 0, cut_1, ..., cut_n = SPLIT_ONE]`` (i32): with
+#: ``n`` threads, share ``t`` of a range of ``total`` is ``[total * cut_t, total * cut_(t+1)) / SPLIT_ONE``;
+#: ``n = 0`` (or another count than the run's) splits evenly. The runtime sets it (``sync.py``, *split*)
+SPLIT_GLOBAL = "glow_split"
+SPLIT_ONE = 1 << 16
+#: entries of the split table: the count, the cuts of up to 64 threads (``sync.MAX_SHARES``), a pinned flag
+SPLIT_ENTRIES = 64 + 3
+#: ranges from this size on split evenly (``total * SPLIT_ONE`` must not overflow)
+SPLIT_MAX_TOTAL = 1 << 46
+
+
+def split_table(module: ir.Module) -> ir.GlobalVariable:
+    """The module's split table (declared here when the network's glue defines it later)."""
+    g = module.globals.get(SPLIT_GLOBAL)
+    if g is None:
+        g = ir.GlobalVariable(module, ir.ArrayType(I32, SPLIT_ENTRIES), name=SPLIT_GLOBAL)
+        g.align = 64
+    return g  # type: ignore[no-any-return]
+
+
 def partition(builder: ir.IRBuilder, total: ir.Value | int, tid: ir.Value, nthreads: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """This thread's share ``[start, end)`` of ``range(total)``: ``total*tid/nthreads`` to ``total*(tid+1)/nthreads``."""
+    """This thread's share ``[start, end)`` of ``range(total)``: ``total*tid/nthreads`` to ``total*(tid+1)/nthreads``,
+    or the cuts of the split table when it holds cuts for ``nthreads`` threads (the runtime moves work from a
+    slower thread to a faster one: every kernel's results are the same whatever the split)."""
     n = i64(total) if isinstance(total, int) else total
     start = builder.udiv(builder.mul(n, tid), nthreads)
     end = builder.udiv(builder.mul(n, builder.add(tid, i64(1))), nthreads)
-    return start, end
+    table = split_table(builder.module)
+
+    def entry(k: ir.Value) -> ir.Value:
+        return builder.zext(builder.load(builder.gep(table, [i64(0), k], inbounds=True)), I64)
+
+    weighted = builder.and_(builder.icmp_unsigned("==", entry(i64(0)), nthreads),
+                            builder.icmp_unsigned("<", n, i64(SPLIT_MAX_TOTAL)))
+    lo = builder.lshr(builder.mul(n, entry(builder.add(tid, i64(1)))), i64(16))
+    hi = builder.lshr(builder.mul(n, entry(builder.add(tid, i64(2)))), i64(16))
+    return builder.select(weighted, lo, start), builder.select(weighted, hi, end)
 
 
 def partition_blocks(builder: ir.IRBuilder, total: int, block: int, tid: ir.Value,

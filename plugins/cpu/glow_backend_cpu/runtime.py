@@ -40,6 +40,7 @@ import numpy as np
 
 from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
+from glow_backend_cpu.helpers import SPLIT_ENTRIES, SPLIT_GLOBAL, SPLIT_ONE
 from glow_backend_cpu.symbolic import SET_SYMBOLS, actual_shape, bind_symbols, prefix, symbol_array
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
@@ -344,6 +345,26 @@ class CpuExecutable(CompiledFunction):
         self._chooser = None  # the caller decides from now on
 
     threads_in_use: int = 0
+
+    def set_split(self, weights: list[float] | None) -> None:
+        """Split every kernel's range over the threads in proportion to ``weights`` (one per thread of the
+        next runs), pinned: the runs no longer adapt it to the threads' speeds (``balance.py``). None: an
+        even split again, adapted from the next run on. Results do not depend on the split."""
+        assert self.library.engine is not None
+        table = (ctypes.c_int32 * SPLIT_ENTRIES).from_address(
+            self.library.engine.get_global_value_address(SPLIT_GLOBAL))
+        table[SPLIT_ENTRIES - 1] = 0 if weights is None else 1
+        if weights is None:
+            table[0] = 0
+            return
+        if not 1 <= len(weights) <= MAX_SHARES or min(weights) <= 0:
+            raise InputError(f"set_split: one positive weight per thread (at most {MAX_SHARES}), got {weights}")
+        total, acc = float(sum(weights)), 0.0
+        table[1] = 0
+        for t, w in enumerate(weights):
+            acc += w
+            table[2 + t] = SPLIT_ONE if t == len(weights) - 1 else round(SPLIT_ONE * acc / total)
+        table[0] = len(weights)
 
     @property
     def memory(self) -> MemoryReport | None:

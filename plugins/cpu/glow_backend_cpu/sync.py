@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from glow_backend_cpu.helpers import I32, I64, VOID, for_range, i64, intrinsic
+from glow_backend_cpu import balance
+from glow_backend_cpu.helpers import I32, I64, VOID, for_range, i64, intrinsic, split_table
 
 #: pause rounds a thread waits for a share of a segment before it yields the core on every round
 SPINS_BEFORE_YIELD = 2000
@@ -123,7 +124,7 @@ def emit_worker_functions(module: ir.Module, entry: ir.Function, is_x86: bool, f
     """
     yield_fn = intrinsic(module, "sched_yield", I32, [])
     _emit_worker(module, entry, is_x86, futex, yield_fn)
-    _emit_run(module, entry, futex)
+    _emit_run(module, entry, futex, is_x86)
     _emit_stop(module, futex)
 
 
@@ -220,7 +221,7 @@ def _emit_worker_wait(b: ir.IRBuilder, w: _WorkerWait, is_x86: bool, futex: bool
     return g
 
 
-def _emit_run(module: ir.Module, entry: ir.Function, futex: bool) -> None:
+def _emit_run(module: ir.Module, entry: ir.Function, futex: bool, is_x86: bool) -> None:
     """``glow_run(i8* ctl, i8** regions, i64 n)``: publish the run, wake the workers, run thread 0's share."""
     fn = ir.Function(module, ir.FunctionType(VOID, [_I8P, _I8P.as_pointer(), I64]), name="glow_run")
     ctl, regions, n = fn.args
@@ -244,6 +245,9 @@ def _emit_run(module: ir.Module, entry: ir.Function, futex: bool) -> None:
     tag.add_incoming(ir.Constant(I32, 0), solo)
     tag.add_incoming(run, parallel)
     b.call(entry, [regions, i64(0), n, tag])
+    if is_x86:  # every share of the run is done: the split of the next one from the threads' speeds
+        with b.if_then(b.icmp_signed(">", n, i64(1))):
+            b.call(balance.emit_adapt(module), [n])
     b.ret_void()
 
 
@@ -304,6 +308,15 @@ def define_share_tables(module: ir.Module, segments: int, internal: bool = True)
         g.align = 64
 
 
+def define_split_table(module: ir.Module, internal: bool = True) -> None:
+    """The split table ``helpers.partition`` reads, zeroed (an even split), defined in ``module``
+    (``internal=False``: the separately compiled glue refers to it too)."""
+    g = split_table(module)
+    g.initializer = ir.Constant(g.value_type, None)
+    if internal:
+        g.linkage = "internal"
+
+
 def _table(module: ir.Module, name: str, segments: int) -> ir.GlobalVariable:
     """A share table: defined here, or as the glue sees it (an ``external global i32``, its first entry)."""
     g = module.globals.get(name)
@@ -327,12 +340,16 @@ def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Functi
     with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
         b.ret(i64(0))
     with b.if_then(_try_claim(b, claims, seg, tid, run), likely=True):
+        if is_x86:
+            balance.stamp_start(b, tid)
         b.ret(tid)
     b.ret(b.call(settle, [seg, tid, n, run]))
     seg, p, tid, n, run = nxt.args
     b = ir.IRBuilder(nxt.append_basic_block("entry"))
     with b.if_then(b.icmp_signed("<=", n, i64(1)), likely=False):
         b.ret(i64(-1))
+    # the share's time and width go to the thread's counters (a timed segment's index carries TIMED_BIT)
+    seg = balance.account(b, seg, p, tid, n) if is_x86 else b.and_(seg, i64(balance.TIMED_BIT - 1))
     slot = _slot(b, done, seg, p)
     if sleepers is None:
         b.store_atomic(run, slot, "release", 4)
@@ -390,6 +407,8 @@ def _emit_settle(module: ir.Module, claims: ir.GlobalVariable, done: ir.GlobalVa
         q = b.add(tid, i)
         q = b.select(b.icmp_signed(">=", q, n), b.sub(q, n), q)
         with b.if_then(_try_claim(b, claims, seg, q, run), likely=False):
+            if is_x86:
+                balance.stamp_start(b, tid)
             b.ret(q)
     yield_fn = intrinsic(module, "sched_yield", I32, [])
     with for_range(b, 0, n, name="share") as q:
