@@ -180,6 +180,11 @@ def _ints_attr(node: onnx.NodeProto, name: str) -> list[int] | None:
     return None if a is None else _ints(a)
 
 
+def _int_attr(node: onnx.NodeProto, name: str) -> int | None:
+    a = next((a for a in node.attribute if a.name == name), None)
+    return None if a is None else int(a.i)
+
+
 def _conv_transpose_same(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ...] | None], output: int,
                          computed: tuple[int, ...], inferred: tuple[int, ...]) -> str | None:
     """ConvTranspose with auto_pad SAME_*: the spec's "pad the input so that output_shape[i] =
@@ -198,21 +203,28 @@ def _conv_transpose_same(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ..
             f"gives {list(computed)} (as onnx.reference)")
 
 
-def _attention_scores_with_past(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ...] | None], output: int,
-                                computed: tuple[int, ...], inferred: tuple[int, ...]) -> str | None:
-    """Attention's ``qk_matmul_output`` (output 3) with a ``past_key``: the spec's shape is (batch_size,
-    q_num_heads, q_sequence_length, total_sequence_length), the total being the past's length plus the new
-    keys'; onnx shape inference gives the new keys' length alone."""
+def _attention_scores(node: onnx.NodeProto, in_shapes: Sequence[tuple[int, ...] | None], output: int,
+                      computed: tuple[int, ...], inferred: tuple[int, ...]) -> str | None:
+    """Attention's ``qk_matmul_output`` (output 3): the spec's shape is (batch_size, q_num_heads,
+    q_sequence_length, total_sequence_length), the total being the past's length (``past_key``) plus the new
+    keys'. onnx shape inference gives the new keys' length alone with a past, and no dims at all (a rank-0
+    shape) when ``present_key`` / ``present_value`` are not requested."""
+    query, key = (in_shapes[0], in_shapes[1]) if len(in_shapes) > 1 else (None, None)
     past = in_shapes[4] if len(in_shapes) > 4 else None
-    key = in_shapes[1] if len(in_shapes) > 1 else None
-    if output != 3 or past is None or key is None or len(past) != 4 or len(computed) != 4:
+    if output != 3 or query is None or key is None or len(computed) != 4 or len(query) not in (3, 4):
         return None
     new_keys = key[-2] if len(key) == 4 else key[1] if len(key) == 3 else None
-    if new_keys is None or computed[-1] != past[2] + new_keys or inferred[:-1] != computed[:-1] \
-            or inferred[-1] != new_keys:
-        return None  # not the departure described: glow's own shape would be at fault
-    return (f"the spec's last axis is total_sequence_length = past ({past[2]}) + new keys ({new_keys}) = "
-            f"{computed[-1]} (as onnx.reference)")
+    heads = query[1] if len(query) == 4 else _int_attr(node, "q_num_heads")
+    q_len = query[2] if len(query) == 4 else query[1]
+    past_len = past[2] if past is not None and len(past) == 4 else 0
+    if new_keys is None or computed != (query[0], heads, q_len, past_len + new_keys):
+        return None  # glow's own shape is not the spec's: glow's inconsistency, not inference's
+    if inferred == ():
+        return f"onnx shape inference gives it no dims; the spec's shape is {list(computed)} (as onnx.reference)"
+    if past_len and inferred[:-1] == computed[:-1] and inferred[-1] == new_keys:
+        return (f"the spec's last axis is total_sequence_length = past ({past_len}) + new keys ({new_keys}) = "
+                f"{computed[-1]} (as onnx.reference)")
+    return None
 
 
 #: op type -> (node, its inputs' shapes, the output's index, glow's result shape, onnx's) -> why onnx shape
@@ -222,7 +234,7 @@ Departure = Callable[[onnx.NodeProto, Sequence["tuple[int, ...] | None"], int, "
                       "tuple[int, ...]"], "str | None"]
 INFERENCE_DEPARTURES: Mapping[str, Departure] = {
     "ConvTranspose": _conv_transpose_same,
-    "Attention": _attention_scores_with_past,
+    "Attention": _attention_scores,
 }
 
 

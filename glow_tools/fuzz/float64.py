@@ -4,7 +4,8 @@ When glow's float32 outputs differ from the float32 reference's, the judge
 evaluates the model again with ``onnx.reference`` in float64
 (:func:`run_reference_float64`): every float32 input, initializer, constant,
 declared type and float32 type attribute (``Cast.to``, ``dtype``,
-``stash_type``, ...) of the model and its subgraphs becomes float64, and the
+``stash_type``, ...) of the model and its subgraphs becomes float64 (a ``stash_type`` left at its float32
+default is set to float64), and the
 float32 input values are widened exactly. Models with float64 tensors or
 functions of their own are not re-evaluated (they stay ``wrong``).
 
@@ -112,9 +113,25 @@ def _widen_tensor(t: Any) -> None:
     t.CopyFrom(wide)
 
 
+def _default_stash(node: Any) -> None:
+    """A node whose schema has a ``stash_type`` (default float32: GroupNormalization, LayerNormalization) and
+    that does not set it computes its first stage in float32 whatever its inputs: it gets float64 explicitly."""
+    from onnx import defs, helper
+
+    if node.domain not in ("", "ai.onnx") or any(a.name == "stash_type" for a in node.attribute):
+        return
+    try:
+        schema = defs.get_schema(node.op_type)
+    except Exception:  # noqa: BLE001  (not a standard op: nothing to widen)
+        return
+    if "stash_type" in schema.attributes:
+        node.attribute.append(helper.make_attribute("stash_type", DOUBLE))
+
+
 def _widen_attrs(node: Any) -> None:
     from onnx import AttributeProto, helper
 
+    _default_stash(node)
     for a in list(node.attribute):
         if a.type == AttributeProto.INT and a.name in TYPE_ATTRS and a.i == FLOAT:
             a.i = DOUBLE

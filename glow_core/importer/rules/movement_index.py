@@ -89,6 +89,8 @@ def _one_hot(ctx: NodeContext) -> list[Value]:
     if depth_arr.size != 1:
         raise GlowTypeError(f"{ctx.where()}: depth must hold one value")
     depth_val = depth_arr.reshape(-1)[0]
+    if not np.isfinite(depth_val):  # (int() of NaN or an infinity raised a bare ValueError / OverflowError)
+        raise ctx.unsupported(f"depth {depth_val} (a positive whole number is required)")
     depth = int(depth_val)
     if depth != depth_val or depth < 1:
         raise ctx.unsupported(f"depth {depth_val} (a positive whole number is required)")

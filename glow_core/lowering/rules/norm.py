@@ -8,8 +8,10 @@ and data movement.
 
 Each rule repeats its interpreter kernel's formula (``kernels/norm.py``) in
 the same order: statistics are the two-pass mean and biased variance in the
-compute kind (float32 for 16-bit floats, or the node's ``stash`` kind); the
-scale and shift after a ``stash`` computation happen in the input's kind.
+compute kind (float32 for 16-bit floats, or the node's ``stash`` kind), with
+Group- and InstanceNormalization's deviations scaled where squaring them would
+overflow (:func:`_normalized`); the scale and shift after a ``stash``
+computation happen in the input's kind.
 """
 
 from __future__ import annotations
@@ -31,11 +33,28 @@ def _per_channel(b: Builder, p: Value, rank: int, elem: ElemKind) -> Value:
     return b.reshape(b.cast(p, elem), p.type.shape + (1,) * (rank - 2))
 
 
-def _moments(b: Builder, a: Value, axes: Sequence[int]) -> tuple[Value, Value, Value]:
+def _moments(b: Builder, a: Value, axes: Sequence[int], variance: bool = True) -> tuple[Value, Value, Value | None]:
     """(mean, a - mean, biased variance) over ``axes``, kept dims (two-pass, as the kernels)."""
     m = mean(b, a, axes)
     d = b.sub(a, m)
-    return m, d, mean(b, b.mul(d, d), axes)
+    return m, d, mean(b, b.mul(d, d), axes) if variance else None
+
+
+#: deviations up to this magnitude are squared as they are; a larger largest one scales its set (overflow)
+BIG_DEVIATION = 2.0 ** 50
+
+
+def _normalized(b: Builder, a: Value, axes: Sequence[int], epsilon: float) -> Value:
+    """``(a - mean) / sqrt(var + epsilon)`` over ``axes``, whose variance cannot overflow where the exact one is
+    finite: where the largest deviation ``M`` of a set exceeds :data:`BIG_DEVIATION`, the deviations are scaled by
+    ``1 / M`` and epsilon by ``1 / M**2`` (elsewhere the scale is 1, which changes no bit)."""
+    _, d, _ = _moments(b, a, axes, variance=False)
+    top = b.reduce("ReduceMax", b.unary("Abs", d), axes, True)
+    r = b.where(b.binary("Less", b.scalar(BIG_DEVIATION, top), top), b.div(b.scalar(1.0, top), top),
+                b.scalar(1.0, top))
+    ds = b.mul(d, r)
+    eps = b.mul(b.mul(b.scalar(epsilon, r), r), r)
+    return b.div(ds, b.unary("Sqrt", b.add(mean(b, b.mul(ds, ds), axes), eps)))
 
 
 def _std(b: Builder, var: Value, epsilon: float) -> Value:
@@ -69,8 +88,7 @@ def _instancenorm(b: Builder, node: Node) -> list[Value]:
     x = b.input(0)
     a = widen(b, x)
     r = x.type.rank
-    _, d, var = _moments(b, a, tuple(range(2, r)))
-    norm = b.div(d, _std(b, var, node.attrs["epsilon"]))
+    norm = _normalized(b, a, tuple(range(2, r)), node.attrs["epsilon"])
     elem = a.type.elem
     y = b.add(b.mul(norm, _per_channel(b, b.input(1), r, elem)), _per_channel(b, b.input(2), r, elem))
     return [finish(b, node, y)]
@@ -84,8 +102,7 @@ def _groupnorm(b: Builder, node: Node) -> list[Value]:
     g = node.attrs["num_groups"]
     per_group = (c // g) * math.prod(shape[2:])
     a = b.reshape(b.cast(x, node.attrs["stash"]), (n, g, per_group))
-    _, d, var = _moments(b, a, (2,))
-    norm = b.reshape(b.div(d, _std(b, var, node.attrs["epsilon"])), shape)
+    norm = b.reshape(_normalized(b, a, (2,), node.attrs["epsilon"]), shape)
     r, elem = x.type.rank, x.type.elem
     return [_scale_shift(b, norm, elem, _per_channel(b, b.input(1), r, elem), _per_channel(b, b.input(2), r, elem))]
 

@@ -32,6 +32,24 @@ def _moments(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarr
     return mean, np.mean(d * d, axis=axes, keepdims=True)
 
 
+#: deviations up to this magnitude are squared as they are (``lowering/rules/norm.py``)
+BIG_DEVIATION = 2.0 ** 50
+
+
+def _normalized(a: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
+    """``(a - mean) / sqrt(var + epsilon)``, the deviations of a set whose largest exceeds
+    :data:`BIG_DEVIATION` scaled by its inverse (and epsilon by its square) so the variance cannot overflow."""
+    mean = np.mean(a, axis=axes, keepdims=True)
+    d = a - mean
+    top = np.max(np.abs(d), axis=axes, keepdims=True, initial=0.0)  # (an empty set: scale 1)
+    one = a.dtype.type(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(top > BIG_DEVIATION, one / top, one).astype(a.dtype)
+    ds = d * r
+    eps = a.dtype.type(epsilon) * r * r
+    return ds / np.sqrt(np.mean(ds * ds, axis=axes, keepdims=True) + eps)
+
+
 @KERNELS.register("BatchNormalization")
 def _batchnorm(attrs: Attrs, out: Types, x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
                var: np.ndarray) -> np.ndarray:
@@ -53,8 +71,7 @@ def _scale_shift(norm: np.ndarray, dtype: np.dtype, scale: np.ndarray, bias: np.
 @KERNELS.register("InstanceNormalization")
 def _instancenorm(attrs: Attrs, out: Types, x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> np.ndarray:
     a = widen(x)
-    mean, var = _moments(a, tuple(range(2, x.ndim)))
-    norm = (a - mean) / np.sqrt(var + a.dtype.type(attrs["epsilon"]))
+    norm = _normalized(a, tuple(range(2, x.ndim)), attrs["epsilon"])
     r = x.ndim
     y = norm * _per_channel(scale, r, a.dtype) + _per_channel(bias, r, a.dtype)
     return y.astype(out[0].dtype)
@@ -66,8 +83,7 @@ def _groupnorm(attrs: Attrs, out: Types, x: np.ndarray, scale: np.ndarray, bias:
     g = attrs["num_groups"]
     per_group = (c // g) * int(np.prod(x.shape[2:], dtype=np.int64))
     a = x.astype(attrs["stash"].dtype).reshape(n, g, per_group)
-    mean, var = _moments(a, (2,))
-    norm = ((a - mean) / np.sqrt(var + a.dtype.type(attrs["epsilon"]))).reshape(x.shape)
+    norm = _normalized(a, (2,), attrs["epsilon"]).reshape(x.shape)
     r = x.ndim
     return _scale_shift(norm, x.dtype, _per_channel(scale, r, x.dtype), _per_channel(bias, r, x.dtype))
 
