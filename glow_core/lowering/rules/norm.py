@@ -33,11 +33,11 @@ def _per_channel(b: Builder, p: Value, rank: int, elem: ElemKind) -> Value:
     return b.reshape(b.cast(p, elem), p.type.shape + (1,) * (rank - 2))
 
 
-def _moments(b: Builder, a: Value, axes: Sequence[int], variance: bool = True) -> tuple[Value, Value, Value | None]:
+def _moments(b: Builder, a: Value, axes: Sequence[int]) -> tuple[Value, Value, Value]:
     """(mean, a - mean, biased variance) over ``axes``, kept dims (two-pass, as the kernels)."""
     m = mean(b, a, axes)
     d = b.sub(a, m)
-    return m, d, mean(b, b.mul(d, d), axes) if variance else None
+    return m, d, mean(b, b.mul(d, d), axes)
 
 
 #: deviations up to this magnitude are squared as they are; a larger largest one scales its set (overflow)
@@ -48,7 +48,7 @@ def _normalized(b: Builder, a: Value, axes: Sequence[int], epsilon: float) -> Va
     """``(a - mean) / sqrt(var + epsilon)`` over ``axes``, whose variance cannot overflow where the exact one is
     finite: where the largest deviation ``M`` of a set exceeds :data:`BIG_DEVIATION`, the deviations are scaled by
     ``1 / M`` and epsilon by ``1 / M**2`` (elsewhere the scale is 1, which changes no bit)."""
-    _, d, _ = _moments(b, a, axes, variance=False)
+    d = b.sub(a, mean(b, a, axes))
     top = b.reduce("ReduceMax", b.unary("Abs", d), axes, True)
     r = b.where(b.binary("Less", b.scalar(BIG_DEVIATION, top), top), b.div(b.scalar(1.0, top), top),
                 b.scalar(1.0, top))

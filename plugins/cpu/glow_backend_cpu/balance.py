@@ -55,6 +55,8 @@ MIN_CYCLES = 20_000
 PINNED_ENTRY = SPLIT_ENTRIES - 1
 #: one thread's counters (i64): the start of its current share, busy cycles, work; padded to a cache line
 _T0, _BUSY, _WORK, _STRIDE = 0, 1, 2, 8
+#: threads with counters and speeds: as many as the split table has cuts (``sync.MAX_SHARES`` + 1)
+_THREADS = SPLIT_ENTRIES - 2
 #: the ``seg`` argument of ``glow_share_next`` has this bit set for a segment whose shares are timed
 TIMED_BIT = 1 << 32
 ADAPT_FN = "glow_split_adapt"
@@ -64,7 +66,7 @@ _F64 = ir.DoubleType()
 def _counters(module: ir.Module) -> ir.GlobalVariable:
     g = module.globals.get("glow_split_counters")
     if g is None:
-        t = ir.ArrayType(I64, 65 * _STRIDE)
+        t = ir.ArrayType(I64, _THREADS * _STRIDE)
         g = ir.GlobalVariable(module, t, name="glow_split_counters")
         g.initializer = ir.Constant(t, None)
         g.linkage = "internal"
@@ -118,7 +120,7 @@ def emit_adapt(module: ir.Module) -> ir.Function:
     fn = ir.Function(module, ir.FunctionType(VOID, [I64]), name=ADAPT_FN)
     fn.linkage = "internal"
     (n,) = fn.args
-    speeds = _global(module, "glow_split_speeds", ir.ArrayType(_F64, 65))
+    speeds = _global(module, "glow_split_speeds", ir.ArrayType(_F64, _THREADS))
     speeds_n = _global(module, "glow_split_speeds_n", I64)
     runs = _global(module, "glow_split_runs", I64)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -162,7 +164,7 @@ def _measured(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
 def _update_speeds(b: ir.IRBuilder, speeds: ir.GlobalVariable, speeds_n: ir.GlobalVariable, n: ir.Value) -> None:
     """Each thread's work per cycle in this run relative to the threads' mean, within
     [1 / :data:`MAX_RATIO`, :data:`MAX_RATIO`], averaged into its speed (a new thread count starts afresh)."""
-    rates = b.alloca(_F64, size=65)
+    rates = b.alloca(_F64, size=_THREADS)
     total = b.alloca(_F64)
     b.store(ir.Constant(_F64, 0.0), total)
     with for_range(b, 0, n, name="r") as k:
