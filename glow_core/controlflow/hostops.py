@@ -187,11 +187,7 @@ def run_if(stage: Stage, node: onnx.NodeProto, env: Env) -> None:
 def _stack(parts: list[np.ndarray], node: onnx.NodeProto, what: str) -> np.ndarray:
     if not all(isinstance(p, np.ndarray) for p in parts):
         raise ModelError(f"{_where(node)}: {what} is a sequence or optional value; scan outputs must be tensors")
-    shapes = {p.shape for p in parts}
-    if len(shapes) > 1:
-        raise ExecutionError(f"{_where(node)}: {what} has different shapes in different iterations "
-                             f"({', '.join(str(list(s)) for s in sorted(shapes)[:3])}); they cannot be stacked",
-                             hint="the model is invalid for these inputs")
+    # (every step has the first one's shape: _Accumulation.add checked each as it came)
     budget.current().check_tensor((len(parts),) + parts[0].shape, parts[0].itemsize, _where(node), what)
     return np.stack(parts)
 

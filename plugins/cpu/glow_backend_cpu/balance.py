@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from glow_backend_cpu.helpers import I32, I64, SPLIT_ENTRIES, SPLIT_ONE, VOID, for_range, i64, intrinsic, split_table
+from glow_backend_cpu.helpers import I32, I64, SPLIT_ENTRIES, SPLIT_ONE, VOID, for_range, i64, internal_global, \
+    intrinsic, split_entry, split_value
 
 #: weight of the last measured run in a thread's speed (the rest: the runs before it)
 SMOOTHING = 0.25
@@ -63,19 +64,9 @@ ADAPT_FN = "glow_split_adapt"
 _F64 = ir.DoubleType()
 
 
-def _counters(module: ir.Module) -> ir.GlobalVariable:
-    g = module.globals.get("glow_split_counters")
-    if g is None:
-        t = ir.ArrayType(I64, _THREADS * _STRIDE)
-        g = ir.GlobalVariable(module, t, name="glow_split_counters")
-        g.initializer = ir.Constant(t, None)
-        g.linkage = "internal"
-        g.align = 64
-    return g  # type: ignore[no-any-return]
-
-
 def _slot(b: ir.IRBuilder, tid: ir.Value, field: int) -> ir.Value:
-    return b.gep(_counters(b.module), [i64(0), b.add(b.mul(tid, i64(_STRIDE)), i64(field))], inbounds=True)
+    counters = internal_global(b.module, "glow_split_counters", ir.ArrayType(I64, _THREADS * _STRIDE))
+    return b.gep(counters, [i64(0), b.add(b.mul(tid, i64(_STRIDE)), i64(field))], inbounds=True)
 
 
 def stamp_start(b: ir.IRBuilder, tid: ir.Value) -> None:
@@ -86,13 +77,8 @@ def stamp_start(b: ir.IRBuilder, tid: ir.Value) -> None:
 
 def _width(b: ir.IRBuilder, p: ir.Value, n: ir.Value) -> ir.Value:
     """The part of the work share ``p`` of ``n`` holds, in ``SPLIT_ONE`` units."""
-    table = split_table(b.module)
-
-    def entry(k: ir.Value) -> ir.Value:
-        return b.zext(b.load(b.gep(table, [i64(0), k], inbounds=True)), I64)
-
-    cut = b.sub(entry(b.add(p, i64(2))), entry(b.add(p, i64(1))))
-    return b.select(b.icmp_unsigned("==", entry(i64(0)), n), cut, b.udiv(i64(SPLIT_ONE), n))
+    cut = b.sub(split_value(b, b.add(p, i64(2))), split_value(b, b.add(p, i64(1))))
+    return b.select(b.icmp_unsigned("==", split_value(b, 0), n), cut, b.udiv(i64(SPLIT_ONE), n))
 
 
 def account(b: ir.IRBuilder, seg: ir.Value, p: ir.Value, tid: ir.Value, n: ir.Value) -> ir.Value:
@@ -107,27 +93,18 @@ def account(b: ir.IRBuilder, seg: ir.Value, p: ir.Value, tid: ir.Value, n: ir.Va
     return b.and_(seg, i64(TIMED_BIT - 1))
 
 
-def _global(module: ir.Module, name: str, t: ir.Type) -> ir.GlobalVariable:
-    g = ir.GlobalVariable(module, t, name=name)
-    g.initializer = ir.Constant(t, None)
-    g.linkage = "internal"
-    return g
-
-
 def emit_adapt(module: ir.Module) -> ir.Function:
     """``void glow_split_adapt(i64 n)``: after a run on ``n`` threads, the threads' speeds from it if it ran
     evenly split, and the split of the next run (module doc)."""
     fn = ir.Function(module, ir.FunctionType(VOID, [I64]), name=ADAPT_FN)
     fn.linkage = "internal"
     (n,) = fn.args
-    speeds = _global(module, "glow_split_speeds", ir.ArrayType(_F64, _THREADS))
-    speeds_n = _global(module, "glow_split_speeds_n", I64)
-    runs = _global(module, "glow_split_runs", I64)
+    speeds = internal_global(module, "glow_split_speeds", ir.ArrayType(_F64, _THREADS))
+    speeds_n = internal_global(module, "glow_split_speeds_n", I64)
+    runs = internal_global(module, "glow_split_runs", I64)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    table = split_table(module)
-    free = b.icmp_unsigned("==", b.load(b.gep(table, [i64(0), i64(PINNED_ENTRY)], inbounds=True)),
-                           ir.Constant(I32, 0))
-    even = b.icmp_unsigned("!=", b.load(b.gep(table, [i64(0), i64(0)], inbounds=True)), b.trunc(n, I32))
+    free = b.icmp_unsigned("==", split_value(b, PINNED_ENTRY), i64(0))
+    even = b.icmp_unsigned("!=", split_value(b, 0), n)
     with b.if_then(b.and_(free, b.and_(even, _measured(b, n)))):
         _update_speeds(b, speeds, speeds_n, n)
     with b.if_then(free):
@@ -137,9 +114,9 @@ def emit_adapt(module: ir.Module) -> ir.Function:
         skewed = b.and_(b.icmp_unsigned("==", b.load(speeds_n), n), _outside_dead_band(b, speeds, n))
         with b.if_else(b.and_(skewed, b.not_(probe))) as (then, other):
             with then:
-                _set_cuts(b, speeds, n, table)
+                _set_cuts(b, speeds, n)
             with other:
-                b.store(ir.Constant(I32, 0), b.gep(table, [i64(0), i64(0)], inbounds=True))
+                b.store(ir.Constant(I32, 0), split_entry(b, 0))
     with for_range(b, 0, n, name="reset") as k:
         b.store(i64(0), _slot(b, k, _BUSY))
         b.store(i64(0), _slot(b, k, _WORK))
@@ -195,7 +172,7 @@ def _outside_dead_band(b: ir.IRBuilder, speeds: ir.GlobalVariable, n: ir.Value) 
     return b.fcmp_ordered(">", b.load(hi), b.fmul(b.load(lo), ir.Constant(_F64, DEAD_BAND)))
 
 
-def _set_cuts(b: ir.IRBuilder, speeds: ir.GlobalVariable, n: ir.Value, table: ir.GlobalVariable) -> None:
+def _set_cuts(b: ir.IRBuilder, speeds: ir.GlobalVariable, n: ir.Value) -> None:
     """Cuts in proportion to the speeds (each within [1 / MAX_RATIO, MAX_RATIO] of the mean, so no share is
     below ``1 / MAX_RATIO**2`` of an even one): the running sum of the speeds, scaled to ``SPLIT_ONE``."""
     total = b.alloca(_F64)
@@ -205,11 +182,11 @@ def _set_cuts(b: ir.IRBuilder, speeds: ir.GlobalVariable, n: ir.Value, table: ir
     whole = b.load(total)
     run = b.alloca(_F64)
     b.store(ir.Constant(_F64, 0.0), run)
-    b.store(ir.Constant(I32, 0), b.gep(table, [i64(0), i64(1)], inbounds=True))
+    b.store(ir.Constant(I32, 0), split_entry(b, 1))
     with for_range(b, 0, n, name="cut") as k:
         b.store(b.fadd(b.load(run), b.load(b.gep(speeds, [i64(0), k], inbounds=True))), run)
         cut = b.fptoui(b.fmul(b.fdiv(b.load(run), whole), ir.Constant(_F64, float(SPLIT_ONE))), I64)
         cut = b.select(b.icmp_unsigned(">", cut, i64(SPLIT_ONE)), i64(SPLIT_ONE), cut)
         last = b.icmp_unsigned("==", k, b.sub(n, i64(1)))
-        b.store(b.trunc(b.select(last, i64(SPLIT_ONE), cut), I32), b.gep(table, [i64(0), b.add(k, i64(2))], inbounds=True))
-    b.store(b.trunc(n, I32), b.gep(table, [i64(0), i64(0)], inbounds=True))
+        b.store(b.trunc(b.select(last, i64(SPLIT_ONE), cut), I32), split_entry(b, b.add(k, i64(2))))
+    b.store(b.trunc(n, I32), split_entry(b, 0))

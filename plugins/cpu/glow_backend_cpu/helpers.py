@@ -334,6 +334,27 @@ def split_table(module: ir.Module) -> ir.GlobalVariable:
     return g  # type: ignore[no-any-return]
 
 
+def split_entry(builder: ir.IRBuilder, k: ir.Value | int) -> ir.Value:
+    """A pointer to entry ``k`` of the module's split table (i32*)."""
+    return builder.gep(split_table(builder.module), [i64(0), i64(k) if isinstance(k, int) else k], inbounds=True)
+
+
+def split_value(builder: ir.IRBuilder, k: ir.Value | int) -> ir.Value:
+    """Entry ``k`` of the split table, as an i64."""
+    return builder.zext(builder.load(split_entry(builder, k)), I64)
+
+
+def internal_global(module: ir.Module, name: str, t: ir.Type) -> ir.GlobalVariable:
+    """The module's zeroed, 64-byte aligned internal global ``name`` (made on first use)."""
+    g = module.globals.get(name)
+    if g is None:
+        g = ir.GlobalVariable(module, t, name=name)
+        g.initializer = ir.Constant(t, None)
+        g.linkage = "internal"
+        g.align = 64
+    return g  # type: ignore[no-any-return]
+
+
 def partition(builder: ir.IRBuilder, total: ir.Value | int, tid: ir.Value, nthreads: ir.Value) -> tuple[ir.Value, ir.Value]:
     """This thread's share ``[start, end)`` of ``range(total)``: ``total*tid/nthreads`` to ``total*(tid+1)/nthreads``,
     or the cuts of the split table when it holds cuts for ``nthreads`` threads (the runtime moves work from a
@@ -341,15 +362,10 @@ def partition(builder: ir.IRBuilder, total: ir.Value | int, tid: ir.Value, nthre
     n = i64(total) if isinstance(total, int) else total
     start = builder.udiv(builder.mul(n, tid), nthreads)
     end = builder.udiv(builder.mul(n, builder.add(tid, i64(1))), nthreads)
-    table = split_table(builder.module)
-
-    def entry(k: ir.Value) -> ir.Value:
-        return builder.zext(builder.load(builder.gep(table, [i64(0), k], inbounds=True)), I64)
-
-    weighted = builder.and_(builder.icmp_unsigned("==", entry(i64(0)), nthreads),
+    weighted = builder.and_(builder.icmp_unsigned("==", split_value(builder, 0), nthreads),
                             builder.icmp_unsigned("<", n, i64(SPLIT_MAX_TOTAL)))
-    lo = builder.lshr(builder.mul(n, entry(builder.add(tid, i64(1)))), i64(16))
-    hi = builder.lshr(builder.mul(n, entry(builder.add(tid, i64(2)))), i64(16))
+    lo = builder.lshr(builder.mul(n, split_value(builder, builder.add(tid, i64(1)))), i64(16))
+    hi = builder.lshr(builder.mul(n, split_value(builder, builder.add(tid, i64(2)))), i64(16))
     return builder.select(weighted, lo, start), builder.select(weighted, hi, end)
 
 

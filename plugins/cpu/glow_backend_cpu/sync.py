@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from glow_backend_cpu import balance
-from glow_backend_cpu.helpers import I32, I64, VOID, for_range, i64, intrinsic, split_table
+from glow_backend_cpu.helpers import I32, I64, VOID, for_range, i64, internal_global, intrinsic, split_table
 
 #: pause rounds a thread waits for a share of a segment before it yields the core on every round
 SPINS_BEFORE_YIELD = 2000
@@ -30,16 +30,6 @@ SYS_FUTEX_X86_64 = 202
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 ERROR_GLOBAL = "glow_error"
 _I8P = ir.IntType(8).as_pointer()
-
-
-def _global(module: ir.Module, name: str, t: ir.Type) -> ir.GlobalVariable:
-    g = module.globals.get(name)
-    if g is None:
-        g = ir.GlobalVariable(module, t, name=name)
-        g.initializer = ir.Constant(t, 0)
-        g.linkage = "internal"
-        g.align = 64
-    return g  # type: ignore[no-any-return]
 
 
 def futex_call(b: ir.IRBuilder, word: ir.Value, op: int, val: ir.Value) -> None:
@@ -54,7 +44,7 @@ def futex_call(b: ir.IRBuilder, word: ir.Value, op: int, val: ir.Value) -> None:
 
 def emit_error_functions(module: ir.Module) -> None:
     """``i32 glow_get_error()`` and ``void glow_clear_error()`` for the runtime."""
-    flag = _global(module, ERROR_GLOBAL, I32)
+    flag = internal_global(module, ERROR_GLOBAL, I32)
     get = ir.Function(module, ir.FunctionType(I32, []), name="glow_get_error")
     b = ir.IRBuilder(get.append_basic_block("entry"))
     b.ret(b.load_atomic(flag, "acquire", 4))
@@ -83,12 +73,12 @@ def emit_glue(module: ir.Module, entry: ir.Function, shares: tuple[ir.Function, 
 
 def define_error_flag(module: ir.Module) -> None:
     """The error flag with external linkage (the separately compiled glue reads it: ``glue.py``)."""
-    _global(module, ERROR_GLOBAL, I32).linkage = ""
+    internal_global(module, ERROR_GLOBAL, I32).linkage = ""
 
 
 def set_error(builder: ir.IRBuilder, code: int = 1) -> None:
     """Record a run-time error (an index out of range) from inside a kernel."""
-    flag = _global(builder.module, ERROR_GLOBAL, I32)
+    flag = internal_global(builder.module, ERROR_GLOBAL, I32)
     builder.store_atomic(ir.Constant(I32, code), flag, "monotonic", 4)
 
 
@@ -225,7 +215,7 @@ def _emit_run(module: ir.Module, entry: ir.Function, futex: bool, is_x86: bool) 
     """``glow_run(i8* ctl, i8** regions, i64 n)``: publish the run, wake the workers, run thread 0's share."""
     fn = ir.Function(module, ir.FunctionType(VOID, [_I8P, _I8P.as_pointer(), I64]), name="glow_run")
     ctl, regions, n = fn.args
-    seq = _global(module, RUN_SEQ_GLOBAL, I32)
+    seq = internal_global(module, RUN_SEQ_GLOBAL, I32)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     solo = b.block
     with b.if_then(b.icmp_signed(">", n, i64(1))):
@@ -333,7 +323,7 @@ def define_share_functions(module: ir.Module, first: ir.Function, nxt: ir.Functi
     thread that completes a share wakes the sleepers; elsewhere a waiter yields the core every round."""
     claims = _table(module, "glow_share_claims", segments)
     done = _table(module, "glow_share_done", segments)
-    sleepers = _global(module, "glow_share_sleepers", I32) if futex else None
+    sleepers = internal_global(module, "glow_share_sleepers", I32) if futex else None
     settle = _emit_settle(module, claims, done, is_x86, sleepers)
     seg, tid, n, run = first.args
     b = ir.IRBuilder(first.append_basic_block("entry"))
