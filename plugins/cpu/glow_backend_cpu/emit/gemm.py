@@ -41,6 +41,7 @@ from glow_backend_cpu.helpers import (
     carried_loop,
     for_range,
     iota,
+    partition,
     smax,
     smin,
     splat,
@@ -436,6 +437,9 @@ class GemmPlan:
     k_valid: ir.Value | None = None
     #: the batch x group problems a run holds when they are a prefix of the BG (symbolic batch axes)
     bg_valid: ir.Value | None = None
+    #: the columns of C a run holds (a symbolic N): only the N tiles covering them are computed (the last
+    #: one may run on into padding columns, never past N)
+    n_valid: ir.Value | None = None
     #: bf16 pairs (``UKernel.bf16``; K, the blocks and the strides count pairs); with ``a_conv``, an item's
     #: rows of A are converted before its K blocks (unless the last item converted the same rows)
     bf16: str = ""
@@ -541,29 +545,33 @@ def emit_gemm(b: ir.IRBuilder, plan: GemmPlan, tid: ir.Value, nthreads: ir.Value
             variants[(nt_last, mp_last)] = uk(m_tail if mp_last else MR, *plan.tile_vectors(nt_last))
 
     kind_of = kind_table(b, plan.tap_tiles) if plan.tap_kinds else None
-    mpv = c64(MP)
-    if plan.m_valid is None and plan.bg_valid is None:
+    mpv, ntv = c64(MP), c64(NT)
+    if plan.m_valid is None and plan.bg_valid is None and plan.n_valid is None:
         lo, hi = weighted_share(b, tid, nthreads, plan.BG, NT, MP, geo.nvec, n_tail_vec)
     else:
         if plan.m_valid is not None:
             # at least one panel (no division by zero below; an empty M computes one panel of padding)
             mpv = smax(b, smin(b, b.udiv(b.add(plan.m_valid, c64(MR - 1)), c64(MR)), c64(MP)), c64(1))
         bg = c64(plan.BG) if plan.bg_valid is None else smin(b, plan.bg_valid, c64(plan.BG))
-        lo, hi = weighted_share_dyn(b, tid, nthreads, bg, NT, mpv, geo.nvec, n_tail_vec)
+        if plan.n_valid is None:
+            lo, hi = weighted_share_dyn(b, tid, nthreads, bg, NT, mpv, geo.nvec, n_tail_vec)
+        else:  # the valid tiles, each weighed alike (at least one: an empty N computes a tile of padding)
+            ntv = smax(b, smin(b, b.udiv(b.add(plan.n_valid, c64(NR - 1)), c64(NR)), c64(NT)), c64(1))
+            lo, hi = partition(b, b.mul(b.mul(bg, ntv), mpv), tid, nthreads)
     if plan.bf16 == "amx":  # this thread's tiles, configured for the GEMM's calls and released after them
         from glow_backend_cpu.emit.amx import configure_tiles, release_tiles
         configure_tiles(b)
-        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv)
+        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv, ntv)
         release_tiles(b)
     else:
-        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv)
+        _gemm_items(b, plan, lo, hi, scratch, variants, uk, kind_of, mpv, ntv)
 
 
 def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scratch: ir.Value | None,
                 variants: dict[tuple[bool, bool], ir.Function], uk: Callable[..., ir.Function],
-                kind_of: ir.Value | None, mpv: ir.Value) -> None:
+                kind_of: ir.Value | None, mpv: ir.Value, ntv: ir.Value) -> None:
     """The work items ``[lo, hi)``: (batch x group, N tile, M panel), M panels innermost; ``mpv`` M panels
-    per (batch, N tile) (all ``MP`` but with a symbolic M)."""
+    per (batch, N tile) and ``ntv`` N tiles per batch (all ``MP`` / ``NT`` but with a symbolic M / N)."""
     MR, NR, N = plan.geo.mr, plan.geo.nr, plan.N
     MP, NT, m_tail, n_tail = plan.panels, plan.tiles, plan.m_tail, plan.n_tail
     kbs = plan.blocks() + [plan.K]
@@ -589,8 +597,8 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     mp0 = b.sub(p, b.mul(pair, mpv))
     cnt = smin(b, b.sub(mpv, mp0), b.sub(hi, p))
     mp1 = b.add(mp0, cnt)
-    bg = b.udiv(pair, c64(NT))
-    nt = b.sub(pair, b.mul(bg, c64(NT)))
+    bg = b.udiv(pair, ntv)
+    nt = b.sub(pair, b.mul(bg, ntv))
     n0 = b.mul(nt, c64(NR))
     width = smin(b, c64(NR), b.sub(c64(N), n0))
     nt_last = b.icmp_signed("==", nt, c64(NT - 1))

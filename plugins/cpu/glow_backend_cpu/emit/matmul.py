@@ -114,7 +114,7 @@ def _ins(instr: Instr) -> tuple[Operand, Operand, Operand | None]:
 
 def symbolic_mk(ctx: EmitContext, kind: str, a: Operand, bm: Operand) -> tuple[ir.Value | None, ir.Value | None]:
     """The run's M (rows of A) and K when they are symbolic, else None; a symbolic K of a product with a
-    constant operand is unsupported. (Symbolic batch axes and N are computed over the whole bound.)"""
+    constant operand is unsupported. (Symbolic batch axes and N: ``emit_matmul``.)"""
     b = ctx.builder
     m_valid = extent(b, a, -2) if a.type.rank >= 2 and is_sym(a, -2) else None
     bk = -2 if bm.type.rank >= 2 else 0
@@ -128,8 +128,8 @@ def symbolic_mk(ctx: EmitContext, kind: str, a: Operand, bm: Operand) -> tuple[i
 @register_emitter("MatMul", "FusedMatMul", elems=MATMUL_KINDS, symbolic=True)
 def emit_matmul(ctx: EmitContext, instr: Instr) -> None:
     """Symbolic dims: only the valid K enters the sums; the GEMM computes only the M panels covering the valid
-    rows of A, and of symbolic batch axes only the problems that hold data when they are a prefix (the scalar
-    and matrix x vector paths compute every row)."""
+    rows of A, the N tiles covering the valid columns, and of symbolic batch axes only the problems that hold
+    data when they are a prefix (the scalar and matrix x vector paths compute every row)."""
     y = instr.outs[0]
     a, bm, bias = _ins(instr)
     if y.type.size == 0:
@@ -144,8 +144,10 @@ def emit_matmul(ctx: EmitContext, instr: Instr) -> None:
         emit_matvec(ctx, s, a, bm, bias, y, act, lo, hi)
     else:
         bg_valid = valid_rows(ctx.builder, y, len(s.batch)) if y.type.rank == len(s.batch) + 2 else None
+        # (a 1-D B drops N: the output's last axis is then M)
+        n_valid = extent(ctx.builder, y, -1) if bm.type.rank >= 2 and is_sym(y, -1) else None
         emit_matmul_gemm(ctx, s, a, bm, bias, y, act, lo, hi, instr.name, m_valid=m_valid, k_valid=k_valid,
-                         bg_valid=bg_valid)
+                         bg_valid=bg_valid, n_valid=n_valid)
 
 
 #: a row of C (M = 1) is split into at least this many column panels, so every thread streams some weights
@@ -171,10 +173,11 @@ def gemv_geometry(geo: Geometry, s: MatMulShape, b_const: bool) -> Geometry:
 def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, bias: Operand | None, y: Operand,
                      act: str, lo: float, hi: float, name: str = "", b_packer: PackerFactory | None = None, *,
                      m_valid: ir.Value | None = None, k_valid: ir.Value | None = None,
-                     bg_valid: ir.Value | None = None) -> None:
+                     bg_valid: ir.Value | None = None, n_valid: ir.Value | None = None) -> None:
     """The product on the GEMM machinery; ``b_packer`` (given the geometry) packs each B tile from a
     constant weight kept in another form (``dequant.py``) instead of the ways the module doc lists;
-    ``m_valid`` / ``k_valid`` / ``bg_valid``: the run's M / K / batch problems with symbolic dims (``GemmPlan``)."""
+    ``m_valid`` / ``k_valid`` / ``bg_valid`` / ``n_valid``: the run's M / K / batch problems / N with symbolic
+    dims (``GemmPlan``)."""
     base = geometry(ctx.target.vector_lanes)
     geo = gemv_geometry(base, s, bm.const_value is not None or b_packer is not None)
     MR, NR = geo.mr, geo.nr
@@ -209,7 +212,7 @@ def emit_matmul_gemm(ctx: EmitContext, s: MatMulShape, a: Operand, bm: Operand, 
 
     plan = GemmPlan(geo=geo, BG=s.BG, M=M, N=N, K=K, a_ptr=a_ptr, a_packed=a_packed, c_ptr=c_ptr, ldc=N,
                     act=act, lo=lo, hi=hi, unroll=2 if geo == base else max(2, GEMV_PARTIAL_SUMS // geo.nvec),
-                    m_valid=m_valid, k_valid=k_valid, bg_valid=bg_valid)
+                    m_valid=m_valid, k_valid=k_valid, bg_valid=bg_valid, n_valid=n_valid)
 
     if bf16_enabled(ctx) and bm.const_value is not None and a.const_value is None and b_packer is None \
             and k_valid is None and s.M * s.K * 2 <= BF16_A_MAX:
