@@ -163,11 +163,18 @@ def default_env(symbols: ModelSymbols) -> dict[str, int]:
     return {s: 1 if image or _leading(a) else 2 for s, a in axes.items()}
 
 
+def large_bound(largest: int) -> int:
+    """The bound to plan sizes past :data:`DEFAULT_BOUND` at: the least ``2**k - 1`` that holds ``largest`` (a
+    cache of 513 keys runs at 1023, which a model of 1024 positions imports at; 1024 keys at 2047). A
+    generation loop that outgrows its plan thus compiles once per doubling, not once per step."""
+    return (1 << max(int(largest), 1).bit_length()) - 1
+
+
 def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = False,
-              bound: int = DEFAULT_BOUND, step: int = 1) -> SymbolicPlan:
+              bound: int = DEFAULT_BOUND, step: int = 1, headroom: bool = True) -> SymbolicPlan:
     """The plan for feeds of sizes ``env``: sizes 0 and 1 and leading-axis symbols fixed, the rest free (with
-    ``relate``, those that follow others derived), each free one bounded by the dims' maximum or ``bound`` (or
-    twice its size, when larger), in multiples of ``step`` (or of the dims' ``multiple_of``)."""
+    ``relate``, those that follow others derived), each free one bounded by the dims' maximum or ``bound`` (or,
+    with ``headroom``, twice its size when larger), in multiples of ``step`` (or of the dims' ``multiple_of``)."""
     axes = _axes_of(symbols)
     fixed: dict[str, int] = {}
     free: list[str] = []
@@ -186,7 +193,7 @@ def make_plan(symbols: ModelSymbols, env: Mapping[str, int], *, relate: bool = F
         want = symbols.dims.get(s)
         cap = want.max if isinstance(want, DimBound) else None
         m = want.multiple_of if isinstance(want, DimBound) and want.multiple_of > 1 else step
-        top = cap if cap is not None else max(bound, 2 * env[s] - 1)
+        top = cap if cap is not None else max(bound, 2 * env[s] - 1 if headroom else env[s])
         bounds.append((s, top // m * m))
         low = max(1, want.min if isinstance(want, DimBound) else 1)
         lows.append((s, -(-low // m)))
@@ -452,7 +459,7 @@ def prepare_symbolic(symbols: ModelSymbols, plan: SymbolicPlan, prepare: Prepare
 
 
 __all__ = ["default_env", "DEFAULT_BOUND", "SymbolicPlan", "SymbolicRefused", "annotate", "check_nodes",
-           "feed_env", "make_plan", "plan_steps", "prepare_symbolic", "probe_env", "shapes_at",
+           "feed_env", "large_bound", "make_plan", "plan_steps", "prepare_symbolic", "probe_env", "shapes_at",
            "SymbolicCompiles"]
 
 
@@ -477,12 +484,13 @@ class SymbolicCompiles:
             return
         relations = (False,) if eager else (False, True)
         seen = set(known)
+        largest = max(env.values())
+        # past the default bounds, one bound that holds the sizes, without doubling them (``large_bound``)
+        bounds = [(b, True) for b in DEFAULT_BOUNDS if b >= largest] or [(large_bound(largest), False)]
         for m in plan_steps(self.symbols, env):
-            for b in DEFAULT_BOUNDS:
-                if b < max(env.values()):
-                    continue
+            for b, headroom in bounds:
                 for relate in relations:
-                    p = make_plan(self.symbols, env, relate=relate and m == 1, bound=b, step=m)
+                    p = make_plan(self.symbols, env, relate=relate and m == 1, bound=b, step=m, headroom=headroom)
                     if p not in seen and p not in self.refused and p.free and p.accepts(env) and \
                             self.free_set(p) not in self.disabled:
                         seen.add(p)

@@ -204,3 +204,26 @@ def test_a_run_time_prefix_that_is_no_multiple_of_the_vector_width() -> None:
         want = np.where(mask[..., None] != 0, np.concatenate([past, new], 1).max(2, keepdims=True), -5)
         np.testing.assert_array_equal(net.run({"past": past, "new": new, "mask": mask})["y"], want)
     assert [p.describe() for p in net.symbolic.plans] == ["past<=511, total=past + 1"]
+
+
+def test_sizes_past_the_default_bounds_compile_once_per_doubling() -> None:
+    """A KV cache that outgrows 511 positions: the first size past it plans the least 2**k - 1 that holds it
+    (1023 for 600), and every later step up to that runs on the same network (each step past 511 once compiled
+    a specialization of its own)."""
+    nodes = [helper.make_node("Concat", ["past", "new"], ["present"], axis=1),
+             helper.make_node("ReduceMax", ["present"], ["y"], axes=[1], keepdims=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, "past", 4]),
+                                       helper.make_tensor_value_info("new", TensorProto.FLOAT, [1, 1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4]),
+                           helper.make_tensor_value_info("present", TensorProto.FLOAT, [1, "total", 4])])
+    net = glow_core.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), "cpu")
+    compiled = []
+    for n in (5, 600, 601, 1000, 1023, 1024):
+        past, new = RNG.standard_normal((1, n, 4)).astype(np.float32), RNG.standard_normal((1, 1, 4)).astype(np.float32)
+        got = net.run({"past": past, "new": new})
+        want = np.concatenate([past, new], axis=1)
+        np.testing.assert_array_equal(got["present"], want)
+        np.testing.assert_array_equal(got["y"], want.max(axis=1, keepdims=True))
+        compiled.append(net.specializations_compiled)
+    assert compiled == [1, 2, 2, 2, 2, 3]
+    assert sorted(p.describe() for p in net.symbolic.plans) == ["past<=1023", "past<=2047", "past<=511"]
