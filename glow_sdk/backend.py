@@ -285,7 +285,10 @@ class CompiledFunction(abc.ABC):
     - ``profile_run()``: an instrumented run (``glow bench --profile``); the default raises
       ``UnsupportedError``, and ``profiles`` says whether it is implemented;
     - ``execute_async(inputs, memory)`` (SDK API 2.2): a run on device buffers returning a completion
-      handle (a Future); the default runs ``execute`` on host copies (``glow_sdk.device``).
+      handle (a Future); the default runs ``execute`` on host copies (``glow_sdk.device``);
+    - ``strided_feeds`` (SDK API 2.6): True when ``execute`` takes feeds of any strides (a view of an
+      earlier result, say, which the core then passes as it is); default False: every feed ``execute``
+      receives is C-contiguous.
     """
 
     memory: MemoryReport | Callable[[], MemoryReport | None] | None = None
@@ -294,6 +297,8 @@ class CompiledFunction(abc.ABC):
     compile_timings: Mapping[str, Any] | None = None
     #: whether :meth:`profile_run` is implemented
     profiles: bool = False
+    #: whether :meth:`execute` takes feeds of any strides (else the core makes each C-contiguous)
+    strided_feeds: bool = False
 
     def __init__(self, function: Function) -> None:
         self.input_types: dict[str, TensorType] = {p.name: p.type for p in function.inputs}

@@ -62,6 +62,9 @@ in (``glow sdk info --history`` prints it). In words:
   bundles take symbolic dims as arguments of their entry; such a backend receives a model with open symbols
   as one function laid out at the bounds, with ``BundleOptions.symbols`` (``BundleSymbol``: name, symbol,
   min, max, step) in the entry's order. Default False: the core asks for every dim fixed, as before.
+- 2.6: ``CompiledFunction.strided_feeds``: an executable that takes feeds of any strides says so, and the core
+  passes a non-contiguous array (a view of an earlier result) as it is instead of copying it contiguous.
+  Default False: every feed is C-contiguous, as before.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ from dataclasses import dataclass
 #: The major API version this SDK defines (the core distribution is ``0.<major>.<patch>``).
 SDK_API_VERSION = 2
 #: The minor API version: what was added, with defaults, since ``SDK_API_VERSION.0``.
-SDK_API_MINOR = 5
+SDK_API_MINOR = 6
 #: The major API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
@@ -177,6 +180,7 @@ HISTORY: tuple[Feature, ...] = (
     _f("glow_core.reference.symbolic_sizes", "2.4", "surface addition: is_global_pool (symbolic image sizes)"),
     _f("Backend.symbolic_bundles", "2.5", "bundles that take symbolic dims as entry arguments (default False)"),
     _f("BundleOptions.symbols", "2.5", "the entry's symbol arguments (BundleSymbol: name, symbol, min, max, step)"),
+    _f("CompiledFunction.strided_feeds", "2.6", "declared: execute() takes feeds of any strides, default False"),
 )
 
 def _latest_minors() -> dict[int, int]:

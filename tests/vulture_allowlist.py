@@ -69,3 +69,6 @@ _.precompile  # unused method (glow_core/pipeline/specialize.py): DynamicNetwork
 
 # -- the cpu backend's work split (docs/cpu-backend.md, tests/cpu/test_split_balance.py, scripts/bench_split.py)
 _.set_split  # unused method (plugins/cpu/glow_backend_cpu/runtime.py): pins the split for tests and measurements
+
+# -- the cpu backend's handed outputs (plugins/cpu/glow_backend_cpu/symio.py, tests/cpu/test_symbolic_io.py)
+_.pooled  # unused method (plugins/cpu/glow_backend_cpu/symio.py): how many buffers the pools keep, for the tests

@@ -52,12 +52,15 @@ class CompiledNetwork:
         self.input_types: dict[str, TensorType] = {p.name: p.type for p in function.inputs}
         self.output_names: list[str] = [n for n, _ in function.outputs]
         self._lock = threading.Lock()
+        #: the executable takes feeds of any strides (SDK 2.6): a non-contiguous array is passed as it is
+        self._strided = bool(getattr(executable, "strided_feeds", False))  # (None: a runtime-run network)
         #: (the input_types dict it was made from, ((name, dtype, shape), ...)): see :meth:`_fast_feeds`
         self._expected: tuple[dict[str, TensorType], tuple[tuple[str, np.dtype, tuple[int, ...]], ...]] | None = None
 
     def _fast_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
-        """The feeds when they are exactly the inputs as contiguous arrays of the right dtype and shape
-        (what a caller running the same network again passes); None: check them one by one."""
+        """The feeds when they are exactly the inputs as arrays of the right dtype and shape, contiguous unless
+        the executable takes any strides (what a caller running the same network again passes); None: check
+        them one by one."""
         exp = self._expected
         if exp is None or exp[0] is not self.input_types:
             exp = self._expected = (self.input_types, tuple((n, np.dtype(t.dtype), tuple(t.shape))
@@ -65,9 +68,11 @@ class CompiledNetwork:
         if type(feeds) is not dict or len(feeds) != len(exp[1]):
             return None
         out: dict[str, np.ndarray] = {}
+        strided = self._strided
         for name, dtype, shape in exp[1]:
             a = feeds.get(name)
-            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape or \
+                    not (strided or a.flags.c_contiguous):
                 return None
             out[name] = a
         return out
@@ -77,7 +82,8 @@ class CompiledNetwork:
         return ", ".join(f"{n}: {t}" for n, t in self.input_types.items()) or "(no inputs)"
 
     def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Check names, dtypes and shapes of ``feeds``; return them as contiguous arrays.
+        """Check names, dtypes and shapes of ``feeds``; return them as arrays (contiguous unless the executable
+        takes any strides).
 
         Python scalars and (nested) lists are converted when they convert
         exactly; numpy arrays must already have the input's dtype and shape.
@@ -103,10 +109,10 @@ class CompiledNetwork:
             if unknown:
                 what.append("unknown input(s) " + ", ".join(f"'{n}'" for n in unknown))
             raise InputError("; ".join(what) + f"; the network takes {self.describe_inputs()}")
-        return {name: self._check_one(name, t, feeds[name]) for name, t in self.input_types.items()}
+        return {name: self._check_one(name, t, feeds[name], self._strided) for name, t in self.input_types.items()}
 
     @staticmethod
-    def _check_one(name: str, t: TensorType, value: Any) -> np.ndarray:
+    def _check_one(name: str, t: TensorType, value: Any, strided: bool = False) -> np.ndarray:
         if isinstance(value, np.ndarray):
             a = value
         elif isinstance(value, (bool, int, float, complex, np.generic, list, tuple)):
@@ -130,6 +136,8 @@ class CompiledNetwork:
         if tuple(a.shape) != t.shape and not _fits(tuple(a.shape), t):
             raise InputError(f"input '{name}' has shape {list(a.shape)}, expected {list(t.shape)} ({t})",
                              hint="recompile with input_shapes={...} for another shape")
+        if strided and type(a) is np.ndarray:
+            return a
         return np.asarray(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -6,9 +6,12 @@ promise that, so buffers are over-allocated and offset: :func:`aligned_empty`).
 contiguity) *before* native code runs, so no input, however wrong, can crash the
 process; a contiguous feed aligned to its element size is used in place (the
 kernels read run-time operands at their element's alignment), others are copied
-into an aligned staging buffer.
-Outputs are written by the kernels straight into fresh aligned arrays, which
-are returned.
+into an aligned staging buffer. The core passes feeds of any strides
+(``strided_feeds``): a view of an earlier result is not made contiguous first.
+Large outputs are written by the kernels straight into pooled page-aligned
+buffers, which are handed to the caller as views (``symio.py``: a buffer is
+reused only once no view of it is left), so a run's results cost no page
+faults and, with symbolic dims, no copy out of the bound-shaped buffers.
 
 Small inputs and outputs (at most :data:`SMALL_IO_BYTES`) are pre-bound: each
 has an aligned buffer made once, whose address is in the region table from the
@@ -42,6 +45,7 @@ from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.helpers import SPLIT_ENTRIES, SPLIT_GLOBAL, SPLIT_ONE
 from glow_backend_cpu.symbolic import SET_SYMBOLS, actual_shape, bind_symbols, prefix, symbol_array
+from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, handed_view
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
 from glow_core import budget
@@ -236,6 +240,7 @@ class CpuExecutable(CompiledFunction):
     """A compiled function of the cpu backend: object code, region layout, worker threads."""
 
     profiles = True  # profile_run() works when compiled with options={"profile": True}
+    strided_feeds = True  # execute() copies or stages a feed of any strides itself
 
     def __init__(self, function: Function, library: Library, layout: Layout, constants: Mapping[str, np.ndarray],
                  *, threads: int, parallel: bool = True, packed_image: str | None = None,
@@ -288,6 +293,8 @@ class CpuExecutable(CompiledFunction):
         self._set_symbols = _SET_SYMBOLS_TYPE(library.address(SET_SYMBOLS)) if layout.symbols else None
         #: per integer input of such a function: the shape fed last (its padding is zeroed when it changes)
         self._fed_shapes: dict[str, tuple[int, ...]] = {}
+        #: the buffers large outputs are written into and handed over in (``symio.py``)
+        self._handed = HandedBuffers()
         self._bind_small_io()
         self._pool: WorkerPool | None = None
         #: chooses between every thread and one by measured run time (``ThreadChooser``); None: fixed count
@@ -300,22 +307,28 @@ class CpuExecutable(CompiledFunction):
         """Aligned buffers for the small inputs and outputs, bound to their regions once; with symbolic dims,
         every input and output, at its bound shape, carved from one anonymous mapping (``zero_pages``): its
         pages read as zeros and become resident only where a run writes, so a buffer planned for the bound
-        (a KV cache of 1,024 positions) costs the memory of the positions a run holds."""
+        (a KV cache of 1,024 positions) costs the memory of the positions a run holds; but a large float
+        output, which a run writes into a handed buffer (``symio.py``)."""
         #: (region, name, dtype, shape, bound buffer or None when the io is large)
         self._in_plan: list[tuple[int, str, np.dtype, tuple[int, ...], np.ndarray | None]] = []
         self._out_plan: list[tuple[int, str, np.dtype, tuple[int, ...], np.ndarray | None]] = []
         ios = [(plan, region, name, t) for plan, group in ((self._in_plan, self._inputs), (self._out_plan, self._outputs))
                for region, name, t in group]
         padded = self._set_symbols is not None
+        # (handed: its padding may hold any earlier run's values, so floats only, never indices)
+        handed = {id(t) for plan, _, _, t in ios if padded and plan is self._out_plan and t.nbytes >= HANDED_BYTES
+                  and np.dtype(t.dtype).kind == "f"}
         offsets, total = [], 0
         for *_, t in ios:
             offsets.append(total)
-            total += -(-t.nbytes // ALIGN) * ALIGN if padded else 0
+            total += -(-t.nbytes // ALIGN) * ALIGN if padded and id(t) not in handed else 0
         area = zero_pages(total) if padded else None
         for (plan, region, name, t), off in zip(ios, offsets):
             shape, dtype = tuple(t.shape), np.dtype(t.dtype)
             buf = None
-            if area is not None:
+            if id(t) in handed:
+                pass  # bound to a handed buffer at each run
+            elif area is not None:
                 buf = area[off:off + t.nbytes].view(dtype).reshape(shape)
             elif t.nbytes <= SMALL_IO_BYTES:
                 buf = aligned_empty(shape, dtype)
@@ -409,9 +422,22 @@ class CpuExecutable(CompiledFunction):
             if a.dtype != dtype or tuple(a.shape) != shape:
                 raise InputError(f"input '{name}' is {a.dtype}{list(a.shape)}, expected {self.input_types[name]}")
 
+    def _take_handed(self) -> list[np.ndarray | None]:
+        """Per output: the pooled buffer its kernels write this run, bound into its region (``symio.py``);
+        None for an output with a buffer of its own."""
+        owners: list[np.ndarray | None] = []
+        for region, _name, dtype, shape, buf in self._out_plan:
+            owner = None
+            if buf is None:
+                owner = self._handed.take(region, math.prod(shape) * dtype.itemsize)
+                self._regions[region] = owner.ctypes.data
+            owners.append(owner)
+        return owners
+
     def _execute_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """A run of a function compiled for symbolic dims: the symbols from the feeds' shapes, each feed
-        copied into the leading corner of its padded buffer, each output copied out of its corner."""
+        copied into the leading corner of its padded buffer; each output the leading corner of a handed
+        buffer (large floats), or copied out of its corner."""
         assert self._set_symbols is not None
         for _, name, dtype, _shape, _buf in self._in_plan:
             a = feeds.get(name)
@@ -428,9 +454,13 @@ class CpuExecutable(CompiledFunction):
                     buf[...] = 0  # index inputs: the padding holds no stale (possibly out-of-range) values
                     self._fed_shapes[name] = a.shape
                 buf[prefix(a.shape)] = a
+            owners = self._take_handed()
             self._run()
-            return {name: buf[prefix(actual_shape(self.output_types[name], env))].copy()
-                    for _region, name, _dtype, _shape, buf in self._out_plan}
+            outs: dict[str, np.ndarray] = {}
+            for (_region, name, dtype, shape, buf), owner in zip(self._out_plan, owners):
+                corner = prefix(actual_shape(self.output_types[name], env))
+                outs[name] = buf[corner].copy() if owner is None else handed_view(owner, dtype, shape, corner)
+            return outs
 
     def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._set_symbols is not None:
@@ -454,14 +484,9 @@ class CpuExecutable(CompiledFunction):
                     a = staged
                 keep.append(a)
                 self._regions[region] = a.ctypes.data
-            large: list[tuple[str, np.ndarray]] = []
-            for region, name, dtype, shape, buf in self._out_plan:
-                if buf is None:
-                    # a graph output listed twice has two regions: every buffer must outlive the native run
-                    # (a dict entry replaced here would free the first buffer while the kernels still write it)
-                    o = aligned_empty(shape, dtype)
-                    large.append((name, o))
-                    self._regions[region] = o.ctypes.data
+            # (a graph output listed twice has two regions, each its own buffer: every buffer outlives the run)
+            large = [(name, handed_view(owner, dtype, shape)) for (_r, name, dtype, shape, _b), owner
+                     in zip(self._out_plan, self._take_handed()) if owner is not None]
             self._run()
             del keep
             outs: dict[str, np.ndarray] = {}

@@ -160,6 +160,17 @@ def get_ukernel(mod: ir.Module, spec: UKernel) -> ir.Function:
     return fn
 
 
+def _b_row(b: ir.IRBuilder, s: UKernel, brow: ir.Value) -> list[ir.Value]:
+    """The ``nvec`` vectors of one row of the B tile at ``brow``. B read in place (not a packed tile, whose rows
+    are zero-padded to whole vectors): the tail tile's last vector loads only its valid lanes, since past the
+    last row's end may be the end of the caller's memory."""
+    W, V = s.lanes, s.nvec
+    in_place_tail = s.b_align < 64 and s.tail < W
+    return [load_maybe_masked(b, gep(b, brow, j * W), W, s.tail) if in_place_tail and j == V - 1 else
+            vload(b, gep(b, brow, j * W), W, min(s.b_align, 64) if j == 0 else min(s.b_align, W * 4))
+            for j in range(V)]
+
+
 def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     a_kind = 'c' if s.a_cols else 'p' if s.a_packed else 'r'
     name = unique_name(mod, f"glow.uk.{s.rows}x{s.nvec}x{s.lanes}.t{s.tail}.{a_kind}{'.taps' if s.taps else ''}")
@@ -184,9 +195,7 @@ def _build_ukernel(mod: ir.Module, s: UKernel) -> ir.Function:
     U = max(1, s.unroll)
 
     def k_step(b: ir.IRBuilder, k: ir.Value, acc: list[list[ir.Value]]) -> list[list[ir.Value]]:
-        brow = gep(b, bp, b.mul(k, ldb))
-        bv = [vload(b, gep(b, brow, j * W), W, min(s.b_align, 64) if j == 0 else min(s.b_align, W * 4))
-              for j in range(V)]
+        bv = _b_row(b, s, gep(b, bp, b.mul(k, ldb)))
         ka = b.mul(k, a_step)
         out = []
         for i in range(R):

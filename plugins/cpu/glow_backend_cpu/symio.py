@@ -1,0 +1,85 @@
+"""Large outputs handed to the caller instead of copied: pooled buffers the kernels write in place.
+
+A run's large outputs used to be fresh arrays (a static function: ``aligned_empty`` per run) or copies out of
+the leading corner of a bound-shaped buffer (a function compiled for symbolic dims). Both cost the system's
+page faults for every page of every run's results, and the second a copy as well: a GPT-2 decode step at 512
+cached positions returns 24 KV tensors (38 MB), and copying them out took more of the step than the kernels
+that wrote them.
+
+Now each large output is written by the kernels into a buffer of its own, taken from a small pool per output
+(``HandedBuffers``: page-aligned anonymous mappings, so only the pages a run writes become resident), and the
+caller receives a view of it: the whole buffer (a static function: a contiguous array) or the leading corner
+of its bound shape (symbolic dims: the bound's strides, not C-contiguous when an inner axis is symbolic).
+
+A buffer goes back to work only when no view of it is left. Every view of a handed array (a slice of it, a
+reshape, ``np.asarray``) keeps the pooled array as its ``base``, so its reference count says whether a
+caller still holds any: a result never changes under its holder, however many later runs there are.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+
+import numpy as np
+
+#: outputs at least this large (bytes, at the bound shape) are handed over rather than copied out
+HANDED_BYTES = 256 * 1024
+#: buffers kept per output for reuse (more held at once are made as needed, freed when their views go)
+POOL_SIZE = 3
+
+
+def _mapped(nbytes: int) -> np.ndarray:
+    """A page-aligned byte array over an anonymous private mapping (zeros until written)."""
+    return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)
+
+
+def _unheld_count() -> int:
+    """The reference count ``HandedBuffers`` sees for a pooled buffer that no view holds, measured with the same
+    code shape (the pool's list, the loop's variable, the call's argument)."""
+    pool = [_mapped(1)]
+    for owner in pool:
+        return sys.getrefcount(owner)
+    raise AssertionError("unreachable")
+
+
+_UNHELD = _unheld_count()
+
+
+class HandedBuffers:
+    """Per large output of one executable (keyed by its region): a small pool of byte buffers the kernels write
+    and the caller receives views of."""
+
+    def __init__(self) -> None:
+        self._pools: dict[int, list[np.ndarray]] = {}
+
+    def take(self, region: int, nbytes: int) -> np.ndarray:
+        """A byte buffer of at least ``nbytes`` for ``region`` that no handed-out view refers to."""
+        pool = self._pools.setdefault(region, [])
+        for owner in pool:
+            if sys.getrefcount(owner) <= _UNHELD and owner.nbytes >= nbytes:
+                return owner
+        owner = _mapped(nbytes)
+        if len(pool) < POOL_SIZE:
+            pool.append(owner)
+        return owner
+
+    def held(self) -> int:
+        """How many pooled buffers a caller's view still holds."""
+        return sum(sys.getrefcount(owner) > _UNHELD for pool in self._pools.values() for owner in pool)
+
+    def pooled(self) -> int:
+        """How many buffers the pools keep."""
+        return sum(len(pool) for pool in self._pools.values())
+
+
+def handed_view(owner: np.ndarray, dtype: np.dtype, bound: tuple[int, ...],
+                corner: tuple[slice, ...] | None = None) -> np.ndarray:
+    """The caller's array: ``owner`` seen as ``dtype`` at the shape ``bound``, or its leading ``corner`` (its
+    ``base`` is ``owner``, as is every view the caller makes of it)."""
+    nbytes = int(np.prod(bound, dtype=np.int64)) * dtype.itemsize
+    whole = owner[:nbytes].view(dtype).reshape(bound)
+    return whole if corner is None else whole[corner]
+
+
+__all__ = ["HANDED_BYTES", "POOL_SIZE", "HandedBuffers", "handed_view"]
