@@ -308,6 +308,7 @@ class LoadedBundle:
     _expected = None
     describe_inputs = CompiledNetwork.describe_inputs
     _check_one = staticmethod(CompiledNetwork._check_one)
+    _strided = False  # (the entry reads contiguous feeds)
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run once on ``feeds`` (a symbolic bundle: at any shape its symbols' bounds allow)."""

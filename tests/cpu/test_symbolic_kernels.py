@@ -229,21 +229,23 @@ def test_matmul_symbolic_queries_times_keys(threads: int) -> None:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_matmul_symbolic_n_computes_only_the_valid_tiles(threads: int) -> None:
     """A symbolic N (a decode step's scores over the keys so far): only the N tiles covering the run's columns
-    are computed. The columns far past them keep what the run at the bound wrote there; a kernel computing
-    the whole bound would overwrite them with products of the new queries."""
+    are computed, and of the last one only the vectors covering them. The columns past those keep what the
+    run before wrote there; a kernel computing the whole bound (or the whole last tile) would overwrite them
+    with products of the new queries."""
     rng = np.random.default_rng(11)
     q, kt = _rand(rng, 1, 3, 1, 16), _rand(rng, 1, 3, 16, 300)
     exe = compile_symbolic("MatMul", [q, kt], {}, [None, (None, None, None, T)], (None, None, None, T),
                            threads=threads)
     exe.execute({"in0": q, "in1": kt})
     (buf,) = [buf for _region, _name, _dtype, _shape, buf in exe._out_plan]
-    before = buf.copy()
-    for n in (5, 40, 1):
+    for n in (5, 40, 1, 100):
+        before = buf.copy()
         qa, ka = _rand(rng, 1, 3, 1, 16), _rand(rng, 1, 3, 16, n)
         out = exe.execute({"in0": qa, "in1": ka})["out0"]
         np.testing.assert_allclose(out, qa @ ka, rtol=1e-4, atol=1e-4, err_msg=f"N={n}")
-        # a tile is at most 128 columns (8 vectors of 16 lanes): columns from 256 on are never this run's
-        np.testing.assert_array_equal(buf[..., 256:], before[..., 256:], err_msg=f"N={n}: padding recomputed")
+        # a vector is at most 16 lanes: the columns past the run's last vector are never this run's
+        edge = -(-n // 16) * 16
+        np.testing.assert_array_equal(buf[..., edge:], before[..., edge:], err_msg=f"N={n}: padding recomputed")
 
 
 @pytest.mark.parametrize("N", [20, 1])

@@ -51,9 +51,9 @@ from glow_backend_cpu.emit.gemm import (
     get_ukernel,
     kblock_bounds,
     kblock_flags,
-    pack_rows,
 )
 from glow_backend_cpu.emit.gemm_dispatch import dispatch_variant
+from glow_backend_cpu.emit.gemm_pack import pack_rows
 from glow_backend_cpu.emit.gemm_share import weighted_share
 from glow_backend_cpu.emit.taps import read_taps_in_place, taps_fit
 from glow_backend_cpu.emit.winograd import emit_conv_winograd, winograd_fits

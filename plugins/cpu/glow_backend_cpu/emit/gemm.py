@@ -40,7 +40,6 @@ from glow_backend_cpu.helpers import (
     I64,
     carried_loop,
     for_range,
-    iota,
     partition,
     smax,
     smin,
@@ -48,28 +47,34 @@ from glow_backend_cpu.helpers import (
 )
 
 from glow_backend_cpu.emit.bf16 import dot2
-from glow_backend_cpu.emit.gemm_dispatch import dispatch_kind, dispatch_rows, dispatch_variant, kind_table
+from glow_backend_cpu.emit.gemm_dispatch import (
+    dispatch_kind,
+    dispatch_narrow,
+    dispatch_rows,
+    dispatch_variant,
+    kblock_bounds,
+    kblock_flags,
+    kind_table,
+    narrow_tile,
+    valid_kblocks,
+)
 from glow_backend_cpu.emit.gemm_merge import FLAG_C_SRC, flag_set, flag_thunk, ldb_of, shared_spec, static_flags
 from glow_backend_cpu.emit.gemm_share import weighted_share, weighted_share_dyn
 from glow_backend_cpu.emit.taps import taps_sum
 from glow_backend_cpu.emit.vecops import (
     activation,
-    c32,
     c64,
-    const_table,
     F32P,
     fma,
     fn_cache,
     Geometry,
     gep,
     load_maybe_masked,
-    masked_load,
     module_of,
     prefetch_lines,
     store_maybe_masked,
     unique_name,
     vload,
-    vstore,
     vty,
 )
 
@@ -611,6 +616,7 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
     n0 = b.mul(nt, c64(NR))
     width = smin(b, c64(NR), b.sub(c64(N), n0))
     nt_last = b.icmp_signed("==", nt, c64(NT - 1))
+    narrow = narrow_tile(b, plan, nt, n0, ntv)
     key = b.add(b.mul(b.add(b.mul(bg, c64(MP + 1)), mp0), c64(MP + 1)), mp1)
 
     if plan.a_conv is not None:
@@ -633,17 +639,7 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
             btile = plan.b_ptr(b, bg, n0, nt, k0)
         flags = kblock_flags(b, kb, nkb)
         with for_range(b, mp0, mp1, name="mp") as mp:
-            m0 = b.mul(mp, c64(MR))
-            aptr, astride = plan.a_ptr(b, bg, m0)
-            aptr = gep(b, aptr, b.mul(k0, c64(MR)) if plan.a_packed else k0)
-            cptr = plan.c_ptr(b, bg, m0, n0)
-            bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
-            # the next panel's A block (past the last panel: a harmless hint at whatever follows)
-            pf = next_b_share(b, plan, btile, kc, mp) if plan.b_prefetch_rate else \
-                gep(b, aptr, b.mul(astride, c64(1))) if plan.prefetch_lines else ir.Constant(F32P, None)
-            c0 = plan.c_init(b, bg, m0, n0) if plan.c_init is not None else ir.Constant(F32P, None)
-            aux = plan.aux_ptr(b, nt) if plan.aux_ptr is not None else ir.Constant(F32P, None)
-            args = [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0, aux]
+            args = _call_args(b, plan, (bg, mp, nt, n0), k0, kc, btile, flags)
             mp_last = b.icmp_signed("==", mp, c64(MP - 1))
             if plan.tap_kinds:
                 dispatch_kind(b, plan, uk, kind_of, nt, mp_last, args, m_tail)
@@ -651,11 +647,31 @@ def _gemm_items(b: ir.IRBuilder, plan: GemmPlan, lo: ir.Value, hi: ir.Value, scr
                 is_last = b.icmp_signed("==", mp, b.sub(mpv, c64(1)))
                 dispatch_rows(b, plan, uk, variants, nt_last, b.select(is_last, rows_last, c64(MR)), args)
             else:
-                dispatch_variant(b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR)
+                dispatch_narrow(b, plan, uk, narrow, mp_last, args, lambda: dispatch_variant(
+                    b, variants, nt_last, mp_last, args, n_tail == NR, m_tail == MR))
     p.add_incoming(b.add(p, cnt), b.block)
     last.add_incoming(key, b.block)
     b.branch(hdr)
     b.position_at_end(done)
+
+
+def _call_args(b: ir.IRBuilder, plan: GemmPlan, item: tuple[ir.Value, ir.Value, ir.Value, ir.Value], k0: ir.Value,
+               kc: ir.Value, btile: ir.Value, flags: ir.Value) -> list[ir.Value]:
+    """The micro-kernel's arguments (``UK_ARGS``) for M panel ``mp`` of ``item`` = (bg, mp, nt, n0) over the K
+    block at ``k0`` of ``kc`` rows."""
+    bg, mp, nt, n0 = item
+    MR = plan.geo.mr
+    m0 = b.mul(mp, c64(MR))
+    aptr, astride = plan.a_ptr(b, bg, m0)
+    aptr = gep(b, aptr, b.mul(k0, c64(MR)) if plan.a_packed else k0)
+    cptr = plan.c_ptr(b, bg, m0, n0)
+    bias = plan.bias_ptr(b, bg, m0, n0) if plan.bias_ptr is not None else ir.Constant(F32P, None)
+    # the next panel's A block (past the last panel: a harmless hint at whatever follows)
+    pf = next_b_share(b, plan, btile, kc, mp) if plan.b_prefetch_rate else \
+        gep(b, aptr, b.mul(astride, c64(1))) if plan.prefetch_lines else ir.Constant(F32P, None)
+    c0 = plan.c_init(b, bg, m0, n0) if plan.c_init is not None else ir.Constant(F32P, None)
+    aux = plan.aux_ptr(b, nt) if plan.aux_ptr is not None else ir.Constant(F32P, None)
+    return [aptr, astride, btile, cptr, c64(plan.ldc), kc, flags, bias, c64(plan.bias_rs), pf, c0, aux]
 
 
 def next_b_share(b: ir.IRBuilder, plan: GemmPlan, btile: ir.Value, kc: ir.Value, mp: ir.Value) -> ir.Value:
@@ -665,51 +681,3 @@ def next_b_share(b: ir.IRBuilder, plan: GemmPlan, btile: ir.Value, kc: ir.Value,
     rate, lines = plan.b_prefetch_rate, plan.b_row_lines
     line = b.urem(b.mul(mp, c64(rate)), c64(lines))
     return gep(b, btile, b.mul(kc, b.add(c64(plan.geo.nr), b.mul(line, c64(16)))))
-
-
-def kblock_bounds(b: ir.IRBuilder, kbs: list[int], kb: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(k0, k1) of K block ``kb`` (a run-time index) of the bounds ``kbs`` (first 0, last K), read from a
-    constant table, so a long K runs as a loop instead of one unrolled copy per block."""
-    gv = const_table(module_of(b), I64, kbs, "glow.kblocks")
-    return b.load(b.gep(gv, [c32(0), kb])), b.load(b.gep(gv, [c32(0), b.add(kb, c64(1))]))
-
-
-def kblock_flags(b: ir.IRBuilder, kb: ir.Value, nkb: int | ir.Value) -> ir.Value:
-    """The micro-kernel's flags for K block ``kb`` of ``nkb``: bit 0 first block, bit 1 last block."""
-    first = b.zext(b.icmp_signed("==", kb, c64(0)), I64)
-    last = c64(nkb - 1) if isinstance(nkb, int) else b.sub(nkb, c64(1))
-    return b.or_(first, b.shl(b.zext(b.icmp_signed("==", kb, last), I64), c64(1)))
-
-
-def valid_kblocks(b: ir.IRBuilder, kbs: list[int], k_valid: ir.Value) -> ir.Value:
-    """How many K blocks (bounds ``kbs``) start before the run's K, at least one (an empty K still stores
-    C: zero, plus the bias)."""
-    n: ir.Value = c64(1)
-    for k0 in kbs[1:-1]:
-        n = b.add(n, b.zext(b.icmp_signed(">", k_valid, c64(k0)), I64))
-    return n
-
-
-# -- B packers ----------------------------------------------------------------------------------------------------
-
-def pack_rows(b: ir.IRBuilder, geo: Geometry, src: ir.Value, ld: int, kc: ir.Value, width: ir.Value,
-              dst: ir.Value, full_width: bool, nvec: int = 0) -> None:
-    """dst[k][0:width] = src[k * ld + 0:width] for k < kc, dst rows of ``nvec`` vectors (default NR floats;
-    width <= the row; lanes past width are 0)."""
-    W = geo.lanes
-    V = nvec or geo.nvec
-    NR = V * W
-    if full_width:
-        masks = None
-    else:
-        lanes = splat(b, width, W)
-        masks = [b.icmp_signed("<", b.add(iota(W), splat(b, c64(j * W), W)), lanes) for j in range(V)]
-    with for_range(b, 0, kc, name="pk") as k:
-        s = gep(b, src, b.mul(k, c64(ld)))
-        d = gep(b, dst, b.mul(k, c64(NR)))
-        for j in range(V):
-            if masks is None:
-                v = vload(b, gep(b, s, j * W), W)
-            else:
-                v = masked_load(b, gep(b, s, j * W), masks[j])
-            vstore(b, v, gep(b, d, j * W), align=64)

@@ -33,7 +33,8 @@ from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, Operand, register_emitter
 from glow_backend_cpu.emit.conv import act_of
 from glow_backend_cpu.emit.bf16 import amx_geometry, bf16_enabled, convert_rows, gemm_mode
-from glow_backend_cpu.emit.gemm import KC_MAX, BPack, GemmPlan, emit_gemm, pack_rows
+from glow_backend_cpu.emit.gemm import KC_MAX, BPack, GemmPlan, emit_gemm
+from glow_backend_cpu.emit.gemm_pack import pack_rows
 from glow_backend_cpu.emit.symdims import extent, is_sym, unsupported, valid_rows
 from glow_backend_cpu.emit.vecops import F32P, Geometry, activation, c64, fma, geometry, gep, masked_load, vload, vty
 from glow_backend_cpu.helpers import carried_loop, for_range, partition, smin, strided_offset
