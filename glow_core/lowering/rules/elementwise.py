@@ -76,7 +76,9 @@ def _elu(b: Builder, node: Node) -> list[Value]:
 def _selu(b: Builder, node: Node) -> list[Value]:
     x = _arg(b)
     a, g = node.attrs["alpha"], node.attrs["gamma"]
-    neg = b.mul(b.scalar(a * g, x), expm1(b, x))
+    # gamma * (alpha * expm1(x)), two roundings as the spec's formula: alpha * gamma folded into one constant
+    # overflowed for a huge alpha (inf * 0 = NaN at x = 0, where the answer is 0)
+    neg = b.mul(b.scalar(g, x), b.mul(b.scalar(a, x), expm1(b, x)))
     return _ret(b, b.where(_less(b, _zero(b, x), x), b.mul(x, b.scalar(g, x)), neg))
 
 
