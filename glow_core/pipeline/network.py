@@ -44,9 +44,6 @@ def _fits(shape: tuple[int, ...], t: TensorType) -> bool:
 class CompiledNetwork:
     """A model compiled for one backend. ``run`` checks feeds before executing."""
 
-    #: the executable takes feeds of any strides (SDK 2.6): a non-contiguous array is passed as it is
-    _strided = False
-
     def __init__(self, function: Function, executable: CompiledFunction, backend: Backend, stats: CompileStats) -> None:
         self.function = function
         self.executable = executable
@@ -55,6 +52,7 @@ class CompiledNetwork:
         self.input_types: dict[str, TensorType] = {p.name: p.type for p in function.inputs}
         self.output_names: list[str] = [n for n, _ in function.outputs]
         self._lock = threading.Lock()
+        #: the executable takes feeds of any strides (SDK 2.6): a non-contiguous array is passed as it is
         self._strided = bool(getattr(executable, "strided_feeds", False))  # (None: a runtime-run network)
         #: (the input_types dict it was made from, ((name, dtype, shape), ...)): see :meth:`_fast_feeds`
         self._expected: tuple[dict[str, TensorType], tuple[tuple[str, np.dtype, tuple[int, ...]], ...]] | None = None

@@ -107,7 +107,7 @@ def _run_guarded(names: list[str], conn: Connection) -> None:
     import glow_core
     from glow_backend_cpu import symio
 
-    symio._mapped = guarded  # every handed output buffer ends at a guard page
+    symio._mapped = guarded  # every handed output buffer, and a symbolic function's io area, ends at a guard page
     wrong = []
     for name in names:
         model, feeds, want = _case(name)

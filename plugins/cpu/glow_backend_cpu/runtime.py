@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import mmap
 import os
 import threading
 import time
@@ -45,7 +44,7 @@ from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.helpers import SPLIT_ENTRIES, SPLIT_GLOBAL, SPLIT_ONE
 from glow_backend_cpu.symbolic import SET_SYMBOLS, actual_shape, bind_symbols, prefix, symbol_array
-from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, handed_view
+from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, handed_view, zero_pages
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
 from glow_core import budget
@@ -75,13 +74,6 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type, align: int = A
     raw = np.empty(nbytes + align, dtype=np.uint8)
     start = (-raw.ctypes.data) % align
     return raw[start:start + math.prod(shape) * dt.itemsize].view(dt).reshape(shape)
-
-
-def zero_pages(nbytes: int) -> np.ndarray:
-    """``nbytes`` of zeros in an anonymous private mapping (page aligned): the system supplies a page when it
-    is first written, so what a run never touches costs no memory (``np.zeros`` may instead reuse, and clear,
-    heap pages)."""
-    return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)[:nbytes]
 
 
 def default_threads() -> int:

@@ -30,7 +30,9 @@ POOL_SIZE = 3
 
 
 def _mapped(nbytes: int) -> np.ndarray:
-    """A page-aligned byte array over an anonymous private mapping (zeros until written)."""
+    """A page-aligned byte array over an anonymous private mapping, at least ``nbytes`` long (zeros until
+    written): the system supplies a page when it is first written, so what a run never touches costs no memory
+    (``np.zeros`` may instead reuse, and clear, heap pages). Handed views keep this array as their ``base``."""
     return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)
 
 
@@ -44,6 +46,11 @@ def _unheld_count() -> int:
 
 
 _UNHELD = _unheld_count()
+
+
+def zero_pages(nbytes: int) -> np.ndarray:
+    """Exactly ``nbytes`` of zeros in an anonymous private mapping (page aligned): :func:`_mapped`, sliced."""
+    return _mapped(nbytes)[:nbytes]
 
 
 class HandedBuffers:
