@@ -27,12 +27,18 @@ one way only, gets no uncertainty; 0 when a perturbed run fails or changes
 shapes).
 
 Ops that compute constants of their own add their rounding to ``s``
-(:data:`OWN_CONSTANT_SPREAD`): a DFT's twiddle factors are cosines and sines
+(:data:`OP_SPREAD`): a DFT's twiddle factors are cosines and sines
 that float32 (and float64) round by up to a unit roundoff, so a sum whose exact
 twiddles are 0 (``sin(pi * n)``) is ``3e38 * 6e-17`` in float64 and another
 residue in each float32 evaluation. For a DFT computing a graph output from a
 graph input or initializer, each output element gets ``u * sum |x|`` over the
-transformed axis (and the real / imaginary axis) added to ``s``.
+transformed axis (and the real / imaginary axis) added to ``s``. The spec does
+not fix the order of a sum (MatMul "behaves like numpy.matmul", whose order is
+its BLAS's): where a MatMul computing a graph output from graph inputs or
+initializers has positive terms adding up past the float32 range (or negative
+terms below it), some order overflows (the terms in that order, or a product
+rounded to float32 before it is added), and ``s`` is infinite there: glow's
+value must then be ``v64`` within the tolerance, or not finite (below).
 
 Reference kernels that compute in float32 whatever their input type (its
 LinearAttention casts query, key, value and its state to float32) would give
@@ -251,13 +257,31 @@ def _dft_spread(node: Any, values: dict[str, np.ndarray], opset: int) -> np.ndar
     return UNIT_ROUNDOFF * total
 
 
-#: ops computing constants of their own (rounded in any float type): the spread of an output they
-#: compute directly from known values (graph inputs, initializers), per op
-OWN_CONSTANT_SPREAD = {"DFT": _dft_spread}
+def _matmul_spread(node: Any, values: dict[str, np.ndarray], opset: int) -> np.ndarray | None:
+    """``inf`` where some order of a MatMul's sum overflows float32 (its positive terms add up past the float32
+    range, or its negative terms do), 0 elsewhere (None: an operand not known)."""
+    a, b = values.get(node.input[0]), values.get(node.input[1])
+    if a is None or b is None or a.dtype.kind != "f" or b.dtype.kind != "f":
+        return None
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    ap, an, bp, bn = np.maximum(a, 0), np.minimum(a, 0), np.maximum(b, 0), np.minimum(b, 0)
+    try:
+        with np.errstate(all="ignore"):
+            up = np.matmul(ap, bp) + np.matmul(an, bn)
+            down = np.matmul(ap, bn) + np.matmul(an, bp)
+    except ValueError:
+        return None
+    return np.where((up > FLOAT32_MAX) | (down < -FLOAT32_MAX), np.inf, 0.0)
 
 
-def own_constant_spread(model: Any, inputs: Sequence[np.ndarray], base: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Per output of ``model``, the rounding of constants its producing op computes (0 where none is known)."""
+#: per op, float32 uncertainty that perturbing the operands cannot show, of an output it computes directly
+#: from known values (graph inputs, initializers): the rounding of constants the op computes itself (a DFT's
+#: twiddle factors), and a sum whose order (not fixed by the spec) decides whether float32 overflows (MatMul)
+OP_SPREAD = {"DFT": _dft_spread, "MatMul": _matmul_spread}
+
+
+def op_spread(model: Any, inputs: Sequence[np.ndarray], base: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per output of ``model``, the uncertainty its producing op adds (:data:`OP_SPREAD`; 0 where none is known)."""
     from onnx import numpy_helper
 
     values = dict(zip(_real_input_names(model), inputs))
@@ -267,7 +291,7 @@ def own_constant_spread(model: Any, inputs: Sequence[np.ndarray], base: Sequence
     spreads = []
     for o, b in zip(model.graph.output, base):
         n = producer.get(o.name)
-        rule = OWN_CONSTANT_SPREAD.get(n.op_type) if n is not None else None
+        rule = OP_SPREAD.get(n.op_type) if n is not None else None
         extra = rule(n, values, opset) if rule is not None else None
         try:
             spreads.append(np.broadcast_to(extra, b.shape) if extra is not None else np.zeros(b.shape))
@@ -309,7 +333,7 @@ def run_reference_float64(case_dir: str) -> tuple[list[np.ndarray], list[np.ndar
             except Exception:  # noqa: BLE001  (a perturbed run that fails widens nothing)
                 runs.append(None)
         spread = [np.fmax(a, b) for a, b in zip(spread, _spread(base, runs[0], runs[1]))]
-    return base, [a + b for a, b in zip(spread, own_constant_spread(model, inputs, base))]
+    return base, [a + b for a, b in zip(spread, op_spread(model, inputs, base))]
 
 
 def _factors(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -363,7 +387,7 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
         return ""
     ort = list(onnxruntime) if onnxruntime is not None and len(onnxruntime) == len(ref32) else [None] * len(ref32)
     nodewise = list(rounded) if rounded is not None and len(rounded) == len(ref32) else [None] * len(ref32)
-    counts = [0, 0, 0]  # explained by the reference missing v64, by a large uncertainty; of them, node-wise
+    counts = [0, 0, 0, 0]  # the reference missing v64, a large uncertainty, of them node-wise; an overflowing order
     for e, a, v, s, o, r in zip(ref32, glow, v64, spread, ort, nodewise):
         if isinstance(e, list) or isinstance(a, list):
             return ""
@@ -389,15 +413,28 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
         wide = s > ATOL + RTOL * np.abs(np.where(np.isfinite(v), v, 0.0))
         if not (ref_off | wide).all():
             return ""
-        counts[0] += int(ref_off.sum())
-        counts[1] += int((wide & ~ref_off).sum())
-    if counts[:2] == [0, 0]:
+        huge = s > FLOAT32_MAX
+        counts[0] += int((ref_off & ~huge).sum())
+        counts[1] += int((wide & ~ref_off & ~huge).sum())
+        counts[3] += int(huge.sum())
+    return _reason(counts)
+
+
+def _reason(counts: list[int]) -> str:
+    """The message of :func:`undetermined_reason` from its counts ('' when no element was explained)."""
+    parts = []
+    if counts[0] + counts[1]:
+        parts.append(f"glow gives the float64 evaluation's value on {counts[0] + counts[1]} disputed element(s); "
+                     f"the float32 reference misses it on {counts[0]}, and float32 rounding of the operands moves "
+                     f"{counts[1]} more by over the tolerance")
+    if counts[3]:
+        parts.append(f"on {counts[3]} disputed element(s) some float32 order of the sum overflows, and glow gives "
+                     f"the float64 evaluation's value or one that is not finite")
+    if not parts:
         return ""
     agreed = (f"; onnxruntime agrees with the float32 reference on {counts[2]}, where glow gives every node's "
               f"correctly rounded result and the reference does not") if counts[2] else ""
-    return (f"not determined in float32: glow gives the float64 evaluation's value on all {sum(counts[:2])} "
-            f"disputed element(s); the float32 reference misses it on {counts[0]}, and float32 rounding of the "
-            f"operands moves {counts[1]} more by over the tolerance{agreed}")
+    return "not determined in float32: " + "; ".join(parts) + agreed
 
 
 def _nodewise(rounded: Any, ref32: np.ndarray, glow: np.ndarray, where: np.ndarray) -> bool:

@@ -29,7 +29,12 @@ batch and channels nor positions of the input (it unravels the window's argmax
 by the output's shape) and ignore ``storage_order``; otherwise a general kernel
 that follows the spec (and agrees with onnxruntime). :class:`NaNWindows` takes
 the Indices output from the general kernel where the reference took the common
-path; the values output stays the reference's.
+path. Where a window holds a NaN its max is NaN (above), so its index is a NaN's
+position: the first NaN in the window's order, the element the reference's own
+tie rule picks (its kernel run on the indicator ``isnan(x)``, whose maximal
+elements are exactly the NaNs), as ``np.argmax`` (the reference's ArgMax) does.
+The index then points at the value the values output holds, as every other
+index does.
 
 **Resize over infinities.** The spec: "it calculates every value in the output
 tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the
@@ -127,9 +132,13 @@ class NaNWindows(_OverReference):
             res[1] = self._indices(x, res[1])
         if x.dtype.kind != "f" or not np.isnan(x).any():
             return tuple(res)
-        held = np.asarray(self._kernel.run(np.isnan(x).astype(x.dtype), *rest)[0]) > 0
+        isnan = np.isnan(x).astype(x.dtype)
+        ran = self._kernel.run(isnan, *rest)
+        held = np.asarray(ran[0]) > 0
         y = np.asarray(res[0])
         res[0] = np.where(held, np.array(np.nan, y.dtype), y).astype(y.dtype)
+        if len(res) > 1:  # the max of a NaN window is a NaN: its index is the first NaN's (module doc)
+            res[1] = np.where(held, self._indices(isnan, ran[1]), res[1]).astype(np.asarray(res[1]).dtype)
         return tuple(res)
 
     def _indices(self, x: np.ndarray, indices: np.ndarray) -> np.ndarray:

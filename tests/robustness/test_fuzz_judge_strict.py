@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from glow_tools.fuzz.cases import INPUTS_DIR, MODEL_FILE
 from glow_tools.fuzz.float64 import run_reference_float64, undetermined_reason
@@ -78,6 +79,36 @@ def test_nan_in_a_pooling_model_judges_every_output(backend: str, op: str, attrs
     assert _judge(case, skipped)[0] == "wrong"
     spread = [np.where(np.isnan(got[0]), got[0], np.float32(np.nan)), got[1]]
     assert _judge(case, spread)[0] == "wrong"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("strides, order", [([1, 1], 0), ([2, 2], 1), ([2, 2], 0)])
+def test_maxpool_indices_of_a_nan_window_point_at_its_first_nan(backend: str, strides: list, order: int,
+                                                                tmp_path: Path) -> None:
+    """Fuzz seed 8, case 3772: the judge took the reference's indices, which skip a NaN, beside the corrected
+    NaN max. Now a NaN window's index is its first NaN's (the value the max holds); the skipped-NaN index and an
+    index of another NaN are wrong."""
+    side = 4 // strides[0]
+    m = model([helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=strides,
+                                storage_order=order)],
+              [("x", F, [1, 1, 5, 5])], [("y", F, [1, 1, side, side]), ("i", TensorProto.INT64, [1, 1, side, side])])
+    x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+    x[0, 0, 1, 0:3] = np.nan
+    x[0, 0, 3, [0, 2, 3]] = np.nan
+    case = _case(tmp_path / "case", m, [x])
+    got = _glow(case, backend)
+    assert _judge(case, got) == ("match", "")
+    flat = x.reshape(-1) if order == 0 else x[0, 0].T.reshape(-1)
+    assert np.isnan(flat[got[1]][np.isnan(got[0])]).all()  # each NaN max's index points at a NaN
+    held = np.isnan(got[0])
+    raw = ReferenceEvaluator(m).run(None, {"x": x})[1]  # the uncorrected reference: the NaNs skipped
+    skipped = np.where(held, raw, got[1])
+    assert not np.array_equal(skipped, got[1])
+    assert _judge(case, [got[0], skipped])[0] == "wrong"
+    other = got[1].copy()
+    other[0, 0, 0, 0] += 1 if order == 0 else 5  # the window's second NaN (row 1 holds three)
+    assert np.isnan(flat[other[0, 0, 0, 0]])
+    assert _judge(case, [got[0], other])[0] == "wrong"
 
 
 # -- Resize over infinities ----------------------------------------------------------------------------------
@@ -225,3 +256,31 @@ def test_float64_rule_never_excuses_what_the_reference_and_onnxruntime_agree_on(
     assert cls == "wrong"
     for backend in BACKENDS:  # glow evaluates node by node: the agreed inf
         assert _judge(case, _glow(case, backend)) == ("match", "")
+
+
+def test_an_overflowing_order_of_a_matmul_sum_admits_an_infinity_only_there(tmp_path: Path) -> None:
+    """Fuzz seed 8, case 4444: a row (0.05, -0.74, 1.54) times 3e38 sums to 2.57e38, but its last product alone
+    is past the float32 range, so a vectorized dot product (glow's cpu, onnxruntime) gives inf where numpy's
+    order gives the finite sum (numpy's own order depends on the shape: with three rows it gives inf too). The
+    spec fixes no order: an infinity is admitted where some order overflows,
+    and only there; a finite value other than the exact one stays wrong."""
+    a = np.array([[0.05216508, -0.739563, 1.5430146], [0.1, 0.2, 0.3], [-1.6, 0.2, -0.1], [0, 0, 0]], np.float32)
+    m = model([helper.make_node("MatMul", ["a", "b"], ["c"])], [("a", F, [4, 3]), ("b", F, [3])], [("c", F, [4])])
+    case = _case(tmp_path / "case", m, [a, np.full(3, 3e38, np.float32)])
+    ref = run_reference(case)[0]
+    assert np.isfinite(ref[1]) and np.isneginf(ref[2])
+    overflowed = ref.copy()
+    overflowed[0] = np.inf  # (row 0: its positive terms add up to 4.8e38)
+    cls, why = _judge(case, [overflowed])
+    if np.isfinite(ref[0]):  # (numpy's order on this machine's BLAS, as on the campaign's)
+        assert cls == "unjudged" and "some float32 order of the sum overflows" in why
+    else:
+        assert cls == "match"
+    garbage = ref.copy()
+    garbage[0] = 1e38
+    assert _judge(case, [garbage])[0] == "wrong"
+    beside = ref.copy()
+    beside[1] = np.inf  # (row 1: 1.8e38 in every order)
+    assert _judge(case, [beside])[0] == "wrong"
+    for backend in BACKENDS:
+        assert _judge(case, _glow(case, backend))[0] in ("match", "unjudged")
