@@ -4,6 +4,10 @@
   ``alpha * gamma`` into one constant, which overflowed to inf: ``inf * expm1(0)`` gave NaN at x = 0 (the
   answer is 0), and -inf where ``gamma * (alpha * expm1(x))`` is finite. It now rounds as the formula does,
   ``gamma * (alpha * expm1(x))``, which is the interpreter's kernel.
+- case 8673 (wrong on both backends): a float16 Attention (grouped heads, a past of -0.0) was computed in
+  float32 throughout and rounded once: 1 of 576 elements two float16 units from the reference. The spec's
+  function body computes each step in the operands' type (the scaled Q and K, their product, the masked
+  scores, the softmax, the product with V); glow now rounds there too (the softmax itself in float32).
 """
 
 from __future__ import annotations
@@ -34,3 +38,23 @@ def test_selu_with_a_huge_alpha_keeps_its_finite_answers(backend: str) -> None:
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert np.array_equal(np.isfinite(got[:4]), np.isfinite(ref[:4]))
+
+
+def test_float16_attention_rounds_each_step_of_its_function_body(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Case 8673, regenerated from the campaign's seed: both backends match the reference."""
+    from glow_tools.fuzz import MUTATORS
+    from glow_tools.fuzz.cases import generate, write_case
+    from glow_tools.fuzz.isolate import Outcome
+    from glow_tools.fuzz.runners import classify, run_glow, run_reference
+    from glow_tools.fuzz.seeds import seed_names
+
+    names = seed_names()
+    if len(names) < 100:
+        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
+    case = tmp_path / "case"
+    write_case(generate(8, 8673, names, MUTATORS), case)
+    ref = run_reference(str(case))
+    for backend in BACKENDS:
+        got = run_glow(str(case), backend)
+        assert got["kind"] == "outputs", got
+        assert classify(Outcome("ok", got), Outcome("ok", ref)) == ("match", ""), backend

@@ -6,7 +6,8 @@ CausalConvWithState. Out: MatMul, Conv, element-wise arithmetic (Tanh, Exp,
 
 Each rule repeats its interpreter kernel (``kernels/nn_seq.py``) in the same
 working kind (float32, or float64 for float64 operands where the kernel does)
-and rounds once at the end. The recurrent kinds are unrolled over the static
+and rounds once at the end (Attention on float16 / bfloat16 operands also rounds
+after each step of the spec's function body, as its kernel does). The recurrent kinds are unrolled over the static
 sequence length: one MatMul per step and direction, with the per-batch
 sequence lengths turned into run-time masks (Less + Where).
 """
@@ -116,6 +117,14 @@ def _attention_bias(b: Builder, node: Node, wt: ElemKind, bsz: int, sq: int, tot
     return bias
 
 
+def _rounder(b: Builder, elem: ElemKind) -> Callable[[Value], Value] | None:
+    """Rounding to ``elem`` and back (a Cast pair) for operands narrower than float32, None otherwise: the
+    steps of the spec's function body round to the operands' type (the interpreter kernel's ``_rounder``)."""
+    if elem not in (E.FLOAT16, E.BFLOAT16):
+        return None
+    return lambda x: b.cast(b.cast(x, elem), x.type.elem)
+
+
 @lowering("Attention")
 def _attention(b: Builder, node: Node) -> list[Value]:
     q, k, v = b.input(0), b.input(1), b.input(2)
@@ -132,29 +141,35 @@ def _attention(b: Builder, node: Node) -> list[Value]:
     group = hq // k4.type.shape[1]
     k4, v4 = _repeat_heads(b, k4, group), _repeat_heads(b, v4, group)
     total = k4.type.shape[2]
+    rnd = _rounder(b, q.type.elem)
     root = float(np.sqrt(wt.dtype.type(node.attrs["scale"])))
     qk_used = bool(node.outputs[3].users) or b.fn.is_output(node.outputs[3])
-    if node.attrs["softcap"] <= 0 and not qk_used:  # the block in one node (what a backend may run fused)
+    if node.attrs["softcap"] <= 0 and not qk_used and rnd is None:  # the block in one node (a backend may fuse it)
         y = b.emit1("FusedAttention", [b.mul(q4, _c(b, root, q4)),
                                        b.transpose(b.mul(k4, _c(b, root, k4)), (0, 1, 3, 2)), v4,
                                        _attention_bias(b, node, wt, bsz, sq, total)],
                     scale=1.0, scale_op="mul", masked_rows="zero")
         return _attention_results(b, node, q, y, (present_k, present_v, zeros(b, wt, b.out_type(3).shape)))
-    scores = matmul(b, b.mul(q4, _c(b, root, q4)), b.transpose(b.mul(k4, _c(b, root, k4)), (0, 1, 3, 2)))
+    r = rnd or (lambda x: x)
+    if rnd is not None:
+        root = float(np.asarray(root, wt.dtype).astype(q.type.elem.dtype))
+    scores = r(matmul(b, r(b.mul(q4, _c(b, root, q4))), b.transpose(r(b.mul(k4, _c(b, root, k4))), (0, 1, 3, 2))))
     qk = [scores]
     cap = node.attrs["softcap"]
     if cap > 0:
-        scores = b.mul(_c(b, cap, scores), b.unary("Tanh", b.div(scores, _c(b, cap, scores))))
+        c = float(np.asarray(cap, np.float32).astype(q.type.elem.dtype)) if rnd is not None else cap
+        scores = r(b.mul(_c(b, c, scores), r(b.unary("Tanh", r(b.div(scores, _c(b, c, scores)))))))
     qk.append(scores)
     bias = _attention_bias(b, node, wt, bsz, sq, total)
     if bias is not None:
-        scores = b.add(scores, bias)
+        scores = r(b.add(scores, r(bias)))
     qk.append(scores)
     probs = masked_softmax(b, scores)
     if bias is not None:  # a row whose bias masks every key gives zeros, whatever its (NaN) scores
         top = b.reduce("ReduceMax", bias, (bias.type.rank - 1,))
         dead = b.emit1("IsInf", [top], detect_positive=False, detect_negative=True)
         probs = b.where(dead, _c(b, 0.0, probs), probs)
+    probs = r(probs)
     qk.append(probs)
     y = matmul(b, probs, v4)  # B, Hq, Sq, Dv
     qk_out = b.broadcast(qk[node.attrs["qk_mode"]], b.out_type(3).shape)

@@ -36,6 +36,16 @@ def masked_softmax(scores: np.ndarray) -> np.ndarray:
     return np.where(dead, 0, e / np.where(dead, 1, total))
 
 
+def _rounder(elem: np.dtype, wt: np.dtype) -> Any:
+    """Rounding to ``elem`` and back, for operands narrower than float32 (identity otherwise): the spec's
+    function body computes each of its steps (the scaled Q and K, their product, the softcap, the masked
+    scores, the softmax, the product with V) in the operands' type, so a float16 attention rounds there (the
+    softmax itself runs in float32, at least the precision ``softmax_precision`` asks for)."""
+    if np.dtype(elem).itemsize >= 4:
+        return lambda a: a
+    return lambda a: np.asarray(a).astype(elem).astype(wt)
+
+
 @KERNELS.register("Attention")
 def _attention(attrs: Attrs, out: Types, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                past_k: np.ndarray | None, past_v: np.ndarray | None,
@@ -54,12 +64,13 @@ def _attention(attrs: Attrs, out: Types, q: np.ndarray, k: np.ndarray, v: np.nda
         k4 = np.repeat(k4, group, axis=1)
         v4 = np.repeat(v4, group, axis=1)
     total = k4.shape[2]
-    root = np.sqrt(wt.type(attrs["scale"]))
-    scores = np.matmul(q4 * root, np.swapaxes(k4 * root, -1, -2))  # B, Hq, Sq, total
+    rnd = _rounder(q.dtype, wt)
+    root = rnd(np.sqrt(wt.type(attrs["scale"])))
+    scores = rnd(np.matmul(rnd(q4 * root), np.swapaxes(rnd(k4 * root), -1, -2)))  # B, Hq, Sq, total
     qk = [scores]
     if attrs["softcap"] > 0:
-        cap = wt.type(attrs["softcap"])
-        scores = cap * np.tanh(scores / cap)
+        cap = rnd(wt.type(attrs["softcap"]))
+        scores = rnd(cap * rnd(np.tanh(rnd(scores / cap))))
     qk.append(scores)
     bias = np.zeros((1, 1, 1, total), dtype=wt)
     if mask is not None:
@@ -80,11 +91,11 @@ def _attention(attrs: Attrs, out: Types, q: np.ndarray, k: np.ndarray, v: np.nda
         rows = np.arange(sq).reshape(1, 1, sq, 1)
         cols = np.arange(total).reshape(1, 1, 1, total)
         bias = bias + np.where(cols <= rows + offset, 0, -np.inf).astype(wt)
-    scores = scores + bias
+    scores = rnd(scores + rnd(bias))
     qk.append(scores)
     # a query row whose bias masks every key gives zeros, decided on the bias, not on the scores
     # (a NaN score of a masked key would make the row NaN): the ONNX reference's guard
-    probs = np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), wt.type(0), masked_softmax(scores))
+    probs = rnd(np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), wt.type(0), masked_softmax(scores)))
     qk.append(probs)
     y = np.matmul(probs, v4)  # B, Hq, Sq, Dv
     if q.ndim == 3:
