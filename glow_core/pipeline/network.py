@@ -54,8 +54,9 @@ class CompiledNetwork:
         self._lock = threading.Lock()
         #: the executable takes feeds of any strides (SDK 2.6): a non-contiguous array is passed as it is
         self._strided = bool(getattr(executable, "strided_feeds", False))  # (None: a runtime-run network)
-        #: (the input_types dict it was made from, ((name, dtype, shape), ...)): see :meth:`_fast_feeds`
-        self._expected: tuple[dict[str, TensorType], tuple[tuple[str, np.dtype, tuple[int, ...]], ...]] | None = None
+        #: (the input_types dict it was made from, ((name, dtype, shape, type), ...)): see :meth:`_fast_feeds`
+        self._expected: tuple[dict[str, TensorType], tuple[tuple[str, np.dtype, tuple[int, ...], TensorType], ...]] \
+            | None = None
 
     def _fast_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
         """The feeds when they are exactly the inputs as arrays of the right dtype and shape, contiguous unless
@@ -63,16 +64,16 @@ class CompiledNetwork:
         them one by one."""
         exp = self._expected
         if exp is None or exp[0] is not self.input_types:
-            exp = self._expected = (self.input_types, tuple((n, np.dtype(t.dtype), tuple(t.shape))
+            exp = self._expected = (self.input_types, tuple((n, np.dtype(t.dtype), tuple(t.shape), t)
                                                             for n, t in self.input_types.items()))
         if type(feeds) is not dict or len(feeds) != len(exp[1]):
             return None
         out: dict[str, np.ndarray] = {}
         strided = self._strided
-        for name, dtype, shape in exp[1]:
+        for name, dtype, shape, t in exp[1]:
             a = feeds.get(name)
-            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape or \
-                    not (strided or a.flags.c_contiguous):
+            if type(a) is not np.ndarray or a.dtype != dtype or not (strided or a.flags.c_contiguous) or \
+                    (a.shape != shape and not _fits(a.shape, t)):
                 return None
             out[name] = a
         return out

@@ -18,6 +18,7 @@ caller still holds any: a result never changes under its holder, however many la
 
 from __future__ import annotations
 
+import functools
 import mmap
 import sys
 
@@ -80,13 +81,22 @@ class HandedBuffers:
         return sum(len(pool) for pool in self._pools.values())
 
 
+@functools.lru_cache(maxsize=256)
+def _c_strides(bound: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The byte strides of a C-contiguous array of shape ``bound``."""
+    out, step = [], itemsize
+    for n in reversed(bound):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
 def handed_view(owner: np.ndarray, dtype: np.dtype, bound: tuple[int, ...],
-                corner: tuple[slice, ...] | None = None) -> np.ndarray:
-    """The caller's array: ``owner`` seen as ``dtype`` at the shape ``bound``, or its leading ``corner`` (its
-    ``base`` is ``owner``, as is every view the caller makes of it)."""
-    nbytes = int(np.prod(bound, dtype=np.int64)) * dtype.itemsize
-    whole = owner[:nbytes].view(dtype).reshape(bound)
-    return whole if corner is None else whole[corner]
+                shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The caller's array: ``owner`` seen as ``dtype`` at the shape ``bound``, or its leading corner of ``shape``
+    (with the bound's strides; its ``base`` is ``owner``, as is every view the caller makes of it). One array
+    constructor: a run hands out a view per large output."""
+    return np.ndarray(bound if shape is None else shape, dtype, owner, 0, _c_strides(bound, dtype.itemsize))
 
 
 __all__ = ["HANDED_BYTES", "POOL_SIZE", "HandedBuffers", "handed_view"]
