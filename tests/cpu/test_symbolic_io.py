@@ -117,3 +117,35 @@ def test_static_large_outputs_are_aligned_contiguous_and_kept() -> None:
         np.testing.assert_array_equal(first[k], copy[k])
         assert first[k].flags.c_contiguous and first[k].ctypes.data % 64 == 0
     assert net.executable._handed.held() == 6  # (3 large outputs x 2 results held)
+
+
+def test_large_feeds_are_copied_by_two_threads_and_land_where_one_would(net: object, monkeypatch) -> None:
+    """With the parallel threshold lowered, every step's feeds go through the two-thread copy (the helper
+    thread is seen copying) and the results equal the one-thread copy's and numpy's; a feed larger than half
+    the total is split in two."""
+    import threading
+
+    seen: list[str] = []
+    real = symio._copy_all
+
+    def recording(pairs):  # type: ignore[no-untyped-def]
+        if pairs:
+            seen.append(threading.current_thread().name)
+        real(pairs)
+
+    monkeypatch.setattr(symio, "_copy_all", recording)
+    monkeypatch.setattr(symio, "PARALLEL_FEED_BYTES", 1)
+    rng = np.random.default_rng(3)
+    past = rng.standard_normal((1, HEADS, 33, DIM)).astype(np.float32)
+    for step in range(4):
+        feeds = _feeds(past, step)
+        out = net.run(feeds)
+        _check(out, feeds)
+        past = out["present"]
+    assert any(name.startswith("glow-feed-copy") for name in seen), seen
+    big = np.arange(64.0).reshape(8, 8)
+    first, second = symio._halves([(np.empty((8, 8)), big), (np.empty(3), np.ones(3))])
+    assert len(first) + len(second) == 3 and abs(sum(s.nbytes for _, s in first) - sum(s.nbytes for _, s in second)) <= 24
+    dst = np.zeros((8, 8))
+    symio._copy_all([(dst[:4], big[:4]), (dst[4:], big[4:])])
+    np.testing.assert_array_equal(dst, big)

@@ -44,7 +44,7 @@ from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.helpers import SPLIT_ENTRIES, SPLIT_GLOBAL, SPLIT_ONE
 from glow_backend_cpu.symbolic import SET_SYMBOLS, bind_symbols, prefix, symbol_array
-from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, handed_view, zero_pages
+from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, copy_feeds, handed_view, zero_pages
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
 from glow_core import budget
@@ -440,12 +440,14 @@ class CpuExecutable(CompiledFunction):
         values = symbol_array(self.layout.symbols, env)
         with self._lock:
             self._set_symbols(values.ctypes.data)
+            pairs = []
             for _region, name, dtype, _shape, buf in self._in_plan:
                 a = feeds[name]
                 if dtype.kind in "iub" and self._fed_shapes.get(name) != a.shape:
                     buf[...] = 0  # index inputs: the padding holds no stale (possibly out-of-range) values
                     self._fed_shapes[name] = a.shape
-                buf[prefix(a.shape)] = a
+                pairs.append((buf[prefix(a.shape) + (Ellipsis,)], a))  # (a view, also of a 0-d buffer)
+            copy_feeds(pairs, (self.threads_in_use or self.threads) if self.parallel else 1)
             owners = self._take_handed()
             self._run()
             outs: dict[str, np.ndarray] = {}
