@@ -149,3 +149,26 @@ def test_large_feeds_are_copied_by_two_threads_and_land_where_one_would(net: obj
     dst = np.zeros((8, 8))
     symio._copy_all([(dst[:4], big[:4]), (dst[4:], big[4:])])
     np.testing.assert_array_equal(dst, big)
+
+
+def _copy_in_child() -> None:
+    symio.PARALLEL_FEED_BYTES = 1
+    dst, src = np.zeros((4, 1000)), np.ones((4, 1000))
+    symio.copy_feeds([(dst[:2], src[:2]), (dst[2:], src[2:])], threads=2)
+    raise SystemExit(0 if (dst == 1).all() else 3)
+
+
+def test_a_forked_child_copies_with_a_helper_of_its_own(monkeypatch) -> None:
+    """The parent's helper thread does not exist in a forked child: the child's two-thread copy makes its own
+    helper instead of waiting forever on the parent's."""
+    import multiprocessing
+
+    monkeypatch.setattr(symio, "PARALLEL_FEED_BYTES", 1)
+    symio.copy_feeds([(np.zeros(1000), np.ones(1000)), (np.zeros(1000), np.ones(1000))], threads=2)  # (helper made)
+    child = multiprocessing.get_context("fork").Process(target=_copy_in_child)
+    child.start()
+    child.join(30)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child's feed copy hung")
+    assert child.exitcode == 0
