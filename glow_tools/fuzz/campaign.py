@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from glow_tools.fuzz.cases import Case, generate, read_meta, write_case, write_meta
-from glow_tools.fuzz.float64 import run_reference_float64, undetermined_reason
+from glow_tools.fuzz.float64 import own_spread, run_reference_float64, undetermined_reason
 from glow_tools.fuzz.float64_rounded import run_reference_rounded
 from glow_tools.fuzz.isolate import Limits, Outcome, run_forked
 from glow_tools.fuzz.runners import (
@@ -93,11 +93,15 @@ def _rejudge_in_float64(classes: dict[str, tuple[str, str]], glow: dict[str, Out
     if ort_outputs is not None:  # for elements on which onnxruntime agrees with the reference
         nodewise = run_forked(run_reference_rounded, (str(folder),), settings.float64_limits)
         rounded = nodewise.value if nodewise.status == "ok" else None
+    try:
+        own = own_spread(str(folder), wide.value[0]) if rounded is not None else None
+    except Exception:  # noqa: BLE001  (no own spread: the node-wise value must then be met exactly)
+        own = None
     out = dict(classes)
     for b, (cls, message) in classes.items():
         if cls == "wrong":
             why = undetermined_reason(ref.value, glow[b].value["outputs"], *wide.value, onnxruntime=ort_outputs,
-                                      rounded=rounded)
+                                      rounded=rounded, own=own)
             out[b] = ("unjudged", f"{why} (against the float32 reference: {message})") if why else (cls, message)
     return out
 

@@ -70,7 +70,9 @@ tolerance) is **not determined in float32** when both hold:
    whatever the float64 evaluation gives (two float32 evaluations agreeing is
    the answer float32 determines in practice; glow must give it), unless
    glow gives there the node-wise rounded evaluation's value (every node's
-   correctly rounded float32 result) and the reference does not: two engines
+   correctly rounded float32 result, up to the rounding of the constants
+   its op computes itself, :func:`own_spread`: a DFT's cancelling terms leave
+   a residue of its twiddles' rounding) and the reference does not: two engines
    summing a reduction in similar orders share their rounding
    (:mod:`glow_tools.fuzz.float64_rounded`).
 
@@ -300,6 +302,13 @@ def op_spread(model: Any, inputs: Sequence[np.ndarray], base: Sequence[np.ndarra
     return spreads
 
 
+def own_spread(case_dir: str, like: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per output of the case (shaped as ``like``, the float64 evaluation's outputs), the uncertainty its
+    producing op adds itself (:data:`OP_SPREAD`), without the operands' perturbation."""
+    model, _names, inputs = widened_case(case_dir)
+    return op_spread(model, inputs, like)
+
+
 def widened_case(case_dir: str) -> tuple[Any, list[str], list[np.ndarray]]:
     """The case's model computing in float64 (:func:`widen_model`), its input names and its inputs widened
     exactly; raises for a model with float64 tensors or functions of its own."""
@@ -379,16 +388,18 @@ def _agreed(ref32: np.ndarray, ort: Any) -> np.ndarray:
 
 def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence[np.ndarray],
                         spread: Sequence[np.ndarray], onnxruntime: Sequence[Any] | None = None,
-                        rounded: Sequence[np.ndarray] | None = None) -> str:
+                        rounded: Sequence[np.ndarray] | None = None, own: Sequence[np.ndarray] | None = None) -> str:
     """Why every disputed element of glow's outputs is not determined in float32 ('' when one is). With
     ``onnxruntime``'s outputs, an element on which it agrees with the reference is excused only where glow
-    gives the node-wise ``rounded`` evaluation's value and the reference does not (``float64_rounded.py``)."""
+    gives the node-wise ``rounded`` evaluation's value (up to ``own``, the rounding of constants the op computes
+    itself: :func:`own_spread`) and the reference does not (``float64_rounded.py``)."""
     if not (len(ref32) == len(glow) == len(v64) == len(spread)):
         return ""
     ort = list(onnxruntime) if onnxruntime is not None and len(onnxruntime) == len(ref32) else [None] * len(ref32)
     nodewise = list(rounded) if rounded is not None and len(rounded) == len(ref32) else [None] * len(ref32)
+    owns = list(own) if own is not None and len(own) == len(ref32) else [None] * len(ref32)
     counts = [0, 0, 0, 0]  # the reference missing v64, a large uncertainty, of them node-wise; an overflowing order
-    for e, a, v, s, o, r in zip(ref32, glow, v64, spread, ort, nodewise):
+    for e, a, v, s, o, r, w in zip(ref32, glow, v64, spread, ort, nodewise, owns):
         if isinstance(e, list) or isinstance(a, list):
             return ""
         e, a = np.asarray(e), np.asarray(a)
@@ -403,7 +414,7 @@ def undetermined_reason(ref32: Sequence[Any], glow: Sequence[Any], v64: Sequence
             continue
         agreed = bad & _agreed(e, o)
         if agreed.any():  # the reference and onnxruntime agree there: only the node-wise answer is excused
-            if not _nodewise(r, e, a, agreed):
+            if not _nodewise(r, e, a, agreed, np.zeros(e.shape) if w is None else w):
                 return ""
             counts[2] += int(agreed.sum())
         v, s = v.astype(np.float64)[bad], s[bad]
@@ -433,14 +444,18 @@ def _reason(counts: list[int]) -> str:
     if not parts:
         return ""
     agreed = (f"; onnxruntime agrees with the float32 reference on {counts[2]}, where glow gives every node's "
-              f"correctly rounded result and the reference does not") if counts[2] else ""
+              f"correctly rounded result (up to the rounding of its own constants) and the reference does not") \
+        if counts[2] else ""
     return "not determined in float32: " + "; ".join(parts) + agreed
 
 
-def _nodewise(rounded: Any, ref32: np.ndarray, glow: np.ndarray, where: np.ndarray) -> bool:
-    """Whether, at every element of ``where``, glow gives the node-wise rounded evaluation's value and the
-    float32 reference does not (False without that evaluation, or of another shape)."""
+def _nodewise(rounded: Any, ref32: np.ndarray, glow: np.ndarray, where: np.ndarray, own: np.ndarray) -> bool:
+    """Whether, at every element of ``where``, glow gives the node-wise rounded evaluation's value up to the
+    rounding of the op's own constants (``own``: a DFT's terms that cancel leave a residue of its twiddles'
+    rounding, in float64 as in float32) and the float32 reference does not (False without that evaluation,
+    or of another shape)."""
     if not isinstance(rounded, np.ndarray) or rounded.shape != ref32.shape or rounded.dtype.kind != "f":
         return False
-    r32 = rounded.astype(np.float32)
-    return bool((~_disputed(r32, glow) & _disputed(r32, ref32))[where].all())
+    r64 = rounded.astype(np.float32).astype(np.float64)[where]
+    s = np.broadcast_to(own, ref32.shape)[where]
+    return bool((_glow_ok(r64, s, glow[where]) & ~_interval_ok(r64, s, ref32[where])).all())

@@ -65,8 +65,8 @@ def _legacy(ctx: NodeContext, x: Value, scales: list[float] | None) -> list[Valu
     mode = str(ctx.attr("mode", "nearest"))
     if mode not in ("nearest", "linear"):
         raise ctx.unsupported(f"mode '{mode}'")
-    if scales is None or len(scales) != x.type.rank or any(s <= 0 for s in scales):
-        raise GlowTypeError(f"{ctx.where()}: needs one positive scale per axis, got {scales}")
+    if scales is None or len(scales) != x.type.rank or any(not (0 < s < math.inf) for s in scales):
+        raise GlowTypeError(f"{ctx.where()}: needs one positive, finite scale per axis, got {scales}")
     if ctx.op_type == "Upsample" and any(s < 1 for s in scales):
         raise GlowTypeError(f"{ctx.where()}: Upsample scales {scales} must be >= 1")
     if mode == "nearest" and any(s != int(s) for s in scales):
