@@ -2,6 +2,7 @@
 
 - case 112 (internal error on both backends): Upsample (opset 9) with a NaN scale. ``int(nan)`` raised a
   ValueError in the importer; a scale that is not a positive finite number is now refused by name.
+- case 9507 (wrong on both backends): a float16 Attention whose softmax ran in float32 (see its test).
 - case 3547 (wrong on cpu): an inverse real DFT of ``3e38`` terms. Its float32 sums overflow to NaN in
   onnx.reference and onnxruntime alike, where the exact values are finite (``3e38`` at the first position);
   glow's are. The float64 rule never excused an element on which onnxruntime agrees with the reference unless
@@ -71,3 +72,26 @@ def test_an_inverse_dft_of_huge_terms_is_judged_up_to_its_twiddles(tmp_path: Pat
     assert small.any()
     residue[small] = 1e35  # (terms that cancel: a residue far beyond the twiddles' rounding)
     assert _judge(case, [residue])[0] == "wrong"
+
+
+def test_a_float16_attention_rounds_each_step_of_its_softmax(tmp_path: Path) -> None:
+    """Case 9507, regenerated from the campaign's seed: a float16 Attention whose past values are all 65504.
+    Its softmax ran in float32 and rounded once; one unit of a float16 probability times 65504 left three
+    elements 16 off. The spec runs the softmax "in the same precision as the input" when softmax_precision is
+    not given: each of its steps rounds to float16 now, and both backends match the reference."""
+    from glow_tools.fuzz import MUTATORS
+    from glow_tools.fuzz.cases import generate, write_case
+    from glow_tools.fuzz.isolate import Outcome
+    from glow_tools.fuzz.runners import classify, run_glow, run_reference
+    from glow_tools.fuzz.seeds import seed_names
+
+    names = seed_names()
+    if len(names) < 100:
+        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
+    case = tmp_path / "case"
+    write_case(generate(9, 9507, names, MUTATORS), case)
+    ref = run_reference(str(case))
+    for backend in BACKENDS:
+        got = run_glow(str(case), backend)
+        assert got["kind"] == "outputs", got
+        assert classify(Outcome("ok", got), Outcome("ok", ref)) == ("match", ""), backend

@@ -45,8 +45,8 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
     mode = int(ctx.attr("qk_matmul_output_mode", 0))
     if mode not in (0, 1, 2, 3):
         raise ctx.unsupported(f"qk_matmul_output_mode {mode}")
-    # softmax_precision: the kernel always runs softmax in float32 (float64 for float64 operands),
-    # at least the precision any allowed value asks for
+    # softmax_precision: float (1) or double (11) run the softmax in float32 (float64 for float64 operands);
+    # float16 (10), bfloat16 (16) or none with narrow operands round each step to the operands' type
     precision = ctx.attr("softmax_precision")
     if precision is not None and int(precision) not in (1, 10, 11, 16):
         raise ctx.unsupported(f"softmax_precision {precision}")
@@ -60,6 +60,9 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
         "is_causal": bool(ctx.attr("is_causal", 0)),
         "qk_mode": mode,
         "pad_mask": ctx.opset >= 24,
+        # the spec: "If softmax precision is not provided, the same precision as the input of softmax (Q and
+        # K) is used"; a float16 / bfloat16 softmax rounds each of its steps (a wider precision: float32)
+        "softmax_narrow": q.type.elem in (E.FLOAT16, E.BFLOAT16) and precision in (None, 10, 16),
     }
     outs = ctx.emit("Attention", [q, k, v, mask, past_k, past_v, nonpad], attrs)
     return list(outs[: max(1, ctx.num_outputs)])

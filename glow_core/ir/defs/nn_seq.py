@@ -98,13 +98,16 @@ define_kind(
         attr("is_causal", A.BOOL, False, doc="query i sees key j iff j <= i + offset (bottom-right aligned)"),
         attr("qk_mode", A.INT, 0, doc="QK result: 0 raw scores, 1 after softcap, 2 after the mask, 3 softmax"),
         attr("pad_mask", A.BOOL, False, doc="a mask shorter than the keys is padded with -inf"),
+        attr("softmax_narrow", A.BOOL, False,
+             doc="float16 / bfloat16 operands without a wider softmax_precision: each step of the softmax "
+                 "rounds to the operands' type"),
     ),
     infer=_attention_rule,
     categories=(C.LINEAR_ALGEBRA,),
     elems=FLOAT_KINDS | {E.BOOL, E.INT64},
     doc="softmax(mask(softcap(Q K^T * scale))) V with GQA, a KV cache (PresentKey = concat(PastKey, K)) and "
         "per-batch valid key counts. A fully masked query row gives zeros. Computed in float32 (float64 for "
-        "float64 operands).",
+        "float64 operands); float16 / bfloat16 operands round after each step of the spec's function body.",
 )
 
 

@@ -69,15 +69,17 @@ def _to4d(b: Builder, x: Value, heads: int) -> Value:
     return b.transpose(b.reshape(x, (bs, s, heads, hidden // heads)), (0, 2, 1, 3))
 
 
-def masked_softmax(b: Builder, scores: Value) -> Value:
-    """Softmax over the last axis; a row whose every score is -inf gives zeros (not NaN)."""
+def masked_softmax(b: Builder, scores: Value, rnd: Callable[[Value], Value] | None = None) -> Value:
+    """Softmax over the last axis; a row whose every score is -inf gives zeros (not NaN). ``rnd``: rounding
+    after each step (the difference, the exponential, the sum, the quotient), as the kernel's."""
+    r = rnd or (lambda x: x)
     ax = (scores.type.rank - 1,)
     top = b.reduce("ReduceMax", scores, ax)
     dead = b.emit1("IsInf", [top], detect_positive=False, detect_negative=True)
     zero, one = _c(b, 0.0, top), _c(b, 1.0, top)
-    e = b.unary("Exp", b.sub(scores, b.where(dead, zero, top)))
-    total = b.reduce("ReduceSum", e, ax)
-    return b.where(dead, zero, b.div(e, b.where(dead, one, total)))
+    e = r(b.unary("Exp", r(b.sub(scores, b.where(dead, zero, top)))))
+    total = r(b.reduce("ReduceSum", e, ax))
+    return b.where(dead, zero, r(b.div(e, b.where(dead, one, total))))
 
 
 def _attention_bias(b: Builder, node: Node, wt: ElemKind, bsz: int, sq: int, total: int) -> Value | None:
@@ -164,7 +166,7 @@ def _attention(b: Builder, node: Node) -> list[Value]:
     if bias is not None:
         scores = r(b.add(scores, r(bias)))
     qk.append(scores)
-    probs = masked_softmax(b, scores)
+    probs = masked_softmax(b, scores, rnd if node.attrs.get("softmax_narrow") else None)
     if bias is not None:  # a row whose bias masks every key gives zeros, whatever its (NaN) scores
         top = b.reduce("ReduceMax", bias, (bias.type.rank - 1,))
         dead = b.emit1("IsInf", [top], detect_positive=False, detect_negative=True)

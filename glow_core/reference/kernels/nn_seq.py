@@ -27,13 +27,15 @@ def _to4d(x: np.ndarray, heads: int) -> np.ndarray:
     return x.reshape(b, s, heads, hidden // heads).transpose(0, 2, 1, 3)
 
 
-def masked_softmax(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis; a row whose every score is -inf gives zeros (not NaN)."""
+def masked_softmax(scores: np.ndarray, rnd: Any = None) -> np.ndarray:
+    """Softmax over the last axis; a row whose every score is -inf gives zeros (not NaN). ``rnd``: rounding
+    after each step (the difference, the exponential, the sum, the quotient)."""
+    r = rnd or (lambda a: a)
     top = scores.max(axis=-1, keepdims=True)
     dead = np.isneginf(top)
-    e = np.exp(scores - np.where(dead, 0, top))
-    total = e.sum(axis=-1, keepdims=True)
-    return np.where(dead, 0, e / np.where(dead, 1, total))
+    e = r(np.exp(r(scores - np.where(dead, 0, top))))
+    total = r(e.sum(axis=-1, keepdims=True))
+    return np.where(dead, 0, r(e / np.where(dead, 1, total)))
 
 
 def _rounder(elem: np.dtype, wt: np.dtype) -> Any:
@@ -95,7 +97,8 @@ def _attention(attrs: Attrs, out: Types, q: np.ndarray, k: np.ndarray, v: np.nda
     qk.append(scores)
     # a query row whose bias masks every key gives zeros, decided on the bias, not on the scores
     # (a NaN score of a masked key would make the row NaN): the ONNX reference's guard
-    probs = rnd(np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), wt.type(0), masked_softmax(scores)))
+    soft = masked_softmax(scores, rnd if attrs.get("softmax_narrow") else None)
+    probs = rnd(np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), wt.type(0), soft))
     qk.append(probs)
     y = np.matmul(probs, v4)  # B, Hq, Sq, Dv
     if q.ndim == 3:
