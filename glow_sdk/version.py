@@ -65,6 +65,9 @@ in (``glow sdk info --history`` prints it). In words:
 - 2.6: ``CompiledFunction.strided_feeds``: an executable that takes feeds of any strides says so, and the core
   passes a non-contiguous array (a view of an earlier result) as it is instead of copying it contiguous.
   Default False: every feed is C-contiguous, as before.
+- 2.7: the kind ``Attention`` has the attribute ``softmax_narrow``: float16 / bfloat16 operands without a wider
+  ``softmax_precision`` round each step of the softmax to their type (the spec's default precision). Default
+  False: the softmax runs in float32, as before.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ from dataclasses import dataclass
 #: The major API version this SDK defines (the core distribution is ``0.<major>.<patch>``).
 SDK_API_VERSION = 2
 #: The minor API version: what was added, with defaults, since ``SDK_API_VERSION.0``.
-SDK_API_MINOR = 6
+SDK_API_MINOR = 7
 #: The major API versions this core can load.
 SUPPORTED_SDK_API_VERSIONS = frozenset({1, 2})
 
@@ -181,6 +184,7 @@ HISTORY: tuple[Feature, ...] = (
     _f("Backend.symbolic_bundles", "2.5", "bundles that take symbolic dims as entry arguments (default False)"),
     _f("BundleOptions.symbols", "2.5", "the entry's symbol arguments (BundleSymbol: name, symbol, min, max, step)"),
     _f("CompiledFunction.strided_feeds", "2.6", "declared: execute() takes feeds of any strides, default False"),
+    _f("kind Attention.softmax_narrow", "2.7", "surface addition: a float16 / bfloat16 softmax rounds each step"),
 )
 
 def _latest_minors() -> dict[int, int]:

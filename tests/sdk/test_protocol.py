@@ -36,11 +36,11 @@ def sdk20() -> None:
 
 
 def test_versions_have_a_minor_number_and_old_integers_still_load() -> None:
-    assert str(SDK_API_RELEASE) == "2.6" and ApiVersion.parse("2.6") == SDK_API_RELEASE
+    assert str(SDK_API_RELEASE) == "2.7" and ApiVersion.parse("2.7") == SDK_API_RELEASE
     assert ApiVersion.parse(2) == ApiVersion(2, 0) < SDK_API_RELEASE and ApiVersion.parse("2") is None
     assert is_compatible(1) and is_compatible(2) and is_compatible("2.0") and is_compatible("2.1")
-    assert is_compatible("2.6") and not is_compatible("2.7") and not is_compatible("1.1") and not is_compatible(3)
-    assert "upgrade glow-compiler to a release that supports SDK API 2.7" in incompatibility_message("2.7", "x")
+    assert is_compatible("2.7") and not is_compatible("2.8") and not is_compatible("1.1") and not is_compatible(3)
+    assert "upgrade glow-compiler to a release that supports SDK API 2.8" in incompatibility_message("2.8", "x")
 
 
 def test_the_history_lists_every_hook_with_its_version() -> None:
