@@ -41,8 +41,9 @@ def masked_softmax(scores: np.ndarray, rnd: Any = None) -> np.ndarray:
 def _rounder(elem: np.dtype, wt: np.dtype) -> Any:
     """Rounding to ``elem`` and back, for operands narrower than float32 (identity otherwise): the spec's
     function body computes each of its steps (the scaled Q and K, their product, the softcap, the masked
-    scores, the softmax, the product with V) in the operands' type, so a float16 attention rounds there (the
-    softmax itself runs in float32, at least the precision ``softmax_precision`` asks for)."""
+    scores, the softmax, the product with V) in the operands' type, so a float16 attention rounds there; the
+    softmax rounds each of its own steps too (``softmax_narrow``) unless ``softmax_precision`` asks for float32
+    or wider."""
     if np.dtype(elem).itemsize >= 4:
         return lambda a: a
     return lambda a: np.asarray(a).astype(elem).astype(wt)
