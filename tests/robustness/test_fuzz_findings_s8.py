@@ -18,7 +18,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
-from tests.robustness.util import F, model
+from tests.robustness.util import F, assert_campaign_case_matches, model
 
 pytestmark = pytest.mark.robustness
 BACKENDS = ["interpreter", "cpu"]
@@ -42,19 +42,4 @@ def test_selu_with_a_huge_alpha_keeps_its_finite_answers(backend: str) -> None:
 
 def test_float16_attention_rounds_each_step_of_its_function_body(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Case 8673, regenerated from the campaign's seed: both backends match the reference."""
-    from glow_tools.fuzz import MUTATORS
-    from glow_tools.fuzz.cases import generate, write_case
-    from glow_tools.fuzz.isolate import Outcome
-    from glow_tools.fuzz.runners import classify, run_glow, run_reference
-    from glow_tools.fuzz.seeds import seed_names
-
-    names = seed_names()
-    if len(names) < 100:
-        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
-    case = tmp_path / "case"
-    write_case(generate(8, 8673, names, MUTATORS), case)
-    ref = run_reference(str(case))
-    for backend in BACKENDS:
-        got = run_glow(str(case), backend)
-        assert got["kind"] == "outputs", got
-        assert classify(Outcome("ok", got), Outcome("ok", ref)) == ("match", ""), backend
+    assert_campaign_case_matches(8, 8673, tmp_path / "case", BACKENDS)

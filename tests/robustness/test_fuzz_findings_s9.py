@@ -22,7 +22,7 @@ from onnx import TensorProto, helper
 
 import glow_core
 from glow_core.errors import GlowTypeError
-from tests.robustness.util import F, model
+from tests.robustness.util import F, assert_campaign_case_matches, model
 
 pytestmark = pytest.mark.robustness
 BACKENDS = ["interpreter", "cpu"]
@@ -37,25 +37,8 @@ def test_upsample_refuses_a_scale_that_is_not_positive_and_finite(bad: float) ->
         glow_core.compile(m, "interpreter")
 
 
-def _judge(case: str, outputs: list[np.ndarray]) -> tuple[str, str]:
-    """As the campaign judges (``campaign._rejudge_in_float64``)."""
-    from glow_tools.fuzz.float64 import own_spread, run_reference_float64, undetermined_reason
-    from glow_tools.fuzz.float64_rounded import run_reference_rounded
-    from glow_tools.fuzz.isolate import Outcome
-    from glow_tools.fuzz.runners import classify, run_onnxruntime, run_reference
-
-    ref = run_reference(case)
-    cls, message = classify(Outcome("ok", {"kind": "outputs", "outputs": outputs}), Outcome("ok", ref))
-    if cls != "wrong":
-        return cls, message
-    v64, spread = run_reference_float64(case)
-    why = undetermined_reason(ref, outputs, v64, spread, onnxruntime=run_onnxruntime(case),
-                              rounded=run_reference_rounded(case), own=own_spread(case, v64))
-    return ("unjudged", why) if why else (cls, message)
-
-
 def test_an_inverse_dft_of_huge_terms_is_judged_up_to_its_twiddles(tmp_path: Path) -> None:
-    from tests.robustness.test_fuzz_judge_strict import _case
+    from tests.robustness.test_fuzz_judge_strict import _case, _judge
 
     node = helper.make_node("DFT", ["x"], ["y"], axis=1, inverse=1, onesided=1)
     m = model([node], [("x", F, [1, 6, 10, 2])], [("y", F, [1, 10, 10, 1])], opset=19)
@@ -79,19 +62,4 @@ def test_a_float16_attention_rounds_each_step_of_its_softmax(tmp_path: Path) -> 
     Its softmax ran in float32 and rounded once; one unit of a float16 probability times 65504 left three
     elements 16 off. The spec runs the softmax "in the same precision as the input" when softmax_precision is
     not given: each of its steps rounds to float16 now, and both backends match the reference."""
-    from glow_tools.fuzz import MUTATORS
-    from glow_tools.fuzz.cases import generate, write_case
-    from glow_tools.fuzz.isolate import Outcome
-    from glow_tools.fuzz.runners import classify, run_glow, run_reference
-    from glow_tools.fuzz.seeds import seed_names
-
-    names = seed_names()
-    if len(names) < 100:
-        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
-    case = tmp_path / "case"
-    write_case(generate(9, 9507, names, MUTATORS), case)
-    ref = run_reference(str(case))
-    for backend in BACKENDS:
-        got = run_glow(str(case), backend)
-        assert got["kind"] == "outputs", got
-        assert classify(Outcome("ok", got), Outcome("ok", ref)) == ("match", ""), backend
+    assert_campaign_case_matches(9, 9507, tmp_path / "case", BACKENDS)

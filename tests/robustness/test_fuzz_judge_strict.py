@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from glow_tools.fuzz.cases import INPUTS_DIR, MODEL_FILE
-from glow_tools.fuzz.float64 import run_reference_float64, undetermined_reason
+from glow_tools.fuzz.float64 import own_spread, run_reference_float64, undetermined_reason
 from glow_tools.fuzz.float64_rounded import run_reference_rounded
 from glow_tools.fuzz.isolate import Outcome
 from glow_tools.fuzz.runners import classify, run_glow, run_onnxruntime, run_reference
@@ -40,14 +40,16 @@ def _case(folder: Path, m: Any, inputs: list[np.ndarray]) -> str:
 
 
 def _judge(case: str, outputs: list[np.ndarray], ort: bool = True) -> tuple[str, str]:
-    """As the campaign judges: the reference, then the float64 rule (with onnxruntime's outputs) if wrong."""
+    """As the campaign judges (``campaign._rejudge_in_float64``): the reference, then the float64 rule (with
+    onnxruntime's outputs, the node-wise evaluation and the op's own spread) if wrong."""
     ref = run_reference(case)
     cls, message = classify(Outcome("ok", {"kind": "outputs", "outputs": outputs}), Outcome("ok", ref))
     if cls != "wrong":
         return cls, message
-    why = undetermined_reason(ref, outputs, *run_reference_float64(case),
-                              onnxruntime=run_onnxruntime(case) if ort else None,
-                              rounded=run_reference_rounded(case) if ort else None)
+    v64, spread = run_reference_float64(case)
+    why = undetermined_reason(ref, outputs, v64, spread, onnxruntime=run_onnxruntime(case) if ort else None,
+                              rounded=run_reference_rounded(case) if ort else None,
+                              own=own_spread(case, v64) if ort else None)
     return ("unjudged", why) if why else (cls, message)
 
 

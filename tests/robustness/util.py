@@ -45,3 +45,25 @@ def run_together(n: int, work: Callable[[], Any]) -> list[Any]:
     if errors:
         raise errors[0]
     return results
+
+
+def assert_campaign_case_matches(seed: int, index: int, folder: Any, backends: Sequence[str]) -> None:
+    """Case ``index`` of campaign ``seed``, regenerated into ``folder`` with today's mutators: each backend's
+    answer is a judged match (skips without the ONNX node tests the campaigns draw their seeds from)."""
+    import pytest
+
+    from glow_tools.fuzz import MUTATORS
+    from glow_tools.fuzz.cases import generate, write_case
+    from glow_tools.fuzz.isolate import Outcome
+    from glow_tools.fuzz.runners import classify, run_glow, run_reference
+    from glow_tools.fuzz.seeds import seed_names
+
+    names = seed_names()
+    if len(names) < 100:
+        pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
+    write_case(generate(seed, index, names, MUTATORS), folder)
+    ref = run_reference(str(folder))
+    for backend in backends:
+        got = run_glow(str(folder), backend)
+        assert got["kind"] == "outputs", got
+        assert classify(Outcome("ok", got), Outcome("ok", ref)) == ("match", ""), backend

@@ -43,7 +43,7 @@ import numpy as np
 from glow_backend_cpu import profiling, regions
 from glow_backend_cpu.codegen import ENTRY, REGION_IO, REGION_PACKED, Layout
 from glow_backend_cpu.helpers import SPLIT_ENTRIES, SPLIT_GLOBAL, SPLIT_ONE
-from glow_backend_cpu.symbolic import SET_SYMBOLS, bind_symbols, prefix, symbol_array
+from glow_backend_cpu.symbolic import SET_SYMBOLS, actual_shape, bind_symbols, prefix, symbol_array
 from glow_backend_cpu.symio import HANDED_BYTES, HandedBuffers, copy_feeds, handed_view, zero_pages
 from glow_backend_cpu.sync import CTL_BYTES, MAX_SHARES
 from glow_backend_cpu.target import Library
@@ -451,11 +451,8 @@ class CpuExecutable(CompiledFunction):
             owners = self._take_handed()
             self._run()
             outs: dict[str, np.ndarray] = {}
-            sizes: dict[Any, int] = {}  # (outputs share their symbolic dims: each evaluated once)
             for (_region, name, dtype, shape, buf), owner in zip(self._out_plan, owners):
-                t = self.output_types[name]
-                got = shape if t.sym is None else tuple(
-                    d if e is None else sizes.get(e) or sizes.setdefault(e, e.evaluate(env)) for d, e in zip(shape, t.sym))
+                got = actual_shape(self.output_types[name], env)
                 outs[name] = buf[prefix(got)].copy() if owner is None else handed_view(owner, dtype, shape, got)
             return outs
 
