@@ -85,6 +85,12 @@ def _over_axes(node: Node) -> str | None:
     return f"a {node.kind.name} over a symbolic axis" if reduced & sym_axes(t) else None
 
 
+def _channels(node: Node) -> str | None:
+    """LRN sums over the channel axis (1): element-wise along every other axis."""
+    t = node.inputs[0].type  # type: ignore[union-attr]
+    return f"a {node.kind.name} over a symbolic channel axis" if 1 in sym_axes(t) else None
+
+
 def _slice(node: Node) -> str | None:
     """Safe on a symbolic axis it keeps whole (start 0, step 1, the same size expression) or of which it reads
     only the first entry (a symbol is at least 1)."""
@@ -154,6 +160,7 @@ SYMBOLIC_RULES: dict[str, Rule] = {
     "Softmax": _over_axes,
     "LogSoftmax": _over_axes,
     "Slice": _slice,
+    "LRN": _channels,
     "FusedLayerNorm": _last_axis,
     "MatMul": _matmul,
     "FusedMatMul": _matmul,

@@ -19,7 +19,7 @@ import threading
 log = logging.getLogger("glow.cpu")
 
 FAST_MODULES = ("gemm", "matmul", "dequant", "conv", "pool", "recurrent", "qconv")
-MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "transformer", "detection", "qgeneric",
+MODULES = ("elementwise", "reduce", "movement", "indexing", "softmax", "lrn", "transformer", "detection", "qgeneric",
            "symvalue", "symconv")
 FALLBACK_MODULES = ("naive_linalg",)
 

@@ -14,8 +14,9 @@ float32 with 1 or 2 spatial axes is vectorized:
 The average divides by the per-position count, the product of the row count
 and the column count (compile-time tables), with a true division, so it
 matches the interpreter's ``total / counts``. The max is numpy's
-``maximum(acc, x)`` in window order: NaN propagates, ties keep the earlier
-element. int8 / uint8 MaxPool with 1 or 2 spatial axes takes the same rows path on bytes
+``maximum(acc, x)`` in window order: NaN propagates, of two equal elements
+(+0 and -0) the later one is kept. The rows path takes one vector max per tap
+and checks for NaN once per chunk (``_PoolChunk.max_fast``). int8 / uint8 MaxPool with 1 or 2 spatial axes takes the same rows path on bytes
 (``emit_maxpool_q8``). Other element kinds and 3+ spatial axes use a scalar loop.
 """
 
@@ -32,7 +33,8 @@ from glow_backend_cpu.emit import dtypes
 from glow_backend_cpu.emit.context import EmitContext, Instr, register_emitter
 from glow_backend_cpu.emit.vecops import F32P, c64, gep, masked_store, strided_masked_load, vty
 from glow_backend_cpu.emit.qvec import lane_range, masked_store_int, strided_load_i8, vec
-from glow_backend_cpu.helpers import I8, carried_loop, for_range, iota, partition, splat, unravel, window_tap
+from glow_backend_cpu.helpers import (I8, carried_loop, for_range, if_unlikely, iota, partition, smax, smin, splat,
+                                     unravel, window_tap)
 from glow_core.ir.defs.nn import MAXPOOL_KINDS
 from glow_core.ir.types import FLOAT_KINDS, ElemKind
 
@@ -64,8 +66,9 @@ def col_range(size: int, out: int, s: int, off: int) -> tuple[int, int]:
 
 
 def np_max(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
-    """numpy ``maximum(acc, v)``: ``acc`` when ``acc >= v`` or ``acc`` is NaN, else ``v``."""
-    keep = b.or_(b.fcmp_ordered(">=", acc, v), b.fcmp_unordered("uno", acc, acc))
+    """numpy ``maximum(acc, v)``: ``acc`` when ``acc > v`` or ``acc`` is NaN, else ``v`` (of two equal
+    elements, +0 and -0 among them, the later one, as numpy's ``maximum`` returns)."""
+    keep = b.or_(b.fcmp_ordered(">", acc, v), b.fcmp_unordered("uno", acc, acc))
     return b.select(keep, acc, v)
 
 
@@ -117,6 +120,15 @@ def _count_tables(ctx: EmitContext, instr: Instr, g: dict[str, int], pad_w: int)
             b.bitcast(ctx.add_constant(cw, f"{instr.name or 'pool'}.count_w"), F32P))
 
 
+def rows_clamp_exact(g: dict[str, int]) -> bool:
+    """A MaxPool window row outside the image may read the nearest image row instead: with no row dilation,
+    that row is inside the same window whenever the window holds an image row at all, which every output
+    row's window does here (the windows' first rows rise with ``oh``: the first and last decide)."""
+    first_ok = g["KH"] - 1 - g["ph"] >= 0
+    last_ok = (g["OH"] - 1) * g["sh"] - g["ph"] <= g["H"] - 1
+    return g["dh"] == 1 and first_ok and last_ok
+
+
 def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
     b = ctx.builder
     is_max = instr.kind == "MaxPool"
@@ -131,7 +143,7 @@ def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
         cnt_h, cnt_w = _count_tables(ctx, instr, g, nchunks * CH * W)
     ranges = [col_range(g["W"], OW, g["sw"], kw * g["dw"] - g["pw"]) for kw in range(KW)]
     unroll_kh = KH * KW * CH <= 96
-    init = ir.Constant(vty(W), [-math.inf if is_max else 0.0] * W)
+    fast = is_max and rows_clamp_exact(g)
     rows = g["NC"] * OH
     r0, r1 = partition(b, rows, ctx.tid, ctx.nthreads)
     with for_range(b, r0, r1, name="row") as r:
@@ -146,27 +158,11 @@ def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
             lmask = [[b.and_(b.icmp_signed(">=", owv[v], splat(b, c64(lo), W)),
                              b.icmp_signed("<", owv[v], splat(b, c64(hi), W))) for v in range(CH)]
                      for lo, hi in ranges]
-            src_col = b.sub(b.mul(ow0, c64(g["sw"])), c64(g["pw"]))
-
-            def taps(b: ir.IRBuilder, kh: ir.Value | int, acc: list[ir.Value]) -> list[ir.Value]:
-                khv = c64(kh) if isinstance(kh, int) else kh
-                ih = b.add(ih0, b.mul(khv, c64(g["dh"])))
-                vmask = splat(b, b.icmp_unsigned("<", ih, c64(g["H"])), W)
-                src_row = gep(b, xc, b.add(b.mul(ih, c64(g["W"])), src_col))
-                out = list(acc)
-                for kw in range(KW):
-                    for v in range(CH):
-                        m = b.and_(lmask[kw][v], vmask)
-                        val = strided_masked_load(b, gep(b, src_row, v * W * g["sw"] + kw * g["dw"]), m, g["sw"])
-                        out[v] = b.select(m, np_max(b, out[v], val), out[v]) if is_max else b.fadd(out[v], val)
-                return out
-
-            acc = [init] * CH
-            if unroll_kh:
-                for kh in range(KH):
-                    acc = taps(b, kh, acc)
+            chunk = _PoolChunk(g, is_max, W, CH, xc, ih0, b.sub(b.mul(ow0, c64(g["sw"])), c64(g["pw"])), lmask)
+            if fast:
+                acc = chunk.max_fast(b, unroll_kh)
             else:
-                acc = carried_loop(b, 0, KH, acc, taps)
+                acc = chunk.reduce(b, unroll_kh)
             for v in range(CH):
                 val = acc[v]
                 if not is_max:
@@ -176,6 +172,80 @@ def emit_pool_rows(ctx: EmitContext, instr: Instr, g: dict[str, int]) -> None:
                     val = b.fdiv(val, div)
                 smask = b.icmp_signed("<", owv[v], splat(b, c64(OW), W))
                 masked_store(b, val, gep(b, yrow, b.add(ow0, c64(v * W))), smask)
+
+
+class _PoolChunk:
+    """The window taps of one chunk of ``CH`` output vectors of one output row (``emit_pool_rows``)."""
+
+    def __init__(self, g: dict[str, int], is_max: bool, lanes: int, vectors: int, xc: ir.Value, ih0: ir.Value,
+                 src_col: ir.Value, lmask: list[list[ir.Value]]) -> None:
+        self.g, self.is_max, self.W, self.CH = g, is_max, lanes, vectors
+        self.xc, self.ih0, self.src_col, self.lmask = xc, ih0, src_col, lmask
+
+    def _loop(self, b: ir.IRBuilder, unroll: bool, init: list[ir.Value],
+              body: Any) -> list[ir.Value]:
+        if not unroll:
+            return carried_loop(b, 0, self.g["KH"], init, body)
+        acc = init
+        for kh in range(self.g["KH"]):
+            acc = body(b, c64(kh), acc)
+        return acc
+
+    def reduce(self, b: ir.IRBuilder, unroll: bool) -> list[ir.Value]:
+        """The exact reduction: numpy's ``maximum`` (or the sum) in window order, rows outside the image masked."""
+        g, W, CH = self.g, self.W, self.CH
+        init = ir.Constant(vty(W), [-math.inf if self.is_max else 0.0] * W)
+
+        def taps(b: ir.IRBuilder, kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            vmask, src_row = tap_row(b, g, self.xc, self.ih0, kh, self.src_col, W)
+            out = list(acc)
+            for kw in range(g["KW"]):
+                for v in range(CH):
+                    m = b.and_(self.lmask[kw][v], vmask)
+                    val = strided_masked_load(b, gep(b, src_row, v * W * g["sw"] + kw * g["dw"]), m, g["sw"])
+                    out[v] = b.select(m, np_max(b, out[v], val), out[v]) if self.is_max else b.fadd(out[v], val)
+            return out
+
+        return self._loop(b, unroll, [init] * CH, taps)
+
+    def max_fast(self, b: ir.IRBuilder, unroll: bool) -> list[ir.Value]:
+        """The max as ``acc > v ? acc : v`` (one vector max; of two equal elements the later one, as numpy's
+        ``maximum``), rows outside the image clamped to the nearest one (``rows_clamp_exact``: a row read
+        twice changes nothing), columns outside it loaded as -inf. That loses a NaN once a later tap is
+        not NaN, so a sum of the taps rides along: when it holds a NaN (a NaN tap, or +inf and -inf taps)
+        the chunk is reduced again by :meth:`reduce`."""
+        g, W, CH = self.g, self.W, self.CH
+        lowest = ir.Constant(vty(W), [-math.inf] * W)
+
+        def taps(b: ir.IRBuilder, kh: ir.Value, carry: list[ir.Value]) -> list[ir.Value]:
+            ih = smin(b, smax(b, b.add(self.ih0, kh), c64(0)), c64(g["H"] - 1))
+            src_row = gep(b, self.xc, b.add(b.mul(ih, c64(g["W"])), self.src_col))
+            acc, total = carry[:CH], carry[CH:]
+            for kw in range(g["KW"]):
+                for v in range(CH):
+                    val = strided_masked_load(b, gep(b, src_row, v * W * g["sw"] + kw * g["dw"]),
+                                              self.lmask[kw][v], g["sw"], fill=-math.inf)
+                    acc[v] = b.select(b.fcmp_ordered(">", acc[v], val), acc[v], val)
+                    total[v] = b.fadd(total[v], val)
+            return acc + total
+
+        carry = self._loop(b, unroll, [lowest] * CH + [ir.Constant(vty(W), None)] * CH, taps)
+        fast, total = carry[:CH], carry[CH:]
+        nan = b.fcmp_unordered("uno", total[0], total[0])
+        for v in range(1, CH):
+            nan = b.or_(nan, b.fcmp_unordered("uno", total[v], total[v]))
+        any_nan = b.icmp_unsigned("!=", b.bitcast(nan, ir.IntType(W)), ir.Constant(ir.IntType(W), 0))
+        before = b.block
+        with if_unlikely(b, any_nan):
+            exact = self.reduce(b, unroll)
+            exact_end = b.block
+        out = []
+        for v in range(CH):
+            phi = b.phi(vty(W))
+            phi.add_incoming(fast[v], before)
+            phi.add_incoming(exact[v], exact_end)
+            out.append(phi)
+        return out
 
 
 def tap_row(b: ir.IRBuilder, g: dict[str, int], xc: ir.Value, ih0: ir.Value, kh: ir.Value, col: ir.Value,

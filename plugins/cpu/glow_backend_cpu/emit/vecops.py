@@ -76,12 +76,13 @@ def vstore(b: ir.IRBuilder, v: ir.Value, p: ir.Value, align: int = 4) -> None:
     b.store(v, vptr(b, p, v.type.count), align=align)
 
 
-def masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, align: int = 4) -> ir.Value:
-    """Load the lanes of ``mask`` from ``p`` (others 0.0); masked-off lanes are never accessed."""
+def masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, align: int = 4,
+                fill: float = 0.0) -> ir.Value:
+    """Load the lanes of ``mask`` from ``p`` (others ``fill``); masked-off lanes are never accessed."""
     lanes = mask.type.count
     t = vty(lanes)
     fn = intrinsic(module_of(b), f"llvm.masked.load.v{lanes}f32.p0", t, [t.as_pointer(), I32, mask.type, t])
-    return b.call(fn, [vptr(b, p, lanes), c32(align), mask, ir.Constant(t, None)])
+    return b.call(fn, [vptr(b, p, lanes), c32(align), mask, ir.Constant(t, [fill] * lanes)])
 
 
 def masked_store(b: ir.IRBuilder, v: ir.Value, p: ir.Value, mask: ir.Value, align: int = 4) -> None:
@@ -106,11 +107,11 @@ def store_maybe_masked(b: ir.IRBuilder, v: ir.Value, p: ir.Value, valid: int, al
         masked_store(b, v, p, lane_mask(lanes, valid), align)
 
 
-def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: int) -> ir.Value:
-    """Lanes ``p[i * stride]`` for the set lanes of ``mask`` (0.0 elsewhere)."""
+def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: int, fill: float = 0.0) -> ir.Value:
+    """Lanes ``p[i * stride]`` for the set lanes of ``mask`` (``fill`` elsewhere)."""
     lanes = mask.type.count
     if stride == 1:
-        return masked_load(b, p, mask)
+        return masked_load(b, p, mask, fill=fill)
     if stride <= 4:  # one wide masked load, then keep every stride-th lane
         wide = lanes * stride
         idx = []
@@ -118,7 +119,7 @@ def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: in
             idx.append(i // stride if i % stride == 0 else lanes)
         false = ir.Constant(vty(lanes, I1), None)
         wmask = b.shuffle_vector(mask, false, ir.Constant(vty(wide, I32), idx))
-        v = masked_load(b, p, wmask)
+        v = masked_load(b, p, wmask, fill=fill)
         keep = ir.Constant(vty(lanes, I32), [i * stride for i in range(lanes)])
         return b.shuffle_vector(v, ir.Constant(vty(wide), ir.Undefined), keep)
     base = b.ptrtoint(p, I64)
@@ -126,7 +127,7 @@ def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: in
     ptrs = b.inttoptr(addrs, vty(lanes, F32P))
     t = vty(lanes)
     fn = intrinsic(module_of(b), f"llvm.masked.gather.v{lanes}f32.v{lanes}p0", t, [ptrs.type, I32, mask.type, t])
-    return b.call(fn, [ptrs, c32(4), mask, ir.Constant(t, None)])
+    return b.call(fn, [ptrs, c32(4), mask, ir.Constant(t, [fill] * lanes)])
 
 
 def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
