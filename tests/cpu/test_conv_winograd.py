@@ -76,7 +76,7 @@ def _direct(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, pads: tuple[int, in
 @pytest.fixture
 def small_convs_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the small cases take the path (the thresholds keep it to convolutions where it pays)."""
-    for name in ("WINO_MIN_C", "WINO_MIN_M", "WINO_BIG_TILES"):
+    for name in ("WINO_MIN_C", "WINO_BIG_MIN_C", "WINO_MIN_M", "WINO_BIG_TILES"):
         monkeypatch.setattr(winograd, name, 1)
 
 
@@ -152,10 +152,10 @@ def test_the_path_takes_the_convolutions_where_it_pays() -> None:
         out = hw if attrs["strides"] == [1, 1] else hw // 2
         return conv_shape((1, c, hw, hw), (m, c, 3, 3), (1, m, out, out), attrs)
     for c, hw, m in [(64, 56, 64), (128, 56, 32), (64, 224, 64), (256, 56, 256), (128, 28, 128), (64, 28, 96),
-                     (256, 28, 512), (512, 28, 512)]:
+                     (256, 28, 512), (512, 28, 512), (16, 56, 64), (16, 55, 32), (16, 112, 32)]:
         assert winograd_fits(shape(c, hw, m), 16, True, False), (c, hw, m)
     for c, hw, m in [(128, 28, 32), (32, 27, 128), (64, 28, 64), (256, 14, 256), (512, 14, 512), (512, 7, 512),
-                     (16, 56, 64), (64, 56, 16)]:
+                     (8, 112, 32), (16, 28, 384), (64, 56, 16)]:
         assert not winograd_fits(shape(c, hw, m), 16, True, False), (c, hw, m)
     s = shape(64, 56, 64)
     assert not winograd_fits(s, 8, True, False)  # AVX2: 8 lanes
