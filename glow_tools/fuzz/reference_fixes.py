@@ -65,6 +65,13 @@ output, ``0.00195``, in case 4106), a precision the spec does not prescribe;
 onnxruntime and glow compute it in float32. The corrected GridSample reads a
 float16 grid as float32 and is otherwise the reference's.
 
+Its Unique with ``sorted=0`` takes the unsorted ``Y`` along axis 0 of the input whatever the ``axis``
+(``np.take(x, indices, axis=0)``), and from the unflattened input without an axis; with one output it
+returns numpy's sorted values. The spec: "Y: A tensor of the same type as 'X' containing all the unique
+values or subtensors sliced along a provided 'axis' in 'X', either sorted or maintained in the same order
+they occur in input 'X'". The corrected Unique takes ``Y`` along ``axis`` (or from the flattened input) in
+the order of first occurrence; its other outputs are the reference's.
+
 Its pooling over NaN and its Resize over infinities are corrected element by
 element (:mod:`glow_tools.fuzz.reference_nonfinite`).
 """
@@ -200,6 +207,28 @@ class LRN(OpRun):
         for ch in range(c):
             square_sum[:, ch] = np.sum(sq[:, max(0, ch - before):min(c, ch + after + 1)], axis=1)
         return ((x / (bias + (alpha / x.dtype.type(size)) * square_sum) ** beta).astype(x.dtype),)
+
+
+class Unique(OpRun):
+    """Unique with ``Y`` along ``axis`` (the flattened input without one), in the order of first occurrence
+    for ``sorted=0``."""
+
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, axis: Any = None, sorted: Any = None) -> tuple[np.ndarray, ...]:  # noqa: A002
+        flat = axis is None or (isinstance(axis, float) and math.isnan(axis))
+        src = x.reshape(-1) if flat else x
+        along = 0 if flat else int(axis)
+        y, idx, inv, cnt = np.unique(src, True, True, True, axis=None if flat else along)
+        inv = np.asarray(inv).reshape(-1)
+        if sorted is not None and not sorted:
+            order = np.argsort(idx, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            idx, cnt, inv = idx[order], cnt[order], rank[inv]
+            y = np.take(src, idx, axis=along)
+        outs = (y, idx.astype(np.int64), inv.astype(np.int64), cnt.astype(np.int64))
+        return outs[:max(len(self.onnx_node.output), 1)]
 
 
 class Loop(_ReferenceLoop):
@@ -354,7 +383,7 @@ LOGSUMEXP_AXES_INPUT = 18
 def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
     lse = _LogSumExp18 if opset >= LOGSUMEXP_AXES_INPUT else _LogSumExp1
-    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample, Range,
+    ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample, Range, Unique,
                               type("ReduceLogSumExp", (lse,), {"op_domain": ""}), *NONFINITE_OPS]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])

@@ -16,7 +16,8 @@ and the column count (compile-time tables), with a true division, so it
 matches the interpreter's ``total / counts``. The max is numpy's
 ``maximum(acc, x)`` in window order: NaN propagates, of two equal elements
 (+0 and -0) the later one is kept. The rows path takes one vector max per tap
-and checks for NaN once per chunk (``_PoolChunk.max_fast``). int8 / uint8 MaxPool with 1 or 2 spatial axes takes the same rows path on bytes
+and checks for NaN once per chunk (``_PoolChunk.max_fast``). int8 / uint8
+MaxPool with 1 or 2 spatial axes takes the same rows path on bytes
 (``emit_maxpool_q8``). Other element kinds and 3+ spatial axes use a scalar loop.
 """
 
