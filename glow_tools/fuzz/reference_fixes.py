@@ -72,6 +72,12 @@ values or subtensors sliced along a provided 'axis' in 'X', either sorted or mai
 they occur in input 'X'". The corrected Unique takes ``Y`` along ``axis`` (or from the flattened input) in
 the order of first occurrence; its other outputs are the reference's.
 
+Its OneHot computes ``hot * (on_value - off_value) + off_value``: with an infinite ``on_value`` (or
+``off_value``) every off position is ``0 * inf = NaN``, and the difference of two huge values of opposite
+signs overflows. The spec: "The output tensor is filled with 'on_value' where the index is 'hot' and with
+'off_value' elsewhere". The corrected OneHot selects between the two values (its reference's own
+positions of the hot entries).
+
 Its pooling over NaN and its Resize over infinities are corrected element by
 element (:mod:`glow_tools.fuzz.reference_nonfinite`).
 """
@@ -87,6 +93,7 @@ from onnx.reference.ops.op_loop import Loop as _ReferenceLoop
 from onnx.reference.ops._quant_utils import reshape_input
 from onnx.reference.ops.op_grid_sample import GridSample as _ReferenceGridSample
 from onnx.reference.ops.op_lp_normalization import LpNormalization as _ReferenceLpNormalization
+from onnx.reference.ops.op_one_hot import _one_hot
 from onnx.reference.ops.op_range import Range as _ReferenceRange
 from onnx.reference.ops.op_reduce_log_sum_exp import ReduceLogSumExp_1, ReduceLogSumExp_18
 from onnx.reference.ops.op_quantize_linear import _QUANT_INTEGER_RANGES
@@ -229,6 +236,17 @@ class Unique(OpRun):
             y = np.take(src, idx, axis=along)
         outs = (y, idx.astype(np.int64), inv.astype(np.int64), cnt.astype(np.int64))
         return outs[:max(len(self.onnx_node.output), 1)]
+
+
+class OneHot(OpRun):
+    """OneHot as a selection between ``off_value`` and ``on_value`` (no arithmetic on the two)."""
+
+    op_domain = ""
+
+    def _run(self, indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: Any = None) -> tuple[np.ndarray]:
+        off_value, on_value = values
+        hot = _one_hot(indices, depth, axis=-1 if axis is None else axis, dtype=np.bool_)
+        return (np.where(hot, on_value, off_value).astype(values.dtype),)
 
 
 class Loop(_ReferenceLoop):
@@ -384,7 +402,7 @@ def new_ops(opset: int) -> list[type[OpRun]]:
     """The corrected kernels a model importing ``opset`` needs."""
     lse = _LogSumExp18 if opset >= LOGSUMEXP_AXES_INPUT else _LogSumExp1
     ops: list[type[OpRun]] = [GlobalMaxPool, LRN, Loop, QuantizeLinear, LpNormalization, GridSample, Range, Unique,
-                              type("ReduceLogSumExp", (lse,), {"op_domain": ""}), *NONFINITE_OPS]
+                              OneHot, type("ReduceLogSumExp", (lse,), {"op_domain": ""}), *NONFINITE_OPS]
     ops += [Softmax, LogSoftmax, Hardmax] if opset < COERCED_UNTIL else [LogSoftmaxBody]
     return ops + ([BatchNormalization] if opset < BATCHNORM_UNTIL else [])
 

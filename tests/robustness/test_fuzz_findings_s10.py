@@ -4,6 +4,9 @@
   input. onnx.reference takes the unsorted ``Y`` along axis 0 whatever the axis (``[2, 3]`` where the spec's
   "subtensors sliced along a provided 'axis'" are ``[3, 2]``); glow and onnxruntime give ``[3, 2]``. The judge
   runs a corrected Unique (``glow_tools.fuzz.reference_fixes.Unique``).
+- case 7632 (wrong on both backends; the judge was wrong): OneHot with ``values = [1, inf]``. onnx.reference
+  computes ``hot * (on - off) + off``, so every off position is ``0 * inf = NaN``; the spec fills them with
+  ``off_value``, as glow and onnxruntime do. The judge runs a corrected OneHot (a selection).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
-from glow_tools.fuzz.reference_fixes import Unique
+from glow_tools.fuzz.reference_fixes import OneHot, Unique
 from tests.robustness.util import assert_campaign_case_matches
 
 pytestmark = pytest.mark.robustness
@@ -77,10 +80,39 @@ def test_the_uncorrected_reference_takes_the_wrong_axis() -> None:
     assert fixed.shape == (3, 2)
 
 
-def test_the_corrected_unique_passes_the_onnx_node_tests() -> None:
-    """Every Unique node test's expected outputs (sorted and not, with and without an axis)."""
+def test_case_7632_is_judged_a_match(tmp_path: Path) -> None:
+    assert_campaign_case_matches(10, 7632, tmp_path, ["interpreter", "cpu"])
+
+
+@pytest.mark.parametrize("values", [[1.0, np.inf], [-np.inf, 2.0], [-3e38, 3e38], [np.nan, 5.0]])
+def test_the_corrected_one_hot_selects_the_two_values(values: list[float]) -> None:
+    """Off positions hold ``off_value`` and hot ones ``on_value``, whatever their arithmetic would give (the
+    reference's formula gives NaN or an overflow there); glow gives the same."""
+    g = helper.make_graph([helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=1)], "g",
+                          [helper.make_tensor_value_info("i", TensorProto.INT64, [3]),
+                           helper.make_tensor_value_info("d", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("v", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 10])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    feeds = {"i": np.array([0, -7, 12]), "d": np.array(10.0, np.float32), "v": np.array(values, np.float32)}
+    hot = np.zeros((3, 10), bool)
+    hot[0, 0] = hot[1, 3] = True  # -7 wraps to 3; 12 is out of range: no hot entry
+    want = np.where(hot, np.float32(values[1]), np.float32(values[0]))
+    got = ReferenceEvaluator(m, new_ops=[OneHot]).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)
+    with np.errstate(all="ignore"):
+        plain = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert not np.array_equal(plain, want)  # the uncorrected formula (the correction is needed)
+    for backend in ("interpreter", "cpu"):
+        net = glow_core.compile(m, backend, bind={"d": feeds["d"]})
+        np.testing.assert_array_equal(net.run({"i": feeds["i"], "v": feeds["v"]})["y"], want, err_msg=backend)
+
+
+@pytest.mark.parametrize("prefix, op", [("test_unique_", Unique), ("test_onehot_", OneHot)])
+def test_the_corrections_pass_the_onnx_node_tests(prefix: str, op: type) -> None:
+    """Every node test's expected outputs of the op (Unique sorted and not, with and without an axis)."""
     root = Path(os.environ.get("GLOW_ONNX_NODE_TESTS", ""))
-    cases = sorted(root.glob("test_unique_*")) if root.name else []
+    cases = sorted(root.glob(prefix + "*")) if root.name else []
     if not cases:
         pytest.skip("needs the ONNX node tests ($GLOW_ONNX_NODE_TESTS)")
     for case in cases:
@@ -89,7 +121,7 @@ def test_the_corrected_unique_passes_the_onnx_node_tests() -> None:
         feeds = {}
         for i, inp in enumerate(m.graph.input):
             feeds[inp.name] = numpy_helper.to_array(onnx.load_tensor(data / f"input_{i}.pb"))
-        got = ReferenceEvaluator(m, new_ops=[Unique]).run(None, feeds)
+        got = ReferenceEvaluator(m, new_ops=[op]).run(None, feeds)
         for k, g in enumerate(got):
             np.testing.assert_array_equal(g, numpy_helper.to_array(onnx.load_tensor(data / f"output_{k}.pb")),
                                           err_msg=f"{case.name} output {k}")
