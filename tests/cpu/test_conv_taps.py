@@ -7,7 +7,8 @@ match the interpreter. Inputs hold NaN, zeros and huge values and the filter an 
 lane that read a neighbouring row or past the plane instead of the padding's 0.0 shows.
 Cases: 3x3 with rows wider and narrower than a tile, 5x5 dilated with asymmetric pads, 1-D,
 groups, a 3x1 kernel, no vertical padding (fewer output rows), three input channels, batch 2,
-residual and activation.
+residual and activation; 1x1 convolutions read as plain rows (16 channels on an odd plane, two groups
+of 16, batch 2 with a tail tile).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ CASES = {  # id: (N, C, H, W, M, (KH, KW), dilation, pads, group, activation, ex
     "no-vpad": (1, 4, 12, 48, 30, (3, 3), 1, (0, 1, 0, 1), 1, "Relu", True),
     "c3-batch2": (2, 3, 5, 64, 64, (3, 3), 1, (1, 1, 1, 1), 1, "Relu", True),
     "narrow-tail": (1, 7, 9, 50, 10, (3, 3), 1, (1, 1, 1, 1), 1, None, False),
+    "1x1-m16-55": (1, 64, 55, 55, 16, (1, 1), 1, (0, 0, 0, 0), 1, "Relu", True),
+    "1x1-m16-groups": (1, 32, 8, 56, 32, (1, 1), 1, (0, 0, 0, 0), 2, None, True),
+    "1x1-batch2-tail": (2, 5, 7, 9, 12, (1, 1), 1, (0, 0, 0, 0), 1, "Relu", True),
 }
 
 
@@ -99,7 +103,10 @@ def test_which_convolutions_read_taps_in_place() -> None:
     assert not taps.taps_fit(_shape(256, 112, 112, 256, 3), 16)  # 256 channels: the im2col tile pays
     assert not taps.taps_fit(_shape(64, 224, 224, 64, 3, s=2), 16)  # stride 2
     assert not taps.taps_fit(_shape(64, 112, 112, 64, 3, pad=0), 16)  # output rows narrower than the input's
-    assert not taps.taps_fit(_shape(64, 112, 112, 64, 1, pad=0), 16)  # 1x1: plain rows are packed
+    assert taps.taps_fit(_shape(64, 55, 55, 16, 1, pad=0), 16)  # 1x1 to 16 channels: plain rows in place
+    assert not taps.taps_fit(_shape(64, 112, 112, 64, 1, pad=0), 16)  # 1x1 to 64 channels: packed rows
+    assert not taps.taps_fit(_shape(128, 27, 27, 32, 1, pad=0), 16)
+    assert not taps.taps_fit(_shape(64, 112, 112, 64, 1, pad=1), 16)  # padded 1x1: not plain rows
     assert not taps.taps_fit(_shape(16, 128, 128, 16, 7, pad=3), 16)  # 49 taps
 
 
