@@ -1,5 +1,9 @@
 """Float64 kernels for the float64 rule, for ops whose ``onnx.reference`` kernel computes in float32
-whatever its input type (so widening the model would evaluate them in float32 again).
+whatever its input type (so widening the model would evaluate them in float32 again), or cannot take
+float64 at all.
+
+:class:`MeanVarianceNormalization` is its function body with the constants in the input's type (the
+schema's body adds a float32 epsilon, which the reference refuses beside a float64 tensor).
 
 :class:`LinearAttention` runs the op's recurrence in float64, with its state
 tensor (an output of the op, of the inputs' type) held to the float32 range
@@ -60,5 +64,22 @@ class LinearAttention(OpRun):
         return out.transpose(0, 2, 1, 3).reshape(b, t, hq * d_v), state
 
 
+class MeanVarianceNormalization(OpRun):
+    """The op's function body with its constants in the input's type. The schema's body adds a float32
+    ``Epsilon`` constant to the standard deviation, an ``Add`` of two types for a float64 input, which the
+    reference refuses; here every step is the body's (``ReduceMean``, ``Pow`` by 2, ``Sub``, ``Sqrt``, ``Add``,
+    ``Div``), in float64, with the float32 constants widened exactly."""
+
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, axes: Any = None) -> tuple[np.ndarray]:
+        if x.dtype != np.float64:
+            raise NotImplementedError("the float64 MeanVarianceNormalization takes float64 inputs only")
+        ax = tuple(int(a) for a in axes) if axes is not None else (0, 2, 3)
+        mean = np.mean(x, axis=ax, keepdims=True)
+        variance = np.mean(np.power(x, 2.0), axis=ax, keepdims=True) - np.power(mean, 2.0)
+        return ((x - mean) / (np.sqrt(variance) + float(np.float32(1e-9))),)
+
+
 #: the kernels the float64 evaluation adds to ``new_ops``
-FLOAT64_KERNELS: list[type[OpRun]] = [LinearAttention]
+FLOAT64_KERNELS: list[type[OpRun]] = [LinearAttention, MeanVarianceNormalization]

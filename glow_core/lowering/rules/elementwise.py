@@ -162,8 +162,9 @@ def _shrink(b: Builder, node: Node) -> list[Value]:
     if not x.type.elem.is_float:
         x = b.cast(x, ElemKind.FLOAT64)  # integers: computed in float64, the final Cast truncates toward zero
     lam, bias = b.scalar(node.attrs["lambd"], x), b.scalar(node.attrs["bias"], x)
-    lo = b.where(_less(b, x, b.unary("Neg", lam)), b.add(x, bias), _zero(b, x))
-    return _ret(b, b.where(_less(b, lam, x), b.sub(x, bias), lo))
+    # the spec's first case first: with a negative lambd both hold, and x < -lambd decides (x + bias)
+    hi = b.where(_less(b, lam, x), b.sub(x, bias), _zero(b, x))
+    return _ret(b, b.where(_less(b, x, b.unary("Neg", lam)), b.add(x, bias), hi))
 
 
 @lowering("Clip")

@@ -28,14 +28,25 @@ def as_complex(x: np.ndarray) -> np.ndarray:
 
 
 def transform(z: np.ndarray, axis: int, length: int, inverse: bool, onesided: bool) -> np.ndarray:
-    """The DFT of complex ``z`` along ``axis`` as ONNX defines it (a real result for the onesided inverse)."""
+    """The DFT of complex ``z`` along ``axis`` as ONNX defines it (a real result for the onesided inverse).
+
+    A NaN among the elements a transform reads makes every element of its output NaN, real and imaginary
+    parts alike: each term of the spec's sum ``e^(-2 pi j k n / N) x[n]`` is a complex product, and ``0 * NaN``
+    is NaN. numpy's FFT adds the zero frequency's parts without multiplying them (an imaginary part of 0 beside
+    a NaN real part)."""
+    read = length // 2 + 1 if inverse and onesided else length  # (irfft reads the first n // 2 + 1 elements)
+    part = np.take(z, np.arange(min(read, z.shape[axis])), axis=axis)
+    nan = np.isnan(part).any(axis=axis, keepdims=True)
     if inverse and onesided:
-        return np.fft.irfft(z, n=length, axis=axis)
-    if inverse:
-        return np.fft.ifft(z, n=length, axis=axis)
-    y = np.fft.fft(z, n=length, axis=axis)
-    if onesided:
-        y = np.take(y, np.arange(length // 2 + 1), axis=axis)
+        y = np.fft.irfft(z, n=length, axis=axis)
+    elif inverse:
+        y = np.fft.ifft(z, n=length, axis=axis)
+    else:
+        y = np.fft.fft(z, n=length, axis=axis)
+        if onesided:
+            y = np.take(y, np.arange(length // 2 + 1), axis=axis)
+    if nan.any():
+        y = np.where(nan, np.array(complex(np.nan, np.nan) if np.iscomplexobj(y) else np.nan, y.dtype), y)
     return y
 
 

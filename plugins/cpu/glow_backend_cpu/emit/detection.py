@@ -11,7 +11,10 @@ threshold is decided the same way. Rows past the count are -1.
 Unique (thread 0): an insertion sort of the slice indices (lexicographic over
 each slice's elements; NaN sorts last and equals NaN, as numpy.unique; stable,
 so a group's first member is its first occurrence), then one pass grouping
-equal neighbours; unsorted output ranks the groups by first occurrence.
+equal neighbours; unsorted output ranks the groups by first occurrence. As in
+numpy.unique (the interpreter's kernel), the NaNs of a flattened input are one
+value, but along an axis a slice holding a NaN equals no other slice (numpy
+compares the slices with ``!=``).
 """
 
 from __future__ import annotations
@@ -187,6 +190,8 @@ class _Unique:
             for d in shape[axis + 1:]:
                 self.inner *= d
         self.sorted = bool(int(instr.attrs["sorted"]))
+        #: along an axis, a float slice holding a NaN is a group of its own
+        self.nan_alone = axis != -1 and is_float(self.elem)
         b = self.b
         n = max(self.n, 1)
         self.order, self.gfirst, self.gcount, self.rank = (
@@ -219,6 +224,16 @@ class _Unique:
                 v = self.load(self.at(s2, e))
                 b.store(b.select(self.less(u, v), i64(-1), b.select(self.less(v, u), i64(1), i64(0))), self.cmp_p)
         return b.load(self.cmp_p)
+
+    def has_nan(self, s1: ir.Value) -> ir.Value:
+        """Does slice s1 hold a NaN?"""
+        b = self.b
+        b.store(i64(0), self.cmp_p)
+        with for_range(b, 0, self.outer * self.inner, name="nan") as e:
+            u = self.load(self.at(s1, e))
+            with b.if_then(b.fcmp_unordered("uno", u, u)):
+                b.store(i64(1), self.cmp_p)
+        return b.icmp_signed("!=", b.load(self.cmp_p), i64(0))
 
     def load(self, off: ir.Value) -> ir.Value:
         return to_compute(self.b, self.b.load(elem_ptr(self.b, self.x.ptr, off)), self.elem)
@@ -256,7 +271,10 @@ class _Unique:
             cur = b.load(elem_ptr(b, self.order, k))
             is_new = b.icmp_signed("==", k, i64(0))
             prev = b.load(elem_ptr(b, self.order, b.select(is_new, i64(0), b.sub(k, i64(1)))))
-            with b.if_then(b.or_(is_new, b.icmp_signed("!=", self.compare(prev, cur), i64(0)))):
+            is_new = b.or_(is_new, b.icmp_signed("!=", self.compare(prev, cur), i64(0)))
+            if self.nan_alone:
+                is_new = b.or_(is_new, self.has_nan(cur))
+            with b.if_then(is_new):
                 g = b.load(self.groups_p)
                 b.store(cur, elem_ptr(b, self.gfirst, g))
                 b.store(i64(0), elem_ptr(b, self.gcount, g))
