@@ -147,6 +147,15 @@ def _masks_of(n: Any, index: int, v: Mapping[str, np.ndarray], given: set[str]) 
     return rules[n.op_type](n, v, given)
 
 
+#: the 4-bit (and 2-bit) integer kinds, which numpy holds as ml_dtypes types of kind "V"
+NARROW_INTS = frozenset({"int4", "uint4", "int2", "uint2"})
+
+
+def is_integer(dtype: np.dtype) -> bool:
+    """An integer element type, the narrow ones of ``ml_dtypes`` included."""
+    return dtype.kind in "iu" or dtype.name in NARROW_INTS
+
+
 def quantized_masks(model: Any, values: Mapping[str, np.ndarray],
                     outputs: Sequence[Any]) -> list[QuantizedMasks | None]:
     """Per graph output, its :class:`QuantizedMasks` when a quantizing node produces it as integers (None
@@ -156,7 +165,7 @@ def quantized_masks(model: Any, values: Mapping[str, np.ndarray],
     masks: list[QuantizedMasks | None] = []
     for o, out in zip(model.graph.output, outputs):
         found = producer.get(o.name)
-        if found is None or not isinstance(out, np.ndarray) or out.dtype.kind not in "iu":
+        if found is None or not isinstance(out, np.ndarray) or not is_integer(out.dtype):
             masks.append(None)
             continue
         try:

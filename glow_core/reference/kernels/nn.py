@@ -125,19 +125,26 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads
     # -> N, G, Mg, K..., D...
     perm = (2 + nd, 0, 1) + tuple(range(2, 2 + nd)) + tuple(range(3 + nd, 3 + 2 * nd))
     cols = cols.transpose(perm)
+    # output position o is full-result position o + pads[i] (zero outside [0, full)): only the positions
+    # [lo, hi) the output reads are summed (a stride of 2**32 made an 8-gigaelement full result for 80 outputs)
     full_shape = [s * (d - 1) + (k - 1) * dl + 1 for s, d, k, dl in zip(strides, sp, kernel, dilations)]
-    full = np.zeros((n, g, mg) + tuple(full_shape), dtype=cols.dtype)
+    lo = [min(max(pads[i], 0), full_shape[i]) for i in range(nd)]
+    hi = [max(min(pads[i] + out[i], full_shape[i]), lo[i]) for i in range(nd)]
+    part = np.zeros((n, g, mg) + tuple(h - low for low, h in zip(lo, hi)), dtype=cols.dtype)
     lead = (slice(None),) * 3
     for k in offsets(kernel):
-        dst = tuple(slice(k[i] * dilations[i], k[i] * dilations[i] + strides[i] * (sp[i] - 1) + 1, strides[i])
-                    for i in range(nd))
-        full[lead + dst] += cols[lead + k]
-    # output position o reads full[o + pad_begin], zero outside
-    before = [max(0, -pads[i]) for i in range(nd)]
-    after = [max(0, pads[i] + out[i] - full_shape[i]) for i in range(nd)]
-    full = pad_spatial(full, before, after)
-    sel = tuple(slice(pads[i] + before[i], pads[i] + before[i] + out[i]) for i in range(nd))
-    return full[lead + sel].reshape((n, g * mg) + tuple(out))
+        src, dst = [], []
+        for i in range(nd):
+            first = k[i] * dilations[i]  # taps of input j land at first + strides[i] * j
+            j0 = min(max(-(-(lo[i] - first) // strides[i]), 0), sp[i])
+            j1 = min(max(-(-(hi[i] - first) // strides[i]), j0), sp[i])
+            src.append(slice(j0, j1))
+            start = first + strides[i] * j0 - lo[i]
+            dst.append(slice(start, start + strides[i] * (j1 - j0 - 1) + 1 if j1 > j0 else start, strides[i]))
+        part[lead + tuple(dst)] += cols[lead + k][lead + tuple(src)]
+    y = np.zeros((n, g, mg) + tuple(out), dtype=cols.dtype)
+    y[lead + tuple(slice(lo[i] - pads[i], hi[i] - pads[i]) for i in range(nd))] = part
+    return y.reshape((n, g * mg) + tuple(out))
 
 
 @KERNELS.register("ConvTranspose")
