@@ -130,6 +130,12 @@ class ConvShape:
     def flops(self) -> int:
         return 2 * self.N * self.M * self.OH * self.OW * self.K
 
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 stride-1 unpadded convolution: its im2col rows are the input's plain channel rows."""
+        return self.KH == 1 and self.KW == 1 and self.sh == 1 and self.sw == 1 and self.ph == 0 and self.pw == 0 \
+            and self.OH == self.H and self.OW == self.W
+
     def col_range(self, kw: int) -> tuple[int, int]:
         """Output columns ``[lo, hi)`` whose input column for tap ``kw`` lies inside the row."""
         off = kw * self.dw - self.pw
@@ -285,9 +291,7 @@ def _b_source(s: ConvShape, geo: Geometry, xp: ir.Value, max_width: int = 0,
         # (nb * C + g * Cg) * HW = bg * Cg * HW
         return gep(b, xp, b.mul(bg, c64(s.Cg * HW)))
 
-    pointwise = s.KH == 1 and s.KW == 1 and s.sh == 1 and s.sw == 1 and s.ph == 0 and s.pw == 0 \
-        and s.OH == s.H and s.OW == s.W
-    if pointwise:
+    if s.pointwise:
         def b_pack(b: ir.IRBuilder, bg: ir.Value, n0: ir.Value, width: ir.Value, k0: ir.Value, kc: ir.Value,
                    kb: ir.Value, dst: ir.Value) -> None:
             src = gep(b, x_group(b, bg), b.add(b.mul(k0, c64(HW)), n0))

@@ -569,14 +569,12 @@ def emit_fused_qconv(ctx: EmitContext, instr: Instr) -> None:
                       None if bias is None else bias.const_value, mult.const_value, yz.const_value, y.type.elem,
                       (a["clamp_lo"], a["clamp_hi"]))
     P, HW = s.OH * s.OW, s.H * s.W
-    pointwise = s.KH == 1 and s.KW == 1 and s.sh == 1 and s.sw == 1 and s.ph == 0 and s.pw == 0 \
-        and s.OH == s.H and s.OW == s.W
     xp, yp = x.ptr, y.ptr
-    job = Job(pk=pk, name=instr.name or "qconv", images=s.N, P=P, taps=0 if pointwise else s.KH * s.KW,
+    job = Job(pk=pk, name=instr.name or "qconv", images=s.N, P=P, taps=0 if s.pointwise else s.KH * s.KW,
               contiguous=True, ld_m=P, ld_p=1,
               x_image=lambda b, n: b.gep(xp, [b.mul(n, c64(s.C * HW))]),
               out_at=lambda b, n, m0, p0: b.gep(yp, [b.add(b.mul(b.add(b.mul(n, c64(s.M)), m0), c64(P)), p0)]),
-              fill_table=None if pointwise else _conv_table(s), cstride=HW, plane=HW,
+              fill_table=None if s.pointwise else _conv_table(s), cstride=HW, plane=HW,
               step=s.sw if s.sw <= 4 else 1)
     drive(ctx, job)
 

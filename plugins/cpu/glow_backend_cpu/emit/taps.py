@@ -73,15 +73,17 @@ def taps_fit(s: ConvShape, lanes: int) -> bool:
     """Read B in place (no im2col tiles): stride 1 and output rows as wide as the input's, so an output
     pixel's tap is a constant offset from the pixel in the flat plane; rows of at least ``TAPS_MIN_W``
     pixels, at most ``TAPS_MAX_M`` output channels a group, at most ``TAPS_MAX`` taps (each one unrolled in
-    the micro-kernel), a 1x1 unpadded convolution excluded (it packs plain rows); lane masks of 16 bits at
-    most, and a mask table of at most ``TAPS_TABLE`` bytes."""
-    T = s.KH * s.KW
-    pointwise = T == 1 and s.ph == 0 and s.pw == 0 and s.OH == s.H and s.OW == s.W and s.sh == 1 and s.sw == 1
-    if pointwise:
-        return TAPS_POINTWISE and TAPS and lanes <= 16 and s.Mg <= TAPS_POINTWISE_M and \
-            -(-s.OH * s.OW // geometry(lanes).nr) * geometry(lanes).nvec * 2 <= TAPS_TABLE
-    if not TAPS or lanes > 16 or s.sh != 1 or s.sw != 1 or s.OW != s.W or s.OW < TAPS_MIN_W or s.Mg > TAPS_MAX_M:
+    the micro-kernel); a 1x1 unpadded convolution (one tap at offset 0, no row edges) whatever its rows, with
+    at most ``TAPS_POINTWISE_M`` output channels a group; lane masks of 16 bits at most, and a mask table of
+    at most ``TAPS_TABLE`` bytes."""
+    if not TAPS or lanes > 16:
         return False
+    if s.pointwise:
+        if not TAPS_POINTWISE or s.Mg > TAPS_POINTWISE_M:
+            return False
+    elif s.sh != 1 or s.sw != 1 or s.OW != s.W or s.OW < TAPS_MIN_W or s.Mg > TAPS_MAX_M:
+        return False
+    T = s.KH * s.KW
     geo = geometry(lanes)
     nt = -(-s.OH * s.OW // geo.nr)
     return T <= TAPS_MAX and nt * T * geo.nvec * 2 <= TAPS_TABLE

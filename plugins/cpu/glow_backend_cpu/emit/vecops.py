@@ -76,13 +76,18 @@ def vstore(b: ir.IRBuilder, v: ir.Value, p: ir.Value, align: int = 4) -> None:
     b.store(v, vptr(b, p, v.type.count), align=align)
 
 
+def _filled(t: ir.VectorType, fill: float) -> ir.Constant:
+    """Every lane ``fill`` (``zeroinitializer`` for 0.0, the shortest IR text)."""
+    return ir.Constant(t, None) if fill == 0.0 else ir.Constant(t, [fill] * t.count)
+
+
 def masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, align: int = 4,
                 fill: float = 0.0) -> ir.Value:
     """Load the lanes of ``mask`` from ``p`` (others ``fill``); masked-off lanes are never accessed."""
     lanes = mask.type.count
     t = vty(lanes)
     fn = intrinsic(module_of(b), f"llvm.masked.load.v{lanes}f32.p0", t, [t.as_pointer(), I32, mask.type, t])
-    return b.call(fn, [vptr(b, p, lanes), c32(align), mask, ir.Constant(t, [fill] * lanes)])
+    return b.call(fn, [vptr(b, p, lanes), c32(align), mask, _filled(t, fill)])
 
 
 def masked_store(b: ir.IRBuilder, v: ir.Value, p: ir.Value, mask: ir.Value, align: int = 4) -> None:
@@ -127,7 +132,7 @@ def strided_masked_load(b: ir.IRBuilder, p: ir.Value, mask: ir.Value, stride: in
     ptrs = b.inttoptr(addrs, vty(lanes, F32P))
     t = vty(lanes)
     fn = intrinsic(module_of(b), f"llvm.masked.gather.v{lanes}f32.v{lanes}p0", t, [ptrs.type, I32, mask.type, t])
-    return b.call(fn, [ptrs, c32(4), mask, ir.Constant(t, [fill] * lanes)])
+    return b.call(fn, [ptrs, c32(4), mask, _filled(t, fill)])
 
 
 def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
